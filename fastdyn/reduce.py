@@ -1,0 +1,43 @@
+"""Fixed-block, fixed-order reductions shared by every kernel.
+
+Determinism contract: a sum over tasks (or samples) is computed as
+``Σ_b partial[b]`` where block ``b`` holds the indices ``[b·BLOCK, (b+1)·BLOCK)`` of the *global*
+index range, each partial is summed serially in index order inside its block, and the partials are
+added in block order. Chunks handed to kernels always start on a block boundary, so the result is
+bit-identical for any number of threads and any chunk size that is a multiple of ``BLOCK``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._jit import SERIAL
+
+#: tasks (or samples) per reduction block; chunk sizes must be multiples of this
+BLOCK: int = 1024
+
+
+def n_blocks(n: int) -> int:
+    """Number of blocks covering ``n`` consecutive indices that start on a block boundary."""
+    return (int(n) + BLOCK - 1) // BLOCK
+
+
+def block_partials(n: int, width: int) -> np.ndarray:
+    """A zeroed ``(n_blocks(n), width)`` float64 array for per-block partial sums."""
+    return np.zeros((n_blocks(n), width), dtype=np.float64)
+
+
+@njit(**SERIAL)
+def accumulate_blocks(total: np.ndarray, partials: np.ndarray) -> None:
+    """``total[k] += Σ_b partials[b, k]``, blocks added one at a time in order (in place)."""
+    nb, width = partials.shape
+    for b in range(nb):
+        for k in range(width):
+            total[k] += partials[b, k]
+
+
+def round_up_to_block(n: int) -> int:
+    """The smallest multiple of ``BLOCK`` that is ≥ ``n`` (and ≥ BLOCK)."""
+    n = max(int(n), 1)
+    return ((n + BLOCK - 1) // BLOCK) * BLOCK
