@@ -1,0 +1,162 @@
+"""TOML + ``--set`` overrides → one frozen, validated config; and back to TOML text.
+
+Config files are data only: parsed with :mod:`tomllib`, no evaluation, no includes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from .schema import ConfigError, Rule
+
+_SCHEMAS: dict[str, type] = {}
+
+
+def register_schema(model: str, cls: type) -> None:
+    """Declare the root config dataclass of ``model``."""
+    _SCHEMAS[model] = cls
+
+
+def schema_for(model: str) -> type:
+    """The root config dataclass for ``model`` (ConfigError listing the known models otherwise)."""
+    _ensure_schemas()
+    if model not in _SCHEMAS:
+        raise ConfigError(f"model: must be one of {', '.join(repr(m) for m in sorted(_SCHEMAS))}, got {model!r}")
+    return _SCHEMAS[model]
+
+
+def _ensure_schemas() -> None:
+    if "msfr" not in _SCHEMAS:
+        from .msfr import MsfrConfig
+
+        register_schema("msfr", MsfrConfig)
+    try:  # the in-context regression models register their own schema
+        from . import icl  # noqa: F401
+    except ImportError:
+        pass
+
+
+def build(cls: type, data: Any, prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from a TOML table, validating every field (ConfigError on misuse)."""
+    where = prefix.rstrip(".") or "config"
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: must be a table, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for k in data:
+        if k not in fields:
+            allowed = ", ".join(fields)
+            raise ConfigError(f"{prefix}{k}: unknown key; allowed in [{where}]: {allowed}")
+    kwargs = {}
+    for name, f in fields.items():
+        if dataclasses.is_dataclass(f.default):
+            kwargs[name] = build(type(f.default), data.get(name, {}), f"{prefix}{name}.")
+        elif name in data:
+            rule: Rule = f.metadata["rule"]
+            kwargs[name] = rule.coerce(prefix + name, data[name])
+    obj = cls(**kwargs)
+    if hasattr(obj, "check"):
+        obj.check()
+    return obj
+
+
+def parse_set(assignment: str) -> tuple[list[str], Any]:
+    """Parse one ``--set section.key=value``; the value is read as TOML, else as a bare string."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment}: must be key=value (e.g. task.n_tasks=1000)")
+    key, raw = assignment.split("=", 1)
+    path = [p.strip() for p in key.strip().split(".")]
+    if not all(path):
+        raise ConfigError(f"--set {assignment}: key must be dotted names like task.alpha")
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return path, value
+
+
+def apply_sets(data: dict, assignments: list[str]) -> dict:
+    """Apply ``--set`` assignments to a (deep-copied) TOML dict."""
+    import copy
+
+    data = copy.deepcopy(data)
+    for a in assignments:
+        path, value = parse_set(a)
+        node = data
+        for p in path[:-1]:
+            nxt = node.setdefault(p, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {a}: {p} is not a table")
+            node = nxt
+        node[path[-1]] = value
+    return data
+
+
+def read_toml(path: str | Path) -> dict:
+    """Read a TOML file; missing, unreadable or malformed files raise one-line ConfigErrors."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r}: not found")
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {str(p)!r}: malformed TOML ({e})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {str(p)!r}: cannot be read ({e})") from None
+
+
+def from_dict(data: dict) -> Any:
+    """Validate a whole config dict (its ``model`` key picks the schema; default ``msfr``)."""
+    if not isinstance(data, dict):
+        raise ConfigError("config: must be a table")
+    model = data.get("model", "msfr")
+    if not isinstance(model, str):
+        raise ConfigError(f"model: must be a string naming the model, got {model!r}")
+    return build(schema_for(model), data)
+
+
+def load_config(path: str | Path | None = None, sets: list[str] | tuple[str, ...] = ()) -> Any:
+    """Read ``path`` (or start from the defaults), apply ``--set`` overrides, validate."""
+    data = read_toml(path) if path is not None else {}
+    return from_dict(apply_sets(data, list(sets)))
+
+
+def to_dict(cfg: Any) -> dict:
+    """The resolved config as plain TOML-able values (tuples → lists)."""
+    out = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        out[f.name] = to_dict(v) if dataclasses.is_dataclass(v) else (list(v) if isinstance(v, tuple) else v)
+    return out
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def to_toml(cfg: Any) -> str:
+    """The resolved config as TOML text (round-trips through :func:`from_dict`)."""
+    d = to_dict(cfg)
+    lines = [f"{k} = {_toml_value(v)}" for k, v in d.items() if not isinstance(v, dict)]
+    for k, v in d.items():
+        if isinstance(v, dict):
+            lines.append(f"\n[{k}]")
+            lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,114 @@
+"""Config sections of an MSFR run (``model = "msfr"``); symbols as in spec/msfr.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .schema import ConfigError, choice, flag, integer, integers, number, numbers
+
+
+@dataclass(frozen=True)
+class TaskSection:
+    """[task]: the MSFR task distribution (spec §1)."""
+
+    n_tasks: int = integer(10_000, 1, 10**10, help="number of task types N_s")
+    alpha: float = number(2.0, 0.0, 20.0, lo_open=True, help="Zipf exponent: P(s) ∝ s^-α")
+    strength0: float = number(1.0, 0.0, 1e6, lo_open=True, help="Λ0 in Λ_s = Λ0 s^-γ")
+    gamma: float = number(0.0, -5.0, 20.0, help="task-strength exponent γ")
+    psi0: float = number(100.0, 1.0, 1e9, help="ψ0 in ψ_s = max(psi_min, round(ψ0 s^-β))", units="tokens")
+    beta: float = number(0.0, -5.0, 20.0, help="context-length exponent β")
+    psi_min: int = integer(1, 1, 10**9, help="smallest context length", units="tokens")
+    n_samples: float | str = number(
+        "inf", 1.0, 1e18, extra=("inf",), help='training sequences N; "inf" gives #_s/N = P(s)'
+    )
+    model_size: int | str = integer("all", 1, 10**10, extra=("all",), help='model size D (tasks s ≤ D are represented); "all" = n_tasks')
+    x_dist: str = choice("rademacher", ("rademacher", "gaussian"), help="scalar token input distribution")
+    embedding: str = choice("block", ("block",), help="token embedding; 'shared' is trained only by msfr-attention")
+
+    def check(self) -> None:
+        """Cross-field rules."""
+        if self.n_samples != "inf" and float(self.n_samples) != int(float(self.n_samples)):
+            raise ConfigError(f"task.n_samples: must be a whole number of sequences or 'inf', got {self.n_samples!r}")
+
+    @property
+    def d(self) -> int:
+        """Resolved model size D = min(model_size, n_tasks)."""
+        return self.n_tasks if self.model_size == "all" else min(int(self.model_size), self.n_tasks)
+
+
+@dataclass(frozen=True)
+class InitSection:
+    """[init]: initial v_s, w_s (spec §3)."""
+
+    scheme: str = choice("balanced", ("balanced", "random"), help="balanced: v = w = σ0 û_s; random: i.i.d. N(0, σ0²) per task")
+    scale: float = number(1e-3, 0.0, 1e3, lo_open=True, help="σ0")
+
+
+@dataclass(frozen=True)
+class TimeSection:
+    """[time]: the output time grid (gradient-flow time t; gd: t = η·step)."""
+
+    grid: str = choice("log", ("log", "linear", "explicit"), help="spacing of the output times")
+    t_min: float = number(1e-2, 0.0, lo_open=True, help="first output time after 0 (log/linear grids)")
+    t_max: float = number(1e12, 0.0, 1e15, lo_open=True, help="last output time")
+    n_times: int = integer(256, 1, 10**7, help="number of output times (log/linear grids)")
+    include_zero: bool = flag(True, help="also record t = 0")
+    times: tuple = numbers((), 0.0, help="explicit output times (grid = 'explicit'), strictly increasing")
+
+    def check(self) -> None:
+        if self.grid == "explicit":
+            if len(self.times) == 0:
+                raise ConfigError("time.times: must be a non-empty list of times when time.grid = 'explicit'")
+            if any(b <= a for a, b in zip(self.times, self.times[1:], strict=False)):
+                raise ConfigError("time.times: must be strictly increasing")
+        elif self.t_min >= self.t_max:
+            raise ConfigError(f"time.t_min: must be < time.t_max ({self.t_max:g}), got {self.t_min:g}")
+
+
+@dataclass(frozen=True)
+class SolverSection:
+    """[solver]: how the v/w dynamics are integrated (spec §3)."""
+
+    integrator: str = choice("dopri5", ("dopri5", "rk4", "gd", "none"), help="per-task adaptive DP5(4), per-task fixed-step RK4, discrete GD, or theory only")
+    rtol: float = number(1e-8, 1e-14, 1e-2, help="dopri5 relative tolerance")
+    atol: float = number(1e-14, 0.0, 1.0, lo_open=True, help="dopri5 absolute tolerance")
+    steps_per_timescale: int = integer(200, 4, 10**7, help="rk4 steps per 1/(a_s R_s) of each task")
+    lr: float = number(1e-2, 0.0, 1e6, lo_open=True, help="gd learning rate η (t = η·step)")
+    settle_tol: float = number(1e-13, 0.0, 1e-3, lo_open=True, help="a task whose |f_s − Λ_s| ≤ settle_tol·Λ_s is frozen")
+
+
+@dataclass(frozen=True)
+class TheorySection:
+    """[theory]: the closed form written beside the simulation (spec §4–5)."""
+
+    level: str = choice("exact", ("leading", "first_order", "exact", "none"), help="f0, f0 + ε f1, the exact finite-ψ reduction, or none")
+
+
+@dataclass(frozen=True)
+class OutputSection:
+    """[output]: what is stored besides the losses."""
+
+    track: tuple = integers((1, 2, 3, 10, 30, 100, 300, 1000), 1, help="task indices s whose f_s(t) are stored")
+    chunk_tasks: int = integer(262_144, 1024, 2**31, help="tasks per kernel call (rounded up to a multiple of 1024)")
+    times_per_segment: int = integer(16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks")
+
+
+@dataclass(frozen=True)
+class MsfrConfig:
+    """A whole MSFR run."""
+
+    model: str = choice("msfr", ("msfr",))
+    seed: int = integer(0, 0, 2**63 - 1, help="seed of every random draw (counts, init)")
+    task: TaskSection = TaskSection()
+    init: InitSection = InitSection()
+    time: TimeSection = TimeSection()
+    solver: SolverSection = SolverSection()
+    theory: TheorySection = TheorySection()
+    output: OutputSection = OutputSection()
+
+    def check(self) -> None:
+        if self.solver.integrator == "none" and self.theory.level == "none":
+            raise ConfigError("solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)")
+        bad = [s for s in self.output.track if s > self.task.n_tasks]
+        if bad:
+            raise ConfigError(f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}")

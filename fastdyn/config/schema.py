@@ -1,0 +1,144 @@
+"""Config schema: frozen dataclasses whose fields carry their allowed values, units and help.
+
+A field is declared with one of :func:`number`, :func:`integer`, :func:`choice`, :func:`flag`,
+:func:`numbers`, :func:`integers`, :func:`text`; :func:`fastdyn.config.load.build` turns a TOML
+table into the dataclass, rejecting unknown keys, wrong types, non-finite numbers and values out of
+range with one line that names the field (``task.n_tasks: must be an integer ≥ 1, got 0``).
+Cross-field rules live in each section's ``check()`` method and raise :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A user error in a config: the message is one line naming the field and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a field accepts. ``kind`` is one of number, integer, choice, flag, numbers, integers, text."""
+
+    kind: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    options: tuple = ()
+    extra: tuple = ()  # extra accepted string literals for numeric fields (e.g. "inf", "all")
+    help: str = ""
+    units: str = ""
+
+    def describe(self) -> str:
+        """Human description of the allowed values, used in error messages and `--help`."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(repr(o) for o in self.options)
+        if self.kind == "flag":
+            return "true or false"
+        if self.kind == "text":
+            return "a string"
+        base = {"number": "a finite number", "integer": "an integer", "numbers": "a list of finite numbers", "integers": "a list of integers"}[self.kind]
+        bounds = []
+        if self.lo is not None:
+            bounds.append(("> " if self.lo_open else "≥ ") + _fmt(self.lo))
+        if self.hi is not None:
+            bounds.append(("< " if self.hi_open else "≤ ") + _fmt(self.hi))
+        s = base + (" " + " and ".join(bounds) if bounds else "")
+        if self.extra:
+            s += " or " + " or ".join(repr(e) for e in self.extra)
+        return s
+
+    def coerce(self, name: str, value: Any) -> Any:
+        """Validate ``value`` for field ``name`` and return it in canonical form."""
+        bad = ConfigError(f"{name}: must be {self.describe()}, got {_show(value)}")
+        if self.kind == "flag":
+            if not isinstance(value, bool):
+                raise bad
+            return value
+        if self.kind == "text":
+            if not isinstance(value, str):
+                raise bad
+            return value
+        if self.kind == "choice":
+            if not isinstance(value, str) or value not in self.options:
+                raise bad
+            return value
+        if isinstance(value, str) and value in self.extra:
+            return value
+        if self.kind in ("numbers", "integers"):
+            if not isinstance(value, list | tuple):
+                raise bad
+            scalar = Rule("number" if self.kind == "numbers" else "integer", self.lo, self.hi, self.lo_open, self.hi_open)
+            try:
+                return tuple(scalar.coerce(name, v) for v in value)
+            except ConfigError:
+                raise bad from None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad
+        if self.kind == "integer":
+            if isinstance(value, float):
+                if not (math.isfinite(value) and value == int(value)):
+                    raise bad
+                value = int(value)
+        else:
+            value = float(value)
+            if not math.isfinite(value):
+                raise bad
+        if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
+            raise bad
+        if self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)):
+            raise bad
+        return value
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _show(value: Any) -> str:
+    s = repr(value)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _field(default: Any, rule: Rule) -> Any:
+    if isinstance(default, list):
+        default = tuple(default)
+    return field(default=default, metadata={"rule": rule})
+
+
+def number(default: float, lo=None, hi=None, *, lo_open=False, hi_open=False, extra=(), help="", units="") -> Any:
+    """A finite float field with optional bounds."""
+    return _field(default, Rule("number", lo, hi, lo_open, hi_open, extra=tuple(extra), help=help, units=units))
+
+
+def integer(default: int, lo=None, hi=None, *, extra=(), help="", units="") -> Any:
+    """An integer field with optional bounds."""
+    return _field(default, Rule("integer", lo, hi, extra=tuple(extra), help=help, units=units))
+
+
+def choice(default: str, options, *, help="") -> Any:
+    """A string field restricted to ``options``."""
+    return _field(default, Rule("choice", options=tuple(options), help=help))
+
+
+def flag(default: bool, *, help="") -> Any:
+    """A boolean field."""
+    return _field(default, Rule("flag", help=help))
+
+
+def text(default: str, *, help="") -> Any:
+    """A free string field (paths)."""
+    return _field(default, Rule("text", help=help))
+
+
+def numbers(default, lo=None, hi=None, *, lo_open=False, help="", units="") -> Any:
+    """A list of finite floats (stored as a tuple)."""
+    return _field(default, Rule("numbers", lo, hi, lo_open, help=help, units=units))
+
+
+def integers(default, lo=None, hi=None, *, help="") -> Any:
+    """A list of integers (stored as a tuple)."""
+    return _field(default, Rule("integers", lo, hi, help=help))

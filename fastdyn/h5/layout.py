@@ -1,0 +1,48 @@
+"""⑤ The on-disk format, version 1: paths, dtypes, units, root attributes.
+
+Root attributes
+    ``format`` = "fastdyn", ``format_version`` = 1, ``generated_by`` ("fastdyn X.Y.Z"),
+    ``model``, ``config`` (the resolved config as TOML text), ``versions`` (JSON: python, numpy,
+    numba, h5py, HDF5), ``seed``, ``command_line``, ``status`` (see :class:`fastdyn.drive.outcome`),
+    ``timings`` (JSON, seconds), ``created``.
+Datasets (every time series is 1-d or 2-d with time as axis 0, chunked and resizable along it, and
+``/time`` attached to axis 0 as an HDF5 dimension scale)
+    ``/time``                  output times (gradient-flow time t, or η·step for gd)
+    ``/step``                  optimiser step of each output (discrete runs only)
+    ``/loss/<name>``           test, train (and test_ic, test_iw for in-context runs)
+    ``/theory/loss/<name>``    the analytic curve on the same grid
+    ``/tasks/index``           1-based indices s of the tracked tasks (dimension scale of axis 1)
+    ``/tasks/f``               f_s(t) of the tracked tasks, shape (T, n_tracked)
+    ``/theory/tasks/f``        the closed form of the same
+    ``/tasks/emergence``       theory half-rise times t_s of the tracked tasks
+    ``/params/<name>``         parameter snapshots, axis 0 = time
+    ``/checkpoint/``           the state to resume (reliability)
+Units live in each dataset's ``units`` attribute; ``long_name`` says what it is.
+"""
+
+from __future__ import annotations
+
+FORMAT_NAME = "fastdyn"
+FORMAT_VERSION = 1
+
+TIME = "time"
+STEP = "step"
+
+#: (units, long_name) of the well-known series
+DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "time": ("gradient-flow time", "output time t (gd: t = learning_rate * step)"),
+    "step": ("1", "optimiser step"),
+    "loss/test": ("1", "test loss L_test(t)"),
+    "loss/train": ("1", "training loss L_train(t)"),
+    "loss/test_ic": ("1", "in-context test loss (fresh task vectors)"),
+    "loss/test_iw": ("1", "in-weight test loss (noise context, fixed task vector)"),
+    "theory/loss/test": ("1", "closed-form test loss"),
+    "theory/loss/train": ("1", "closed-form training loss"),
+    "tasks/index": ("1", "1-based task index s"),
+    "tasks/f": ("1", "task output f_s(t)"),
+    "theory/tasks/f": ("1", "closed-form task output f_s(t)"),
+    "tasks/emergence": ("gradient-flow time", "closed-form half-rise time t_s"),
+}
+
+STATUS_RUNNING = "running"
+STATUS_COMPLETE = "complete"

@@ -1,0 +1,198 @@
+"""② The MSFR task table (spec/msfr.md §1, §3), generated chunk by chunk from the seed.
+
+Task s = 1..N_s has frequency P(s) = s^-α / Z, strength Λ_s = Λ0 s^-γ, context length
+ψ_s = max(psi_min, ⌊ψ0 s^-β + ½⌋), training weight #_s/N (= P(s) when N = "inf"), and an initial
+state (v0, w0) in its 2-dim [x, y] block. Only tasks s ≤ D (model size) are handed to kernels; the
+constant losses of tasks beyond D are summed once by :meth:`MsfrProblem.tail_losses`.
+
+Counts #_s ~ Multinomial(N, P) are drawn exactly and reproducibly in two levels: block totals
+#_b ~ Multinomial(N, (P_b)) over fixed blocks of BLOCK tasks, then, within each block,
+Multinomial(#_b, P(s)/P_b) from a stream keyed by (seed, block). Both levels are exact
+(a multinomial aggregated over groups is multinomial; conditioned on group totals it is
+multinomial within groups), and no draw depends on chunking.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from .._jit import PARALLEL
+from ..reduce import BLOCK, n_blocks
+from . import rng
+
+INIT_BALANCED = 0
+INIT_RANDOM = 1
+
+
+@dataclass(frozen=True)
+class TaskChunk:
+    """Per-task arrays (structure of arrays) for tasks s = first+1 … first+n (1-based)."""
+
+    first: int
+    lam: np.ndarray
+    psi: np.ndarray
+    rate: np.ndarray
+    wtest: np.ndarray
+    v0x: np.ndarray
+    v0y: np.ndarray
+    w0x: np.ndarray
+    w0y: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return self.lam.shape[0]
+
+    def select(self, local: np.ndarray) -> TaskChunk:
+        """The sub-table of the given local indices."""
+        return TaskChunk(self.first, *(getattr(self, k)[local] for k in ("lam", "psi", "rate", "wtest", "v0x", "v0y", "w0x", "w0y")))
+
+
+@njit(**PARALLEL)
+def _block_prob_sums(n_tasks, alpha, out):
+    """out[b] = Σ_{s in block b} s^-α, serial inside a block (deterministic)."""
+    nb = out.shape[0]
+    for b in prange(nb):
+        lo = b * BLOCK
+        hi = min(lo + BLOCK, n_tasks)
+        acc = 0.0
+        for i in range(lo, hi):
+            acc += (i + 1.0) ** (-alpha)
+        out[b] = acc
+
+
+@njit(**PARALLEL)
+def _fill(first, alpha, inv_z, lam0, gamma, psi0, beta, psi_min, scheme, scale, seed, lam, psi, wtest, v0x, v0y, w0x, w0y):
+    n = lam.shape[0]
+    for i in prange(n):
+        s = first + i + 1.0
+        p = s ** (-alpha) * inv_z
+        wtest[i] = p
+        lk = lam0 * s ** (-gamma)
+        lam[i] = lk
+        ps = math.floor(psi0 * s ** (-beta) + 0.5)
+        psi[i] = max(float(psi_min), ps)
+        if scheme == INIT_BALANCED:
+            nrm = 1.0 / math.sqrt(1.0 + lk * lk)
+            v0x[i] = scale * nrm
+            v0y[i] = scale * lk * nrm
+            w0x[i] = v0x[i]
+            w0y[i] = v0y[i]
+        else:
+            idx = first + i
+            v0x[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 0)
+            v0y[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 1)
+            w0x[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 0)
+            w0y[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 1)
+
+
+@njit(**PARALLEL)
+def _tail_partials(first, n, alpha, inv_z, lam0, gamma, counts, inv_n, use_counts, out_test, out_train):
+    """Per-block Σ P(s) Λ_s²/2 and Σ (#_s/N) Λ_s²/2 for tasks first+1..first+n (untrained, f = 0)."""
+    nb = out_test.shape[0]
+    for b in prange(nb):
+        lo = b * BLOCK
+        hi = min(lo + BLOCK, n)
+        at = 0.0
+        ar = 0.0
+        for i in range(lo, hi):
+            s = first + i + 1.0
+            p = s ** (-alpha) * inv_z
+            lk = lam0 * s ** (-gamma)
+            at += 0.5 * p * lk * lk
+            w = counts[i] * inv_n if use_counts else p
+            ar += 0.5 * w * lk * lk
+        out_test[b] = at
+        out_train[b] = ar
+
+
+class MsfrProblem:
+    """The task table of one MSFR config, generated on demand in chunks of whole blocks."""
+
+    def __init__(self, task, init, seed: int):
+        self.task = task
+        self.init = init
+        self.seed = int(seed)
+        self.n_tasks = int(task.n_tasks)
+        self.d = int(task.d)
+        self._block_p = np.zeros(n_blocks(self.n_tasks))
+        _block_prob_sums(self.n_tasks, float(task.alpha), self._block_p)
+        self.z = float(_ordered_sum(self._block_p))
+        self.finite_n = task.n_samples != "inf"
+        self.n_samples = math.inf if not self.finite_n else int(float(task.n_samples))
+        self._block_counts = None
+        if self.finite_n:
+            probs = self._block_p / self._block_p.sum()
+            self._block_counts = rng.generator(self.seed, 7).multinomial(self.n_samples, probs)
+
+    def counts(self, first: int, n: int) -> np.ndarray:
+        """Exact multinomial counts #_s for tasks first+1..first+n (first on a block boundary)."""
+        if first % BLOCK:
+            raise ValueError("counts: first must be a multiple of BLOCK")
+        out = np.empty(n, dtype=np.int64)
+        for b in range(first // BLOCK, n_blocks(first + n)):
+            lo = b * BLOCK
+            hi = min(lo + BLOCK, self.n_tasks)
+            s = np.arange(lo + 1, hi + 1, dtype=np.float64)
+            p = s ** (-float(self.task.alpha))
+            c = rng.generator(self.seed, 8, b).multinomial(int(self._block_counts[b]), p / p.sum())
+            a, e = max(lo, first), min(hi, first + n)
+            out[a - first : e - first] = c[a - lo : e - lo]
+        return out
+
+    def chunk(self, first: int, n: int) -> TaskChunk:
+        """Task table for s = first+1 … first+n (n ≤ D − first)."""
+        t, it = self.task, self.init
+        arrs = [np.empty(n) for _ in range(8)]
+        lam, psi, rate, wtest, v0x, v0y, w0x, w0y = arrs
+        scheme = INIT_BALANCED if it.scheme == "balanced" else INIT_RANDOM
+        _fill(first, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), float(t.psi0), float(t.beta), int(t.psi_min), scheme, float(it.scale), self.seed, lam, psi, wtest, v0x, v0y, w0x, w0y)
+        if self.finite_n:
+            rate[:] = self.counts(first, n) / float(self.n_samples)
+        else:
+            rate[:] = wtest
+        return TaskChunk(first, lam, psi, rate, wtest, v0x, v0y, w0x, w0y)
+
+    def chunks(self, chunk_tasks: int):
+        """Iterate (first, n) over tasks 1..D in chunks that start on block boundaries."""
+        step = max(BLOCK, (int(chunk_tasks) // BLOCK) * BLOCK)
+        for first in range(0, self.d, step):
+            yield first, min(step, self.d - first)
+
+    def tail_losses(self, chunk_tasks: int = 1 << 20) -> tuple[float, float]:
+        """(test, train) loss of tasks s > D, which the model cannot represent (f_s ≡ 0)."""
+        t = self.task
+        tot_test = 0.0
+        tot_train = 0.0
+        step = max(BLOCK, (int(chunk_tasks) // BLOCK) * BLOCK)
+        start = (self.d // BLOCK) * BLOCK
+        for first in range(start, self.n_tasks, step):
+            n = min(step, self.n_tasks - first)
+            counts = self.counts(first, n).astype(np.float64) if self.finite_n else np.zeros(n)
+            inv_n = 1.0 / self.n_samples if self.finite_n else 0.0
+            pt = np.zeros(n_blocks(n))
+            pr = np.zeros(n_blocks(n))
+            # tasks in [start, d) are represented: exclude them by zeroing their weight
+            lo_local = max(0, self.d - first)
+            sub_first = first + lo_local
+            if lo_local:
+                # recompute only the represented-free part, keeping block alignment for the rest
+                pt = np.zeros(n_blocks(n - lo_local))
+                pr = np.zeros(n_blocks(n - lo_local))
+                _tail_partials(sub_first, n - lo_local, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), counts[lo_local:], inv_n, self.finite_n, pt, pr)
+            else:
+                _tail_partials(first, n, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), counts, inv_n, self.finite_n, pt, pr)
+            tot_test += _ordered_sum(pt)
+            tot_train += _ordered_sum(pr)
+        return tot_test, tot_train
+
+
+def _ordered_sum(a: np.ndarray) -> float:
+    """Σ a in index order (deterministic; numpy's pairwise sum is too, but this states it)."""
+    acc = 0.0
+    for x in a.tolist():
+        acc += x
+    return acc
