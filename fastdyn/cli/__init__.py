@@ -1,0 +1,34 @@
+"""fastdyn's command line: ``fastdyn [-v|-q] [--debug] COMMAND``; one module per command."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More detail on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or chatter on stderr.")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(__version__, prog_name="fastdyn")
+@click.pass_context
+def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
+    """Simulate and analyse the learning dynamics of linear self-attention."""
+    ctx.obj = {"verbosity": -1 if quiet else verbose, "debug": debug}
+
+
+def _register() -> None:
+    from . import inspect, plot, simulate
+
+    for mod in (simulate, inspect, plot):
+        main.add_command(mod.command)
+    for optional in ("theory", "fit", "sweep"):
+        try:
+            mod = __import__(f"{__name__}.{optional}", fromlist=["command"])
+        except ImportError:
+            continue
+        main.add_command(mod.command)
+
+
+_register()

@@ -1,0 +1,57 @@
+"""Shared CLI plumbing: one-line user errors (exit 2), runtime failures (exit 1), --debug tracebacks."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+
+import click
+
+from ..config.schema import ConfigError
+from ..h5.reader import FileFormatError
+
+EXIT_USER = 2
+EXIT_RUNTIME = 1
+
+
+class UserError(click.ClickException):
+    """A mistake the user can fix: printed as one line, exit code 2."""
+
+    exit_code = EXIT_USER
+
+    def format_message(self) -> str:
+        return self.message
+
+    def show(self, file=None) -> None:
+        click.echo(f"fastdyn: error: {self.message}", err=True)
+
+
+def guarded(fn):
+    """Turn config/file errors into one-line exit-2 errors and crashes into exit 1 (traceback with --debug)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        debug = bool((ctx.obj or {}).get("debug"))
+        try:
+            return fn(*args, **kwargs)
+        except (ConfigError, FileFormatError) as e:
+            if debug:
+                traceback.print_exc()
+            raise UserError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # a runtime failure: the user sees one line unless --debug
+            if debug:
+                traceback.print_exc()
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            click.echo(f"fastdyn: failed: {msg} (rerun with --debug for the traceback)", err=True)
+            sys.exit(EXIT_RUNTIME)
+
+    return wrapper
+
+
+def verbosity(ctx: click.Context) -> int:
+    """-1 quiet, 0 normal, ≥1 verbose."""
+    return int((ctx.obj or {}).get("verbosity", 0))

@@ -1,0 +1,63 @@
+"""``fastdyn simulate CONFIG``: run one config and stream it to an HDF5 file."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ._common import UserError, guarded, verbosity
+
+
+@click.command("simulate")
+@click.argument("config", required=False)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output HDF5 file [default: results/<config name>.h5].")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config value, e.g. --set task.n_tasks=1000 (repeatable).")
+@click.option("--threads", type=int, help="numba threads [default: all cores].")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.pass_context
+@guarded
+def command(ctx: click.Context, config: str | None, output: str | None, sets: tuple[str, ...], threads: int | None, overwrite: bool, quiet: bool) -> None:
+    """Run CONFIG (a TOML file or a preset name such as 'quickstart'; default: the built-in defaults)."""
+    from ..config import load_config
+    from ..config.presets import resolve
+    from ..drive.run import simulate
+
+    path = resolve(config) if config else None
+    cfg = load_config(path, sets)
+    if threads is not None:
+        import numba
+
+        top = numba.config.NUMBA_NUM_THREADS
+        if not 1 <= threads <= top:
+            raise UserError(f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}")
+        numba.set_num_threads(threads)
+    stem = Path(path).stem if path else "fastdyn"
+    out = Path(output) if output else Path("results") / f"{stem}.h5"
+    _check_output(out, overwrite)
+    show = not quiet and verbosity(ctx) >= 0 and sys.stderr.isatty()
+    outcome = simulate(cfg, out, progress=show)
+    if verbosity(ctx) >= 0:
+        click.echo(f"{out}: {outcome}", err=True)
+    if not outcome.startswith("complete"):
+        sys.exit(1)
+
+
+def _check_output(out: Path, overwrite: bool) -> None:
+    if out.exists() and out.is_dir():
+        raise UserError(f"--output {out}: is a directory; give a file name")
+    if out.exists() and not overwrite:
+        raise UserError(f"--output {out}: exists; pass --overwrite to replace it")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.exists():
+        try:
+            parent.mkdir(parents=True)
+        except OSError as e:
+            raise UserError(f"--output {out}: cannot create directory {parent} ({e.strerror})") from None
+    if not parent.is_dir():
+        raise UserError(f"--output {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UserError(f"--output {out}: not writable")

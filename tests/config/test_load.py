@@ -1,0 +1,71 @@
+"""Config loading: defaults, --set, TOML round trip, one-line errors naming the field."""
+
+import tomllib
+
+import pytest
+
+from fastdyn.config import ConfigError, from_dict, load_config, to_toml
+from fastdyn.config.load import parse_set
+
+
+def test_defaults_round_trip_through_toml():
+    cfg = load_config(None, ["task.n_tasks=1234", "time.t_max=5e6", "output.track=[1, 7]"])
+    assert cfg.task.n_tasks == 1234 and cfg.time.t_max == 5e6 and cfg.output.track == (1, 7)
+    assert from_dict(tomllib.loads(to_toml(cfg))) == cfg
+
+
+def test_set_parses_toml_values_and_bare_strings():
+    assert parse_set("solver.integrator=rk4") == (["solver", "integrator"], "rk4")
+    assert parse_set("task.alpha=1.5") == (["task", "alpha"], 1.5)
+    assert parse_set('task.n_samples="inf"') == (["task", "n_samples"], "inf")
+
+
+@pytest.mark.parametrize(
+    ("sets", "field"),
+    [
+        (["task.n_tasks=0"], "task.n_tasks"),
+        (["task.n_tasks=-5"], "task.n_tasks"),
+        (["task.n_tasks=1.5"], "task.n_tasks"),
+        (["task.alpha=nan"], "task.alpha"),
+        (["task.alpha=inf"], "task.alpha"),
+        (["task.psi0=0.5"], "task.psi0"),
+        (["task.bogus=1"], "task.bogus"),
+        (["bogus=1"], "bogus"),
+        (["solver.integrator=euler"], "solver.integrator"),
+        (["time.t_min=1e13"], "time.t_min"),
+        (["time.grid=explicit", "time.times=[1.0, 0.5]"], "time.times"),
+        (["time.grid=explicit"], "time.times"),
+        (["task.n_samples=12.5"], "task.n_samples"),
+        (["task.n_samples=abc"], "task.n_samples"),
+        (["init.scale=true"], "init.scale"),
+        (["model=nope"], "model"),
+        (["output.track=[0]"], "output.track"),
+        (["task.n_tasks=10", "output.track=[11]"], "output.track"),
+        (["task=3"], "task"),
+        (["justtext"], "--set"),
+    ],
+)
+def test_bad_values_name_the_field(sets, field):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, sets)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(field), msg
+
+
+def test_malformed_and_missing_files(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("model = [\n")
+    with pytest.raises(ConfigError, match="malformed TOML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_shipped_configs_validate():
+    from fastdyn.config.presets import CONFIG_DIR
+
+    paths = sorted(CONFIG_DIR.glob("*.toml"))
+    assert paths, "no shipped configs"
+    for p in paths:
+        load_config(p)
