@@ -88,7 +88,7 @@ class TheorySection:
 class OutputSection:
     """[output]: what is stored besides the losses."""
 
-    track: tuple = integers((1, 2, 3, 10, 30, 100, 300, 1000), 1, help="task indices s whose f_s(t) are stored")
+    track: tuple = integers((), 1, help="task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size")
     chunk_tasks: int = integer(262_144, 1024, 2**31, help="tasks per kernel call (rounded up to a multiple of 1024)")
     times_per_segment: int = integer(16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks")
 

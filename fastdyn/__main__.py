@@ -1,0 +1,5 @@
+"""``python -m fastdyn`` = the ``fastdyn`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,74 @@
+"""User errors: exit code 2, one line naming the field and what is allowed, no traceback, no file."""
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from fastdyn.cli import main
+
+
+def _run(args, tmp_path):
+    out = tmp_path / "out.h5"
+    res = CliRunner().invoke(main, ["simulate", *args, "-o", str(out)], catch_exceptions=False)
+    return res, out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--set", "task.bogus=1"], "task.bogus: unknown key"),
+        (["--set", "task.n_tasks=0"], "task.n_tasks: must be an integer ≥ 1"),
+        (["--set", "task.n_tasks=-3"], "task.n_tasks"),
+        (["--set", "task.alpha=nan"], "task.alpha: must be a finite number"),
+        (["--set", "init.scale=1e400"], "init.scale"),
+        (["--set", "task.psi0=0.2"], "task.psi0: must be a finite number ≥ 1"),
+        (["--set", "solver.integrator=euler"], "solver.integrator: must be one of 'dopri5', 'rk4', 'gd', 'none'"),
+        (["--set", "time.grid=explicit", "--set", "time.times=[3.0, 2.0]"], "time.times: must be strictly increasing"),
+        (["--set", "time.t_min=10", "--set", "time.t_max=1"], "time.t_min: must be < time.t_max"),
+        (["--set", "nokey"], "--set nokey: must be key=value"),
+        (["--threads", "0"], "--threads: must be between 1"),
+        (["no_such_preset"], "no such file or preset"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_no_file(args, needle, tmp_path):
+    res, out = _run(args, tmp_path)
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], res.output
+    assert "Traceback" not in res.output
+    assert not out.exists()
+
+
+def test_malformed_toml(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[task\nn_tasks = 3\n")
+    res, out = _run([str(cfg)], tmp_path)
+    assert res.exit_code == 2 and "malformed TOML" in res.output and not out.exists()
+
+
+def test_unwritable_output_path(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    res = CliRunner().invoke(main, ["simulate", "--set", "task.n_tasks=10", "-o", str(blocker / "x.h5")])
+    assert res.exit_code == 2 and "--output" in res.output
+
+
+def test_existing_output_is_not_overwritten_without_flag(tmp_path):
+    out = tmp_path / "o.h5"
+    out.write_bytes(b"keep me")
+    res = CliRunner().invoke(main, ["simulate", "--set", "task.n_tasks=10", "-o", str(out)])
+    assert res.exit_code == 2 and "--overwrite" in res.output
+    assert out.read_bytes() == b"keep me"
+
+
+def test_real_entry_point_prints_no_traceback(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "fastdyn", "simulate", "--set", "task.n_tasks=0", "-o", str(tmp_path / "x.h5")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "task.n_tasks" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
