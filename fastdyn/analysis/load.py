@@ -1,0 +1,157 @@
+"""⑥ Many runs at once: a table of runs (config values as columns) and their series.
+
+``load_many`` accepts a list of paths, one path, a glob pattern (``"runs/*.h5"``), or a sweep index
+file. Sweep index hook: a path whose name ends in ``.index.json`` is handed to
+``fastdyn.sweep.read_index(path) -> list[path]`` when that function exists (the sweep stage owns its
+index format); until then such a file is rejected with one line. No pandas dependency: the table is
+a dict of columns (``RunTable.table``) or a list of row dicts (``RunTable.rows``); ``to_pandas()``
+builds a DataFrame when pandas is installed.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..h5.reader import FileFormatError, Run, load
+
+__all__ = ["RunTable", "flatten_config", "load_many", "config_value", "INDEX_SUFFIX"]
+
+INDEX_SUFFIX = ".index.json"
+_GLOB_CHARS = set("*?[")
+
+
+def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested config dict → flat ``{"task.alpha": 2.0, ...}`` (lists stay values)."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten_config(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def config_value(run: Run, key: str, default: Any = None) -> Any:
+    """A dotted config value of ``run`` (``"task.alpha"``), or ``default`` when absent."""
+    node: Any = run.config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def _row(run: Run) -> dict[str, Any]:
+    row: dict[str, Any] = {"path": str(run.path), "status": run.status, "model": run.model}
+    if "seed" in run.attrs:
+        row["seed"] = run.attrs["seed"]
+    row.update(flatten_config(run.config))
+    return row
+
+
+@dataclass
+class RunTable:
+    """Runs and one row per run: ``path``, ``status``, ``model``, ``seed`` and flattened config."""
+
+    runs: list[Run]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            self.rows = [_row(r) for r in self.runs]
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __iter__(self) -> Iterator[Run]:
+        return iter(self.runs)
+
+    @property
+    def columns(self) -> list[str]:
+        """Every column name, in first-seen order."""
+        cols: dict[str, None] = {}
+        for r in self.rows:
+            cols.update(dict.fromkeys(r))
+        return list(cols)
+
+    @property
+    def table(self) -> dict[str, list[Any]]:
+        """Column name → list of values (None where a run lacks the key)."""
+        return {c: [r.get(c) for r in self.rows] for c in self.columns}
+
+    def column(self, name: str) -> list[Any]:
+        """One column; KeyError naming the available columns if no run has it."""
+        if not any(name in r for r in self.rows):
+            raise KeyError(f"no column {name!r}; columns: {', '.join(self.columns)}")
+        return [r.get(name) for r in self.rows]
+
+    def where(self, **equal: Any) -> RunTable:
+        """Runs whose columns equal the given values (dots as ``__``: ``task__alpha=2.0``)."""
+        want = {k.replace("__", "."): v for k, v in equal.items()}
+        keep = [i for i, r in enumerate(self.rows) if all(r.get(k) == v for k, v in want.items())]
+        return RunTable([self.runs[i] for i in keep], [self.rows[i] for i in keep])
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame of the rows (ImportError if pandas is not installed)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=self.columns)
+
+
+def _expand(paths_or_index: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    if isinstance(paths_or_index, str | os.PathLike):
+        items: list[str | os.PathLike] = [paths_or_index]
+    else:
+        items = list(paths_or_index)
+    out: list[Path] = []
+    for item in items:
+        s = os.fspath(item)
+        if _GLOB_CHARS & set(s) and not Path(s).exists():
+            hits = sorted(glob.glob(s))
+            if not hits:
+                raise FileFormatError(f"{s}: no files match this pattern")
+            out.extend(Path(h) for h in hits)
+        elif s.endswith(INDEX_SUFFIX):
+            out.extend(_read_index(Path(s)))
+        else:
+            out.append(Path(s))
+    if not out:
+        raise FileFormatError("load_many: no files given")
+    return out
+
+
+def _read_index(path: Path) -> list[Path]:
+    try:
+        from ..sweep import read_index  # type: ignore[attr-defined]
+    except ImportError:
+        raise FileFormatError(
+            f"{path}: sweep index files are not supported yet (fastdyn.sweep.read_index missing)"
+        ) from None
+    return [Path(p) for p in read_index(path)]
+
+
+def load_many(
+    paths_or_index: str | os.PathLike | Iterable[str | os.PathLike], *, series: bool = True
+) -> RunTable:
+    """Load several fastdyn files (paths, a glob, or a sweep index) into a :class:`RunTable`.
+
+    Raises FileFormatError (one line naming the file) for a missing or damaged file.
+    """
+    return RunTable([load(p, series=series) for p in _expand(paths_or_index)])
+
+
+def resolved_number(value: Any) -> float:
+    """A config number that may be the text "inf" → float (NaN if not a number)."""
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan

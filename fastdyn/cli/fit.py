@@ -1,0 +1,157 @@
+"""``fastdyn fit FILE... --x time|model_size|n_samples|compute``: scaling exponents beside theory.
+
+``--x time`` fits each file's loss curve; ``--x model_size`` / ``n_samples`` fit the final loss
+(or the loss at ``--at T``) of several files against their config value; ``--x compute`` builds the
+compute-optimal frontier from files with different model sizes. ``--json`` prints one object (one
+fit) or a list (``--x time`` with several files).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from typing import Any
+
+import click
+
+from ._common import UserError, guarded
+
+X_CHOICES = ("time", "model_size", "n_samples", "compute")
+
+
+def parse_window(text: str) -> Any:
+    """ "auto" | "all" | "LO:HI" (either side may be empty) → fit window argument."""
+    t = text.strip().lower()
+    if t in ("auto", "all"):
+        return t
+    parts = t.split(":")
+    if len(parts) != 2:
+        raise UserError(f"--window: must be auto, all or LO:HI (e.g. 1e2:1e6), got {text!r}")
+    try:
+        lo, hi = (float(p) if p else None for p in parts)
+    except ValueError:
+        raise UserError(f"--window: LO and HI must be numbers, got {text!r}") from None
+    if lo is not None and hi is not None and not lo < hi:
+        raise UserError(f"--window: must have LO < HI, got {text!r}")
+    return (lo, hi)
+
+
+def load_checked(files: tuple[str, ...], allow_running: bool, y: str | None = None) -> list:
+    """Load files; a running run is a user error unless ``allow_running``; check ``y`` exists."""
+    from ..h5.layout import STATUS_COMPLETE, STATUS_RUNNING
+    from ..h5.reader import load
+
+    runs = []
+    for f in files:
+        r = load(f)
+        if r.status == STATUS_RUNNING and not allow_running:
+            raise UserError(
+                f"{f}: the run is still running (status 'running'); pass --allow-running to use "
+                "the rows written so far"
+            )
+        if r.status not in (STATUS_COMPLETE, STATUS_RUNNING):
+            click.echo(f"fastdyn: warning: {f}: run status is {r.status!r}", err=True)
+        if y is not None and y not in r:
+            have = ", ".join(k for k in sorted(r.series) if k.startswith(("loss", "theory/loss")))
+            raise UserError(f"--y {y}: {f} has no such dataset; it has {have or 'no loss series'}")
+        if y is not None and "time" not in r:
+            raise UserError(f"{f}: no /time dataset (damaged or not a run output)")
+        runs.append(r)
+    return runs
+
+
+def _fmt(v: float | None, spec: str = ".5g") -> str:
+    return "n/a" if v is None or not math.isfinite(v) else format(v, spec)
+
+
+def _describe(d: dict[str, Any], echo) -> None:
+    ci = d["ci"] or [None, None]
+    echo(f"{d['label']}: {d['y']} vs {d['x']}")
+    echo(
+        f"  exponent   p = {_fmt(d['exponent'], '.5f')} ± {_fmt(d['stderr'], '.2g')} (stderr)   "
+        f"{round(100 * d.get('ci_level', 0.95))}% CI [{_fmt(ci[0], '.5f')}, {_fmt(ci[1], '.5f')}]"
+        f"   (L ∝ x^-p)"
+    )
+    w = d["window"] or [None, None]
+    echo(f"  window     {d['x']} in [{_fmt(w[0])}, {_fmt(w[1])}] ({d['window_mode']})")
+    if d["theory"] is not None:
+        echo(f"  theory     p = {_fmt(d['theory'], '.5f')}   ({d['theory_source']})")
+        echo(f"  diff       {d['difference']:+.5f} (fit - theory)")
+    else:
+        echo("  theory     none for this model/config")
+    if "d_star_exponent" in d:
+        dci = d["d_star_ci"] or [None, None]
+        line = (
+            f"  D*(C)      q = {_fmt(d['d_star_exponent'], '.5f')}   "
+            f"CI [{_fmt(dci[0], '.5f')}, {_fmt(dci[1], '.5f')}]   (D* ∝ C^+q)"
+        )
+        if d["d_star_theory"] is not None:
+            line += f"   theory q = {d['d_star_theory']:.5f}, diff {d['d_star_difference']:+.5f}"
+        echo(line)
+
+
+@click.command("fit")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--x", "x", type=click.Choice(X_CHOICES), default="time", show_default=True,
+              help="Resource to fit the loss against.")  # fmt: skip
+@click.option("--y", "y", default="loss/test", show_default=True, help="Series to fit.")
+@click.option("--window", default=None,
+              help="auto, all, or LO:HI in x units [default: auto for --x time, else all].")  # fmt: skip
+@click.option("--offset", is_flag=True, help="Fit L = A x^-p + L_inf (irreducible offset).")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="Bootstrap resamples for the CI (0: Student-t interval from the stderr).")  # fmt: skip
+@click.option("--loss", "loss", type=click.Choice(("l2", "huber")), default="l2", show_default=True,
+              help="Fit loss in log space.")  # fmt: skip
+@click.option("--at", "at", type=float, default=None,
+              help="model_size/n_samples scans: the loss at this time instead of the final loss.")  # fmt: skip
+@click.option("--cutoff-fraction", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="MSFR auto windows end where s_c(t) reaches this fraction of D [default 0.1].")  # fmt: skip
+@click.option("--ci", "ci_level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.95, show_default=True, help="Confidence level.")  # fmt: skip
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--allow-running", is_flag=True, help="Fit files whose run is still running.")
+@guarded
+def command(files, x, y, window, offset, bootstrap, loss, at, cutoff_fraction, ci_level, seed,
+            as_json, allow_running) -> None:  # fmt: skip
+    """Fit power laws to FILES (fastdyn HDF5 outputs) and compare with theory."""
+    from ..analysis import compare
+
+    win = parse_window(window or ("auto" if x == "time" else "all"))
+    runs = load_checked(files, allow_running, y)
+    kw = {"bootstrap": bootstrap, "seed": seed, "ci": ci_level}
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        try:
+            if x == "time":
+                cf = compare.DEFAULT_CUTOFF_FRACTION if cutoff_fraction is None else cutoff_fraction
+                reps = [
+                    compare.fit_run(
+                        r, "time", y, win, offset=offset, loss=loss, cutoff_fraction=cf, **kw
+                    )  # fmt: skip
+                    for r in runs
+                ]
+            elif x in ("model_size", "n_samples"):
+                w = None if win == "all" else win
+                reps = [compare.scan(runs, x, y, at, w, offset=offset, loss=loss, **kw)]
+            else:
+                if offset or win not in ("auto", "all") or loss != "l2":
+                    raise UserError(
+                        "--x compute: --offset, --window LO:HI and --loss huber do not apply"
+                    )
+                reps = [compare.compute_frontier(runs, y, **kw)]
+        except (ValueError, KeyError) as e:
+            msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+            raise UserError(msg.splitlines()[0]) from None
+    dicts = [r.to_dict() for r in reps]
+    if as_json:
+        click.echo(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=2))
+    else:
+        for d in dicts:
+            _describe(d, click.echo)
+    shown = {str(w.message) for w in rec}
+    for d in dicts:
+        shown.update(d["warnings"])
+    for m in sorted(shown):
+        click.echo(f"fastdyn: warning: {m}", err=True)

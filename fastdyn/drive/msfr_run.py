@@ -1,0 +1,210 @@
+"""④ The MSFR run loop: output times in segments, tasks in chunks, kernels, file.
+
+For each segment of output times (``output.times_per_segment``) and each chunk of tasks (whole
+blocks of ``reduce.BLOCK``), the chunk's state is advanced to the segment's times by the chosen
+integrator and the closed form is evaluated at the same times; per-block partial losses are added
+in block order (so the result does not depend on threads or chunk size), the constant loss of the
+tasks beyond the model size is added, and the segment is appended to the file and flushed.
+
+State kept between segments: (v, w) of every represented task (4·D floats), the last step size of
+each task (dopri5) and the exact reduction's clock where it is used. Task tables are regenerated
+per chunk from the seed (cheap), or cached when they fit in ``TABLE_CACHE_BYTES``.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config.load import to_toml
+from ..h5.writer import RunWriter
+from ..models import _spec
+from ..problems.msfr import MsfrProblem, TaskChunk
+from ..reduce import BLOCK, accumulate_blocks, block_partials
+from .outcome import Outcome, RunFailed
+
+TABLE_CACHE_BYTES = 1 << 30
+
+
+def default_track(d: int) -> np.ndarray:
+    """1, 3, 10, 30, 100, … (≤ D): tasks spread over the decades of s."""
+    out = []
+    k = 1
+    while k <= d:
+        out.append(k)
+        if 3 * k <= d:
+            out.append(3 * k)
+        k *= 10
+    return np.array(sorted(set(out)), dtype=np.int64)
+
+
+def output_times(time_cfg: Any, integrator: str, lr: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """Output times (and, for gd, the step index of each) from the [time] section."""
+    from . import saveat
+
+    return saveat.output_grid(time_cfg, integrator, lr)
+
+
+class _Chunks:
+    """Task tables by chunk, cached when they fit in memory."""
+
+    def __init__(self, problem: MsfrProblem, chunk_tasks: int):
+        self.problem = problem
+        self.spans = list(problem.chunks(chunk_tasks))
+        self.cache: dict[int, TaskChunk] | None = {} if problem.d * 8 * 8 <= TABLE_CACHE_BYTES else None
+
+    def __iter__(self):
+        for first, n in self.spans:
+            if self.cache is not None and first in self.cache:
+                yield self.cache[first]
+                continue
+            ch = self.problem.chunk(first, n)
+            if self.cache is not None:
+                self.cache[first] = ch
+            yield ch
+
+
+def run_msfr(cfg: Any, output: Path, *, progress: bool = False) -> str:
+    """Run an MSFR config into ``output``; returns the final status text."""
+    from . import integrate
+    from ..models.msfr import theory
+
+    t_wall = _time.time()
+    problem = MsfrProblem(cfg.task, cfg.init, cfg.seed)
+    d = problem.d
+    integrator = cfg.solver.integrator
+    level = cfg.theory.level
+    times, steps = output_times(cfg.time, integrator, cfg.solver.lr)
+    track = np.array(sorted(set(cfg.output.track)), dtype=np.int64) if cfg.output.track else default_track(d)
+    track = track[track <= d]
+    tail_test, tail_train = problem.tail_losses()
+    chunks = _Chunks(problem, cfg.output.chunk_tasks)
+
+    sim = integrator != "none"
+    th = level != "none"
+    series: dict[str, tuple[int, ...]] = {}
+    if sim:
+        series |= {"loss/test": (), "loss/train": (), "tasks/f": (len(track),)}
+    if th:
+        series |= {"theory/loss/test": (), "theory/loss/train": (), "theory/tasks/f": (len(track),)}
+    static = {"tasks/index": track}
+    if th:
+        static["tasks/emergence"] = _emergence(problem, track, "leading" if level == "leading" else "first_order")
+    writer = RunWriter(
+        output,
+        model="msfr",
+        config_toml=to_toml(cfg),
+        seed=cfg.seed,
+        series=series,
+        static=static,
+        scales={"tasks/index": ("task", 1)},
+        with_step=steps is not None,
+        extra_attrs={"n_represented": d, "tail_loss_test": tail_test, "tail_loss_train": tail_train},
+    )
+    state = integrate.State.create(chunks, d) if sim else None
+    seg = max(1, int(cfg.output.times_per_segment))
+    bar = _Progress(len(times), progress)
+    t_kernel = 0.0
+    try:
+        for a in range(0, len(times), seg):
+            tt = times[a : a + seg]
+            k = len(tt)
+            rows: dict[str, np.ndarray] = {}
+            tot = {name: np.zeros(k) for name in ("test", "train", "th_test", "th_train")}
+            f_sim = np.full((k, len(track)), np.nan)
+            f_th = np.full((k, len(track)), np.nan)
+            t0 = _time.time()
+            for ch in chunks:
+                loc = _local_track(track, ch)
+                if sim:
+                    pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
+                    ft = np.zeros((len(loc[0]), k))
+                    integrate.advance_chunk(cfg.solver, integrator, ch, state, tt, None if steps is None else steps[a : a + seg], loc[0], pt, pr, ft)
+                    accumulate_blocks(tot["test"], pt)
+                    accumulate_blocks(tot["train"], pr)
+                    f_sim[:, loc[1]] = ft.T
+                if th:
+                    pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
+                    theory.loss_partials(tt, ch.lam, ch.psi, ch.rate, ch.wtest, ch.v0x, ch.v0y, ch.w0x, ch.w0y, level, pt, pr)
+                    accumulate_blocks(tot["th_test"], pt)
+                    accumulate_blocks(tot["th_train"], pr)
+                    if len(loc[0]):
+                        sub = ch.select(loc[0])
+                        ftt = np.zeros((len(loc[0]), k))
+                        theory.f_curves(tt, sub.lam, sub.psi, sub.rate, sub.v0x, sub.v0y, sub.w0x, sub.w0y, level, ftt)
+                        f_th[:, loc[1]] = ftt.T
+            t_kernel += _time.time() - t0
+            if sim:
+                _check_finite(tot["test"], tt)
+                rows |= {"loss/test": tot["test"] + tail_test, "loss/train": tot["train"] + tail_train, "tasks/f": f_sim}
+            if th:
+                rows |= {"theory/loss/test": tot["th_test"] + tail_test, "theory/loss/train": tot["th_train"] + tail_train, "theory/tasks/f": f_th}
+            writer.append(tt, rows, None if steps is None else steps[a : a + seg])
+            bar.update(k)
+    except KeyboardInterrupt:
+        writer.close(Outcome.INTERRUPTED.text(), {"kernels": t_kernel, "total": _time.time() - t_wall})
+        raise
+    except RunFailed as e:
+        status = Outcome.FAILED.text(str(e))
+        writer.close(status, {"kernels": t_kernel, "total": _time.time() - t_wall})
+        return status
+    except BaseException as e:
+        writer.close(Outcome.FAILED.text(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"), {"kernels": t_kernel})
+        raise
+    finally:
+        bar.close()
+    stats = state.summary() if state is not None else {}
+    writer.close(Outcome.COMPLETE.text(), {"kernels": t_kernel, "total": _time.time() - t_wall}, attrs={f"solver_{k}": v for k, v in stats.items()})
+    return Outcome.COMPLETE.text()
+
+
+def _local_track(track: np.ndarray, ch: TaskChunk) -> tuple[np.ndarray, np.ndarray]:
+    """(local indices in the chunk, positions in the track list) of tracked tasks in this chunk."""
+    s0 = ch.first + 1
+    m = (track >= s0) & (track < s0 + ch.n)
+    return (track[m] - s0).astype(np.int64), np.nonzero(m)[0]
+
+
+def _emergence(problem: MsfrProblem, track: np.ndarray, level: str) -> np.ndarray:
+    from ..models.msfr import theory
+
+    out = np.full(len(track), np.nan)
+    for i, s in enumerate(track):
+        first = (int(s) - 1) // BLOCK * BLOCK
+        ch = problem.chunk(first, min(BLOCK, problem.d - first)).select(np.array([int(s) - 1 - first]))
+        out[i] = theory.emergence_times(ch.lam, ch.psi, ch.rate, ch.v0x, ch.v0y, ch.w0x, ch.w0y, level)[0]
+    return out
+
+
+def _check_finite(loss: np.ndarray, times: np.ndarray) -> None:
+    bad = ~np.isfinite(loss)
+    if bad.any():
+        t = times[np.argmax(bad)]
+        raise RunFailed(f"diverged at t = {t:g}: non-finite loss (for gd, a learning rate above the stability bound ~2/(rate·κ) of the fastest task)")
+
+
+class _Progress:
+    """A click progress bar on stderr, or nothing."""
+
+    def __init__(self, total: int, show: bool):
+        self.bar = None
+        if show:
+            import click
+
+            self.bar = click.progressbar(length=total, label="simulate", file=None, show_eta=True)
+            self.bar.__enter__()
+
+    def update(self, k: int) -> None:
+        if self.bar is not None:
+            self.bar.update(k)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+_spec.register(_spec.ModelEntry(name="msfr", kind="ode", summary="multitask sparse feature regression: per-task v/w gradient flow and closed forms", run=run_msfr))

@@ -1,0 +1,163 @@
+"""④ One-step methods for small autonomous ODE systems y' = F(y) (one task at a time).
+
+One step signature shared by every method (as scipy.integrate._ivp's step contract)::
+
+    y_new, k_new, f_new, err = step(rhs, p, y, k1, h)
+
+- ``rhs(p, y) -> (dy, f)``: the right-hand side (an ``inline="always"`` njit function, e.g.
+  :func:`fastdyn.models.msfr.ode.task_rhs`), ``p`` the task's parameter tuple, ``f`` a scalar output
+  of the state (MSFR: f = vᵀHw) that drivers use for settling and loss terms;
+- ``y``, ``k1 = rhs(p, y)[0]``: 4-tuples (state and its derivative at the start of the step; FSAL);
+- returns the state after one step of size ``h``, its derivative and output (so the next step needs
+  no extra evaluation), and the local error estimate ``err`` (a 4-tuple; zeros for methods without
+  an embedded pair).
+
+Methods: :func:`euler_step` (1 evaluation; this is exactly discrete gradient descent with learning
+rate h when rhs is a negative gradient), :func:`rk4_step` (classical RK4, 4 evaluations),
+:func:`dopri5_step` (Dormand–Prince 5(4), 6 new evaluations thanks to FSAL, 5th-order solution
+propagated). :func:`error_norm` and :func:`dopri5_controller` are the step-size control.
+
+All functions are inlined at the numba IR level, so a loop over tasks calling them vectorises.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from .._jit import SERIAL
+
+_INLINE = dict(SERIAL, inline="always")
+
+# ---- Dormand–Prince 5(4) tableau (Dormand & Prince 1980; Hairer, Nørsett & Wanner I, Table 5.2) ----
+DP_C = (0.0, 1.0 / 5.0, 3.0 / 10.0, 4.0 / 5.0, 8.0 / 9.0, 1.0, 1.0)
+DP_A21 = 1.0 / 5.0
+DP_A31, DP_A32 = 3.0 / 40.0, 9.0 / 40.0
+DP_A41, DP_A42, DP_A43 = 44.0 / 45.0, -56.0 / 15.0, 32.0 / 9.0
+DP_A51, DP_A52, DP_A53, DP_A54 = (
+    19372.0 / 6561.0,
+    -25360.0 / 2187.0,
+    64448.0 / 6561.0,
+    -212.0 / 729.0,
+)
+DP_A61, DP_A62, DP_A63, DP_A64, DP_A65 = (
+    9017.0 / 3168.0,
+    -355.0 / 33.0,
+    46732.0 / 5247.0,
+    49.0 / 176.0,
+    -5103.0 / 18656.0,
+)
+#: 5th-order weights (= row 7 of A: the FSAL property)
+DP_B = (35.0 / 384.0, 0.0, 500.0 / 1113.0, 125.0 / 192.0, -2187.0 / 6784.0, 11.0 / 84.0, 0.0)
+#: B − B̂ (5th minus embedded 4th order weights), as in scipy.integrate.RK45.E
+DP_E = (
+    -71.0 / 57600.0,
+    0.0,
+    71.0 / 16695.0,
+    -71.0 / 1920.0,
+    17253.0 / 339200.0,
+    -22.0 / 525.0,
+    1.0 / 40.0,
+)
+DP_ORDER_EST = 4  # order of the embedded error estimate: controller exponent −1/(order+1)
+
+# standard controller constants (Hairer, Nørsett & Wanner I, §II.4; scipy.integrate.RK45)
+SAFETY = 0.9
+MIN_FACTOR = 0.2
+MAX_FACTOR = 10.0
+
+
+@njit(**_INLINE)
+def _axpy(y, h, k):
+    return (y[0] + h * k[0], y[1] + h * k[1], y[2] + h * k[2], y[3] + h * k[3])
+
+
+@njit(**_INLINE)
+def euler_step(rhs, p, y, k1, h):
+    """y_new = y + h·k1 (forward Euler; with rhs = −∇L it is one gradient-descent step, lr h)."""
+    yn = _axpy(y, h, k1)
+    kn, fn = rhs(p, yn)
+    return yn, kn, fn, (0.0, 0.0, 0.0, 0.0)
+
+
+@njit(**_INLINE)
+def rk4_step(rhs, p, y, k1, h):
+    """Classical RK4: y_new = y + h/6 (k1 + 2k2 + 2k3 + k4); global error O(h⁴)."""
+    k2, _ = rhs(p, _axpy(y, 0.5 * h, k1))
+    k3, _ = rhs(p, _axpy(y, 0.5 * h, k2))
+    k4, _ = rhs(p, _axpy(y, h, k3))
+    h6 = h * (1.0 / 6.0)
+    yn = (
+        y[0] + h6 * (k1[0] + 2.0 * k2[0] + 2.0 * k3[0] + k4[0]),
+        y[1] + h6 * (k1[1] + 2.0 * k2[1] + 2.0 * k3[1] + k4[1]),
+        y[2] + h6 * (k1[2] + 2.0 * k2[2] + 2.0 * k3[2] + k4[2]),
+        y[3] + h6 * (k1[3] + 2.0 * k2[3] + 2.0 * k3[3] + k4[3]),
+    )
+    kn, fn = rhs(p, yn)
+    return yn, kn, fn, (0.0, 0.0, 0.0, 0.0)
+
+
+@njit(**_INLINE)
+def _comb(y, h, a1, k1, a2, k2, a3, k3, a4, k4, a5, k5, a6, k6):
+    out0 = y[0] + h * (a1 * k1[0] + a2 * k2[0] + a3 * k3[0] + a4 * k4[0] + a5 * k5[0] + a6 * k6[0])
+    out1 = y[1] + h * (a1 * k1[1] + a2 * k2[1] + a3 * k3[1] + a4 * k4[1] + a5 * k5[1] + a6 * k6[1])
+    out2 = y[2] + h * (a1 * k1[2] + a2 * k2[2] + a3 * k3[2] + a4 * k4[2] + a5 * k5[2] + a6 * k6[2])
+    out3 = y[3] + h * (a1 * k1[3] + a2 * k2[3] + a3 * k3[3] + a4 * k4[3] + a5 * k5[3] + a6 * k6[3])
+    return (out0, out1, out2, out3)
+
+
+@njit(**_INLINE)
+def dopri5_step(rhs, p, y, k1, h):
+    """Dormand–Prince 5(4): 5th-order y_new, k7 = rhs(y_new) (FSAL), err = h Σ_i E_i k_i (4th-order
+    local error estimate of the embedded pair)."""
+    z = (0.0, 0.0, 0.0, 0.0)
+    k2, _ = rhs(p, _axpy(y, h * DP_A21, k1))
+    k3, _ = rhs(p, _comb(y, h, DP_A31, k1, DP_A32, k2, 0.0, z, 0.0, z, 0.0, z, 0.0, z))
+    k4, _ = rhs(p, _comb(y, h, DP_A41, k1, DP_A42, k2, DP_A43, k3, 0.0, z, 0.0, z, 0.0, z))
+    k5, _ = rhs(p, _comb(y, h, DP_A51, k1, DP_A52, k2, DP_A53, k3, DP_A54, k4, 0.0, z, 0.0, z))
+    k6, _ = rhs(p, _comb(y, h, DP_A61, k1, DP_A62, k2, DP_A63, k3, DP_A64, k4, DP_A65, k5, 0.0, z))
+    yn = _comb(y, h, DP_B[0], k1, DP_B[1], k2, DP_B[2], k3, DP_B[3], k4, DP_B[4], k5, DP_B[5], k6)
+    k7, fn = rhs(p, yn)
+    err = _comb(z, h, DP_E[0], k1, DP_E[1], k2, DP_E[2], k3, DP_E[3], k4, DP_E[4], k5, DP_E[5], k6)
+    err = _axpy(err, h * DP_E[6], k7)
+    return yn, k7, fn, err
+
+
+@njit(**_INLINE)
+def _rms(a):
+    return math.sqrt(0.25 * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2] + a[3] * a[3]))
+
+
+@njit(**_INLINE)
+def error_norm(err, y, y_new, atol, rtol):
+    """Norm-wise scaled error ‖err‖ / (atol + rtol · max(‖y‖, ‖y_new‖)), ‖·‖ the RMS over the 4
+    components. Norm-wise (not component-wise) so that a state whose size spans decades (small init)
+    is controlled relative to its own size and a component that crosses zero costs no extra steps.
+    Returns 0 for a zero error, inf when the scale is zero but the error is not."""
+    e = _rms(err)
+    sc = atol + rtol * max(_rms(y), _rms(y_new))
+    if e == 0.0:
+        return 0.0
+    if sc == 0.0:
+        return math.inf
+    return e / sc
+
+
+@njit(**_INLINE)
+def dopri5_controller(err, h, rejected_before):
+    """Standard step-size control: accept iff err ≤ 1; h_new = h · clip(SAFETY·err^(−1/5),
+    MIN_FACTOR, MAX_FACTOR), no growth right after a rejection. Returns (accept, h_new).
+    A non-finite err counts as a rejection with the smallest factor."""
+    expo = -1.0 / (DP_ORDER_EST + 1)
+    if err <= 1.0:
+        if err == 0.0:
+            fac = MAX_FACTOR
+        else:
+            fac = min(MAX_FACTOR, SAFETY * err**expo)
+        if rejected_before:
+            fac = min(1.0, fac)
+        return True, h * fac
+    if not (err < math.inf):
+        return False, h * MIN_FACTOR
+    return False, h * max(MIN_FACTOR, SAFETY * err**expo)

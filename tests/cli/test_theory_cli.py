@@ -1,0 +1,73 @@
+"""``fastdyn theory``: exponent and plateau tables against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from fastdyn.cli import main
+
+
+def theory(*args):
+    return CliRunner().invoke(main, ["theory", *map(str, args)])
+
+
+def test_exponents_table_by_hand():
+    # alpha = 2, beta = 0.3, gamma = 0.25: eta = 1.5, kappa_t = 2.55
+    res = theory("exponents", "--alpha", 2, "--beta", 0.3, "--gamma", 0.25)
+    assert res.exit_code == 0, res.output
+    rows = {ln.split()[0]: ln for ln in res.output.splitlines()[2:]}
+    assert f"{-1.5 / 2.55:.6f}" in rows["time"] and "= -1.5/2.55" in rows["time"]
+    assert "-1.500000" in rows["model"] and "= -1.5" in rows["model"]
+    assert "-0.750000" in rows["data"] and "= -1.5/2" in rows["data"]
+    assert f"{-1.5 / 3.55:.6f}" in rows["compute"] and "= -1.5/3.55" in rows["compute"]
+    assert f"{1 / 3.55:.6f}" in rows["optimal"]
+
+
+def test_exponents_json_by_hand():
+    res = theory("exponents", "--alpha", 2, "--beta", 0.3, "--gamma", 0.25, "--json")
+    d = json.loads(res.output)
+    assert d["eta"] == pytest.approx(1.5, abs=1e-15) and d["kappa_t"] == pytest.approx(
+        2.55, abs=1e-15
+    )
+    laws = d["laws"]
+    assert laws["time"]["power"] == pytest.approx(-1.5 / 2.55, abs=1e-15)
+    assert laws["model_size"]["power"] == pytest.approx(-1.5, abs=1e-15)
+    assert laws["data"]["power"] == pytest.approx(-0.75, abs=1e-15)
+    assert laws["compute"]["power"] == pytest.approx(-1.5 / 3.55, abs=1e-15)
+    assert laws["d_star"]["power"] == pytest.approx(1 / 3.55, abs=1e-15)
+    # beta = gamma = 0 (fixed context): time law -(alpha-1)/alpha
+    d0 = json.loads(theory("exponents", "--alpha", 3, "--json").output)
+    assert d0["laws"]["time"]["power"] == pytest.approx(-2 / 3, abs=1e-15)
+
+
+def test_exponents_outside_domain_is_one_line_exit_2():
+    res = theory("exponents", "--alpha", 0.5)
+    assert res.exit_code == 2 and "alpha + 2*gamma > 1" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_plateaus_linear_d4_n31():
+    res = theory("plateaus", "--dim", 4, "--context", 31, "--spectrum", "linear")
+    assert res.exit_code == 0, res.output
+    vals = [ln.split()[1] for ln in res.output.splitlines()[2:7]]
+    assert vals == ["1.00000", "0.64058", "0.37737", "0.20980", "0.13600"]
+    assert "L* (ATTN_M global minimum) = 0.13600" in res.output
+    assert "eigenvalues 0.4, 0.3, 0.2, 0.1" in res.output
+
+
+def test_plateaus_white_json_by_hand():
+    d = json.loads(
+        theory("plateaus", "--dim", 2, "--context", 4, "--spectrum", "white", "--json").output
+    )
+    # λ = 1/2 each, tr = 1: gain = 0.5 / (1 + (1 + 2)/4) = 2/7
+    assert d["eigenvalues"] == pytest.approx([0.5, 0.5], abs=1e-15)
+    assert d["plateaus"] == pytest.approx([1.0, 5 / 7, 3 / 7], abs=1e-14)
+    assert d["loss_star"] == pytest.approx(3 / 7, abs=1e-14)
+
+
+def test_plateaus_bad_input():
+    res = theory("plateaus", "--dim", 0, "--context", 31)
+    assert res.exit_code == 2 and "--dim" in res.output
