@@ -1,0 +1,380 @@
+"""MSFR theory kernels against independent references (spec msfr.md sections 4-6, issue 2).
+
+Errors are |Δ| / (atol + rtol·|ref|); every tolerance states where it comes from.
+References: tests/reference/msfr_reference.py (scipy DOP853 at rtol 1e-13 on the 4-dim v/w flow,
+and the spec's formulas typed in literally).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import pytest
+
+from fastdyn.models.msfr._closed_form import exp_nonpos
+from fastdyn.models.msfr.scaling import exponents
+from fastdyn.models.msfr.theory import (
+    emergence_times,
+    f_curves,
+    first_order_balanced,
+    loss_curves,
+    loss_partials,
+)
+from fastdyn.reduce import BLOCK, n_blocks
+from tests.reference.msfr_reference import loss_test_naive, ode_f, riccati_naive
+
+
+def err(x, ref, atol, rtol):
+    """max |x − ref| / (atol + rtol |ref|)."""
+    x, ref = np.asarray(x), np.asarray(ref)
+    return float(np.max(np.abs(x - ref) / (atol + rtol * np.abs(ref))))
+
+
+def one(i, *arrays):
+    return [a[i : i + 1] for a in arrays]
+
+
+def balanced(lam, s0):
+    n = np.sqrt(1.0 + lam * lam)
+    return s0 / n, s0 * lam / n
+
+
+def horizon(ts, lam, psi, rate):
+    """10 emergence times, or 50 learning times 1/(2aΛ) when the task starts past half-rise."""
+    if np.isfinite(ts) and ts > 0:
+        return 10.0 * ts
+    return 50.0 / (2.0 * rate * psi * (1 + lam * lam) * abs(lam))
+
+
+def random_tasks(rng, n, s0, lam_range=(0.1, 3.0), psi_range=(2.0, 1000.0)):
+    lam = rng.uniform(*lam_range, n)
+    psi = np.round(np.exp(rng.uniform(np.log(psi_range[0]), np.log(psi_range[1]), n)))
+    rate = rng.uniform(0.1, 1.0, n)
+    v0x, v0y, w0x, w0y = rng.normal(0.0, s0, (4, n))
+    return lam, psi, rate, v0x, v0y, w0x, w0y
+
+
+def test_exp_nonpos_matches_libm():
+    # a degree-13 Taylor polynomial after Cody-Waite reduction: a few ulp (4e-16) everywhere
+    xs = np.concatenate([-np.geomspace(1e-300, 708.0, 4000), [0.0, -0.5 * math.log(2.0)]])
+    ours = np.array([exp_nonpos(x) for x in xs])
+    assert err(ours, np.exp(xs), 0.0, 4e-16) <= 1.0
+
+
+# --- acceptance 2: orders of the theory (balanced init) -----------------------------------
+
+
+def test_order_of_leading_and_first_order_balanced():
+    lam0, s0 = 0.8, 1e-3
+    psis = np.geomspace(50.0, 15000.0, 7)
+    n = psis.size
+    lam, rate = np.full(n, lam0), np.ones(n)
+    vx, vy = balanced(lam, s0)
+    vx, vy = np.full(n, vx[0]), np.full(n, vy[0])
+    ts = emergence_times(lam, psis, rate, vx, vy, vx, vy)
+    e0, e1, elin = [], [], []
+    for i in range(n):
+        times = np.linspace(0.0, 10.0 * ts[i], 300)
+        args = one(i, lam, psis, rate, vx, vy, vx, vy)
+        ex = f_curves(times, *args, "exact")[0]  # the reference: checked below vs the 4-dim ODE
+        e0.append(np.abs(f_curves(times, *args, "leading")[0] - ex).max() / lam0)
+        e1.append(np.abs(f_curves(times, *args, "first_order")[0] - ex).max() / lam0)
+        f0, f1 = first_order_balanced(times, *args[:3], s0)
+        elin.append(np.abs(f0[0] + f1[0] / psis[i] - ex).max() / lam0)
+    x = np.log(1.0 / psis)
+    slope0 = np.polyfit(x, np.log(e0), 1)[0]
+    slope1 = np.polyfit(x, np.log(e1), 1)[0]
+    slope_lin = np.polyfit(x, np.log(elin), 1)[0]
+    # measured: f0 1.9e-2 ... 2.9e-5 (slope 1.14), first_order 8e-5 ... 3.6e-10 (2.16),
+    # spec linearisation 3.1e-4 ... 8.4e-10 (2.24); the issue's windows
+    assert 0.9 <= slope0 <= 1.3, (slope0, e0)
+    assert 1.8 <= slope1 <= 2.5, (slope1, e1)
+    assert 1.8 <= slope_lin <= 2.5, (slope_lin, elin)
+    # the spec's quoted magnitudes at the ends of the ψ range (a factor 3 either way)
+    assert 2e-2 / 3 < e0[0] < 2e-2 * 3 and 3e-4 / 3 < elin[0] < 3e-4 * 3
+
+
+def test_first_order_general_init_is_second_order():
+    # unbalanced init: error O(ε²) + O(ε σ0² log 1/σ0) (docstring of closed_form_setup)
+    rng = np.random.default_rng(5)
+    psis = np.geomspace(50.0, 15000.0, 6)
+    v0x, v0y, w0x, w0y = rng.normal(0.0, 1e-3, (4, 1))
+    errs = []
+    for p in psis:
+        args = [np.array([0.8]), np.array([p]), np.array([1.0]), v0x, v0y, w0x, w0y]
+        ts = emergence_times(*args)[0]
+        times = np.linspace(0.0, 10.0 * ts, 300)
+        ex = f_curves(times, *args, "exact")[0]
+        errs.append(np.abs(f_curves(times, *args, "first_order")[0] - ex).max() / 0.8)
+    slope = np.polyfit(np.log(1.0 / psis), np.log(errs), 1)[0]
+    assert 1.8 <= slope <= 2.5, (slope, errs)  # measured ≈ 2.2
+
+
+# --- acceptance 3: ε = 0 closed form vs the ODE, extremes -------------------------------
+
+
+@pytest.mark.parametrize("s0", [1e-3, 0.2])
+def test_leading_equals_eps0_ode_random_init(s0):
+    rng = np.random.default_rng(11)
+    tasks = random_tasks(rng, 8, s0)
+    lam, psi, rate, v0x, v0y, w0x, w0y = tasks
+    # the mirrored branch: P0 = (g + h)² = 0 exactly (w0 = −v0 along û)
+    v0x[0], v0y[0] = 1e-3, 2e-3
+    w0x[0], w0y[0] = -1e-3, -2e-3
+    ts = emergence_times(*tasks)
+    worst = 0.0
+    for i in range(lam.size):
+        times = np.linspace(0.0, horizon(ts[i], lam[i], psi[i], rate[i]), 60)
+        f = f_curves(times, *one(i, *tasks), "leading")[0]
+        ref = ode_f(times, lam[i], psi[i], rate[i], [v0x[i], v0y[i]], [w0x[i], w0y[i]], query=0.0)
+        # 1e-9 relative to Λ: the issue's bound (measured ≤ 7e-12, the DOP853 reference's level)
+        worst = max(worst, err(f, ref, 1e-9 * lam[i], 1e-9))
+    assert worst <= 1.0
+
+
+def test_log_space_matches_naive_formula_where_it_does_not_overflow():
+    rng = np.random.default_rng(3)
+    tasks = random_tasks(rng, 20, 0.3)
+    lam, psi, rate, v0x, v0y, w0x, w0y = tasks
+    times = np.geomspace(1e-3, 1e2, 40)
+    ours = f_curves(times, *tasks, "leading")
+    for i in range(lam.size):
+        n = math.sqrt(1 + lam[i] ** 2)
+        g = (v0x[i] + lam[i] * v0y[i]) / n
+        h = (w0x[i] + lam[i] * w0y[i]) / n
+        kap = psi[i] * (1 + lam[i] ** 2)
+        ref = riccati_naive(times, lam[i], kap, rate[i] * kap, g, h)
+        # both double-precision evaluations of one formula: rounding (1e-12 of Λ) only
+        assert err(ours[i], ref, 1e-12 * lam[i], 1e-12) <= 1.0
+
+
+def test_no_nan_or_inf_at_extremes():
+    times = np.concatenate([[0.0], np.geomspace(1e-12, 1e12, 49)])
+    rows = []
+    for a in (1e-12, 1e-3, 1.0, 1e6):
+        for s0 in (1e-30, 1e-12, 1e-3, 1.0):
+            for lam in (1e-3, 1.0, 10.0):
+                for kind in ("balanced", "random"):
+                    psi = 100.0
+                    kap = psi * (1 + lam * lam)
+                    if kind == "balanced":
+                        vx, vy = balanced(np.array([lam]), s0)
+                        init = (vx[0], vy[0], vx[0], vy[0])
+                    else:
+                        init = tuple(np.random.default_rng(len(rows)).normal(0, s0, 4))
+                    rows.append((lam, psi, a / kap, *init))
+    lam, psi, rate, v0x, v0y, w0x, w0y = (np.array(c) for c in zip(*rows, strict=True))
+    for level in ("leading", "first_order"):
+        f = f_curves(times, lam, psi, rate, v0x, v0y, w0x, w0y, level)
+        assert np.all(np.isfinite(f)), level
+        lt, lr = loss_curves(times, lam, psi, rate, np.ones_like(lam), v0x, v0y, w0x, w0y, level)
+        assert np.all(np.isfinite(lt)) and np.all(np.isfinite(lr))
+    f = f_curves(times, lam, psi, rate, v0x, v0y, w0x, w0y, "leading")
+    # f(0) = v0ᵀ H⁰ w0 = κ g h to 1e-12 of κ(g² + h²) even at init 1e-30 (f(0) ~ 1e-58): f is
+    # evaluated in a form with no subtraction from Λ; κ(g² + h²) is the scale of the
+    # unavoidable cancellation κ(P0 − Q0)/4 for unbalanced init. Starts far above the fixed
+    # point (f(0) ≫ Λ: 0 < K ≈ 1, 1 − E cancels) reach 2.7e-12 (measured): 1e-11 there
+    n = np.sqrt(1 + lam * lam)
+    kap = psi * (1 + lam * lam)
+    g, h = (v0x + lam * v0y) / n, (w0x + lam * w0y) / n
+    small = np.abs(kap * g * h) < lam
+    ref0 = kap * g * h
+    assert err(f[small, 0], ref0[small], 1e-12 * (kap * (g * g + h * h))[small], 1e-12) <= 1.0
+    assert err(f[~small, 0], ref0[~small], 0.0, 1e-11) <= 1.0
+    # fast tasks (a = 1e6) have learned by t = 1e12: f = Λ (to rounding)
+    fast = np.isclose(rate * psi * (1 + lam * lam), 1e6)
+    assert err(f[fast, -1], lam[fast], 0.0, 1e-12) <= 1.0
+
+
+# --- the exact reduction vs the 4-dim ODE -------------------------------------------------
+
+
+def test_exact_reduction_matches_4dim_ode():
+    rng = np.random.default_rng(7)
+    rows = []
+    for psi in (2.0, 50.0, 1000.0, 15000.0):
+        lam = rng.uniform(0.05, 3.0)
+        vx, vy = balanced(np.array([lam]), 1e-3)
+        rows.append((lam, psi, rng.uniform(0.2, 1.0), vx[0], vy[0], vx[0], vy[0]))
+        rows.append((lam, psi, rng.uniform(0.2, 1.0), *rng.normal(0.0, 1e-2, 4)))
+    tasks = [np.array(c) for c in zip(*rows, strict=True)]
+    lam, psi, rate, v0x, v0y, w0x, w0y = tasks
+    ts = emergence_times(*tasks, level="first_order")
+    worst = 0.0
+    for i in range(lam.size):
+        times = np.linspace(0.0, horizon(ts[i], lam[i], psi[i], rate[i]), 80)
+        f = f_curves(times, *one(i, *tasks), "exact")[0]
+        ref = ode_f(times, lam[i], psi[i], rate[i], [v0x[i], v0y[i]], [w0x[i], w0y[i]], query=1.0)
+        # spec section 5: the reduction matches the ODE to ~3e-10; measured ≤ 6e-12
+        worst = max(worst, err(f, ref, 1e-9 * lam[i], 1e-9))
+    assert worst <= 1.0
+
+
+# --- emergence times ----------------------------------------------------------------------
+
+
+def test_emergence_times():
+    rng = np.random.default_rng(2)
+    lam, psi, rate, *_ = random_tasks(rng, 50, 1e-3)
+    vx, vy = balanced(lam, 1e-3)
+    ts = emergence_times(lam, psi, rate, vx, vy, vx, vy)
+    kap = psi * (1 + lam * lam)
+    spec = np.log(lam / (kap * 1e-6) - 1.0) / (2.0 * rate * kap * lam)
+    assert err(ts, spec, 0.0, 1e-12) <= 1.0  # the same formula, rounding only
+    # general init: f(t_s) = Λ/2 (the quadratic root is exact; 1e-10 covers rounding of log|K|)
+    tasks = random_tasks(rng, 50, 1e-2)
+    ts = emergence_times(*tasks)
+    for i in range(50):
+        f = f_curves(ts[i : i + 1], *one(i, *tasks), "leading")[0, 0]
+        assert abs(f - tasks[0][i] / 2) <= 1e-10 * tasks[0][i]
+
+
+# --- the fused losses ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", ["leading", "first_order", "exact"])
+def test_loss_partials_equal_sum_of_curves(level):
+    rng = np.random.default_rng(4)
+    n = 2 * BLOCK + 300 if level != "exact" else BLOCK + 100
+    lam, psi, rate, v0x, v0y, w0x, w0y = random_tasks(rng, n, 1e-3)
+    bal = rng.random(n) < 0.5  # half balanced: the logistic fast path
+    bx, by = balanced(lam, 1e-3)
+    v0x[bal], v0y[bal], w0x[bal], w0y[bal] = bx[bal], by[bal], bx[bal], by[bal]
+    rate[:7] = 0.0  # never trained
+    wtest = rng.random(n) / n
+    times = np.concatenate([[0.0], np.geomspace(1e-4, 1e5, 60)])
+    tp = np.empty((n_blocks(n), times.size))
+    rp = np.empty_like(tp)
+    loss_partials(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, tp, rp)
+    f = f_curves(times, lam, psi, rate, v0x, v0y, w0x, w0y, level)
+    r2 = (f - lam[:, None]) ** 2
+    ref_t = 0.5 * (wtest[:, None] * r2).sum(axis=0)
+    ref_r = 0.5 * (rate[:, None] * r2).sum(axis=0)
+    # r from the no-cancellation form vs f − Λ: differ by rounding of f (1e-16 Λ); the
+    # fast path's series/exp ≤ 1e-15 relative; summation order: 1e-13 relative covers all
+    scale = ref_t.max()
+    assert err(tp.sum(axis=0), ref_t, 1e-13 * scale, 1e-12) <= 1.0
+    assert err(rp.sum(axis=0), ref_r, 1e-13 * ref_r.max(), 1e-12) <= 1.0
+
+
+def test_loss_matches_naive_numpy_balanced():
+    n = 5000
+    s = np.arange(1, n + 1, dtype=float)
+    p = s**-2.0 / np.sum(s**-2.0)
+    lam, psi = s**-0.25, np.maximum(1.0, np.round(1000 * s**-0.3))
+    vx, vy = balanced(lam, 1e-3)
+    times = np.geomspace(1e-2, 1e9, 80)
+    lt, lr = loss_curves(times, lam, psi, p, p, vx, vy, vx, vy, "leading")
+    ref = loss_test_naive(times, lam, psi, p, p, 1e-3)
+    # the naive f − Λ cancels (1e-16 Λ absolute per task, so its r² is lost below ~1e-32 Λ²:
+    # atol 1e-28 of the peak); 1e-12 relative is rounding only
+    assert err(lt, ref, 1e-28 * ref.max(), 1e-12) <= 1.0
+    assert np.array_equal(lt, lr)  # wtest = rate here
+
+
+@pytest.mark.parametrize("level", ["leading", "exact"])
+def test_deterministic_across_threads_and_chunks(level):
+    rng = np.random.default_rng(9)
+    n = 3 * BLOCK + 17 if level == "leading" else 2 * BLOCK + 5
+    lam, psi, rate, v0x, v0y, w0x, w0y = random_tasks(rng, n, 1e-3)
+    bx, by = balanced(lam, 1e-3)
+    v0x[::2], v0y[::2], w0x[::2], w0y[::2] = bx[::2], by[::2], bx[::2], by[::2]
+    wtest = rng.random(n)
+    times = np.geomspace(1e-3, 1e6, 40)
+    args = (times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        a = loss_curves(*args, chunk=BLOCK)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        b = loss_curves(*args, chunk=4 * BLOCK)
+    finally:
+        numba.set_num_threads(before)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+# --- acceptance 7: closed-form scaling slopes (alpha = 2, beta = 0.3, gamma = 0.25) -------
+
+
+@pytest.fixture(scope="module")
+def paper_table():
+    """N_s = 2e6 tasks: P(s) = s^-α/Z, Λ = s^-γ, ψ = max(1, round(ψ0 s^-β)), σ0 = 1e-3."""
+    alpha, beta, gamma, ns = 2.0, 0.3, 0.25, 2_000_000
+    s = np.arange(1, ns + 1, dtype=float)
+    p = s**-alpha
+    p /= p.sum()
+    lam = s**-gamma
+    psi = np.maximum(1.0, np.round(1000.0 * s**-beta))
+    vx, vy = balanced(lam, 1e-3)
+    return dict(s=s, p=p, lam=lam, psi=psi, vx=vx, vy=vy, exps=exponents(alpha, beta, gamma))
+
+
+def slope(x, y):
+    return np.polyfit(np.log(x), np.log(y), 1)[0]
+
+
+def test_time_law_slope(paper_table):
+    tb = paper_table
+    p, lam, psi, vx, vy = tb["p"], tb["lam"], tb["psi"], tb["vx"], tb["vy"]
+    # window t ∈ [1e2, 1e7]: s_c(t) goes from ~50 to ~5e3, well below N_s = 2e6
+    times = np.geomspace(1e2, 1e7, 26)
+    lt, _ = loss_curves(times, lam, psi, p, p, vx, vy, vx, vy, "leading")
+    ts = emergence_times(lam, psi, p, vx, vy, vx, vy)
+    s_c = np.searchsorted(np.sort(ts), times[-1])  # tasks learned by the window's end
+    assert s_c < 1e-2 * lam.size, s_c  # the finite-task cutoff stays far away
+    # ±0.02: the issue's tolerance (the log factor ln(Λ/f(0)) bends it by ~0.002)
+    assert abs(slope(times, lt) - (-tb["exps"].time)) <= 0.02, slope(times, lt)
+
+
+def test_model_size_law_slope(paper_table):
+    tb = paper_table
+    p, lam, psi, vx, vy = tb["p"], tb["lam"], tb["psi"], tb["vx"], tb["vy"]
+    tail = np.cumsum((0.5 * p * lam * lam)[::-1])[::-1]  # tail[D] = Σ_{s>D} P Λ²/2 (s>D constant)
+    # D ∈ [1e2, 1e4] (≪ N_s; below 1e2 the discrete sum's D^-1 correction shows); L at t = 1e12,
+    # by which every task s ≤ 1e4 has learned (t_s(1e4) ≈ 1e8): the driver's L(D) at t → ∞
+    ds = np.unique(np.round(np.geomspace(100, 10_000, 15)).astype(int))
+    loss = []
+    for d in ds:
+        lt, _ = loss_curves(np.array([1e12]), lam[:d], psi[:d], p[:d], p[:d], vx[:d], vy[:d],
+                            vx[:d], vy[:d], "leading")  # fmt: skip
+        loss.append(lt[0] + tail[d])
+    assert abs(slope(ds, loss) - (-tb["exps"].model_size)) <= 0.02, slope(ds, loss)
+
+
+def test_data_law_slope(paper_table):
+    tb = paper_table
+    p, lam, psi, vx, vy = tb["p"], tb["lam"], tb["psi"], tb["vx"], tb["vy"]
+    # finite N with deterministic counts #_s = round(N P(s)) (no sampling noise); tasks with
+    # #_s = 0 are never trained. N ∈ [1e4, 1e8]: the trained cutoff s_N = (2N/Z)^(1/α) goes from
+    # ~1e2 to ~1e4 ≪ N_s. L at t = 1e12, where every trained task has learned (checked).
+    ns = np.geomspace(1e4, 1e8, 13)
+    loss = []
+    for n in ns:
+        rate = np.round(n * p) / n
+        trained = rate > 0
+        ts = emergence_times(lam[trained], psi[trained], rate[trained], vx[trained], vy[trained],
+                             vx[trained], vy[trained])  # fmt: skip
+        assert ts.max() < 1e10
+        lt, _ = loss_curves(np.array([1e12]), lam, psi, rate, p, vx, vy, vx, vy, "leading")
+        loss.append(lt[0])
+    assert abs(slope(ns, loss) - (-tb["exps"].data)) <= 0.02, slope(ns, loss)
+
+
+# --- input validation ---------------------------------------------------------------------
+
+
+def test_wrappers_reject_bad_input():
+    t = np.array([0.0, 1.0])
+    one_ = np.ones(3)
+    with pytest.raises(ValueError, match="level"):
+        f_curves(t, one_, one_, one_, one_, one_, one_, one_, "second_order")
+    with pytest.raises(ValueError, match="v0y"):
+        f_curves(t, one_, one_, one_, one_, np.ones(4), one_, one_)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        f_curves(t[::-1], one_, one_, one_, one_, one_, one_, one_)
+    with pytest.raises(ValueError, match="psi"):
+        f_curves(t, one_, -one_, one_, one_, one_, one_, one_)
+    with pytest.raises(ValueError, match="test_partials"):
+        loss_partials(t, *([one_] * 8), "leading", np.empty((2, 2)), np.empty((1, 2)))
