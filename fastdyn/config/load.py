@@ -34,10 +34,6 @@ def _ensure_schemas() -> None:
         from .msfr import MsfrConfig
 
         register_schema("msfr", MsfrConfig)
-    try:  # the in-context regression models register their own schema
-        from . import icl  # noqa: F401
-    except ImportError:
-        pass
 
 
 def build(cls: type, data: Any, prefix: str = "") -> Any:
@@ -117,6 +113,12 @@ def from_dict(data: dict) -> Any:
     model = data.get("model", "msfr")
     if not isinstance(model, str):
         raise ConfigError(f"model: must be a string naming the model, got {model!r}")
+    from .icl import MODELS, build_icl
+
+    if model in MODELS:
+        return build_icl(data)
+    if model != "msfr":
+        raise ConfigError(f"model: must be one of 'msfr', {', '.join(repr(m) for m in MODELS)}, got {model!r}")
     return build(schema_for(model), data)
 
 
@@ -128,6 +130,11 @@ def load_config(path: str | Path | None = None, sets: list[str] | tuple[str, ...
 
 def to_dict(cfg: Any) -> dict:
     """The resolved config as plain TOML-able values (tuples → lists)."""
+    from .icl import IclConfig
+    from .icl import to_dict as icl_to_dict
+
+    if isinstance(cfg, IclConfig):
+        return icl_to_dict(cfg)
     out = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)

@@ -143,8 +143,15 @@ class RunWriter:
         self.n_rows = n1
         self._f.flush()
 
-    def close(self, status: str, timings: dict[str, float] | None = None, attrs: dict[str, Any] | None = None) -> None:
-        """Close the SWMR handle, then record the final status (and timings) in the root attributes."""
+    def close(
+        self,
+        status: str,
+        timings: dict[str, float] | None = None,
+        attrs: dict[str, Any] | None = None,
+        datasets: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        """Close the SWMR handle, then record the final status (and timings) in the root
+        attributes, plus any end-of-run ``datasets`` (final weights)."""
         if self._f is None:
             return
         self._f.flush()
@@ -157,6 +164,9 @@ class RunWriter:
             f.attrs["timings"] = json.dumps(t)
             for k, v in (attrs or {}).items():
                 f.attrs[k] = v
+            for k, v in (datasets or {}).items():
+                ds = f.create_dataset(k, data=v)
+                self._describe(ds, k)
 
     def __enter__(self) -> RunWriter:
         return self

@@ -1,0 +1,299 @@
+"""ATTN_M: multi-head linear (or softmax) attention with merged key-query, on in-context regression.
+
+    ATTN_M(X) = X + Σ_i (1/ρ) W^V_i X Xᵀ W^KQ_i X,   prediction ŷ = bottom-right entry.
+
+Only the last row ``r_i`` of W^V_i and the first D columns of W^KQ_i reach the prediction (the query
+column x̂_q = (x_q, 0)), so the trained vector holds exactly those: ``H (D+1)²`` numbers, laid out as
+``[r (H, D+1), W^KQ[:, :, :D] (H, D+1, D)]``. The full paper layout (``W_V``, ``W_KQ`` of shape
+(H, D+1, D+1), untrained entries zero) is what :meth:`ICLModel.to_arrays` returns and
+:meth:`ICLModel.from_arrays` reads.
+
+``ic_only`` (and ``reduced``) hold 𝐯_i = r_i[:D] and 𝐮_i = W^KQ_i[D, :D] at zero: the trained count
+drops to ``H (D² + 1)`` (v_i = r_i[D], U_i = W^KQ_i[:D, :D]) and ŷ = Σ_i v_i βᵀ U_i x_q · (N/ρ).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...problems.rng import STREAM_INIT_W, generator
+from .kernels import linear_loss_and_grad, prepare_attention, softmax_loss_and_grad
+
+LOSSES = ("last", "cumulative")
+SCALES = ("N", "1")
+SCHEMES = ("paper", "reference")
+
+
+class ICLModel:
+    """Common wrapper of the ICL models: layout, init, data preparation and the loss/gradient.
+
+    Subclasses define ``blocks`` (name, shape) of the compact trained vector θ, the trained
+    ``mask``, ``_init_std``, ``_heads`` (θ → (r, B) for the attention kernels), ``_head_grads``
+    (dr, dB → ∂L/∂θ), ``gamma`` and ``_reduced_grads``.
+
+    Arguments: D (token dimension), H (heads), N (context length), R (rank, ATTN_S only),
+    ``softmax``, ``attention_scale`` ("N": ρ = N, "1": ρ = 1), ``loss`` ("last" | "cumulative":
+    the mean over prefix lengths n = 1..N of the squared error of predicting token n+1 from the
+    first n tokens, ρ_n = n or 1), ``reduced`` (sufficient-statistics path), ``ic_only``.
+    """
+
+    name = "icl"
+    has_softmax = True
+
+    def __init__(
+        self,
+        D: int,
+        H: int,
+        N: int,
+        *,
+        R: int = 1,
+        softmax: bool = False,
+        attention_scale: str = "N",
+        loss: str = "last",
+        reduced: bool = False,
+        ic_only: bool = False,
+    ) -> None:
+        for nm, v in (("data.D", D), ("model.H", H), ("data.N", N), ("model.R", R)):
+            if int(v) != v or v <= 0:
+                raise ValueError(f"{nm}: must be a positive integer, got {v}")
+        if attention_scale not in SCALES:
+            raise ValueError(f"model.attention_scale: one of 'N', '1', got {attention_scale!r}")
+        if loss not in LOSSES:
+            raise ValueError(f"model.loss: one of 'last', 'cumulative', got {loss!r}")
+        if softmax and not self.has_softmax:
+            raise ValueError(f"model.softmax: not available for {self.name}, got true")
+        if softmax and reduced:
+            raise ValueError(
+                "model.reduced: the reduced path exists for linear attention only, got true with softmax"
+            )
+        self.D, self.H, self.N, self.R = int(D), int(H), int(N), int(R)
+        self.softmax, self.scale, self.loss = bool(softmax), attention_scale, loss
+        self.reduced, self.ic_only = bool(reduced), bool(ic_only) or bool(reduced)
+        self._offsets = []
+        o = 0
+        for _, shape in self.blocks:
+            n = int(np.prod(shape))
+            self._offsets.append((o, o + n))
+            o += n
+        self.n_params = o
+        self.mask = self._mask()
+
+    # ---------------------------------------------------------------- layout
+
+    @property
+    def kappa(self) -> float:
+        """κ = N/ρ: the factor between the stored Γ = Σ v_i U_i and the paper-units predictor."""
+        return 1.0 if self.scale == "N" else float(self.N)
+
+    def views(self, theta: np.ndarray) -> list[np.ndarray]:
+        """Reshaped views of θ, one per block (no copies)."""
+        return [
+            theta[a:b].reshape(shape)
+            for (a, b), (_, shape) in zip(self._offsets, self.blocks, strict=True)
+        ]
+
+    @property
+    def n_trained(self) -> int:
+        """Number of entries that receive gradient."""
+        return int(self.mask.sum())
+
+    def init(self, scheme: str = "reference", scale: float = 1e-6, seed: int = 0) -> np.ndarray:
+        """Initial θ: i.i.d. normals from ``generator(seed, STREAM_INIT_W)`` times the per-entry
+        std of ``scheme`` (see the subclass), held entries zero."""
+        if scheme not in SCHEMES:
+            raise ValueError(f"init.scheme: one of 'paper', 'reference', got {scheme!r}")
+        if not (np.isfinite(scale) and scale >= 0):
+            raise ValueError(f"init.scale: must be a finite number >= 0, got {scale}")
+        g = generator(seed, STREAM_INIT_W).standard_normal(self.n_params)
+        return g * self._init_std(scheme, float(scale)) * self.mask
+
+    def _mask(self) -> np.ndarray:
+        return np.ones(self.n_params, dtype=bool)
+
+    # ---------------------------------------------------------------- data
+
+    def prepare(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
+        """Arrays the training kernel reads, computed once (sufficient statistics when reduced)."""
+        from ..mlp_cubic.kernels import prepare_features, sufficient_stats
+
+        if self.reduced:
+            Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
+            yy, c, C = sufficient_stats(Z, Y)
+            return {"kind": "stats", "yy": yy, "c": c, "C": C, "P": tokens.shape[0]}
+        return self._prepare_full(tokens, labels)
+
+    def prepare_eval(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
+        """Arrays for evaluating the loss on a (test) set with the same model."""
+        from ..mlp_cubic.kernels import prepare_features
+
+        if self.reduced:
+            Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
+            return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0]}
+        return self._prepare_full(tokens, labels)
+
+    def prepare_population(self, eigvals: np.ndarray, eigvecs: np.ndarray) -> dict:
+        """Population statistics (reduced path only): E[y_q²], E[y_q z], E[z zᵀ] (spec §4)."""
+        from ...problems.icl import population_moments
+
+        if not self.reduced:
+            raise ValueError("data.population: needs model.reduced = true, got reduced = false")
+        yy, c, C = population_moments(eigvals, eigvecs, self.N, self.scale, self.loss)
+        return {"kind": "stats", "yy": yy, "c": c, "C": C, "P": 0}
+
+    def _prepare_full(self, tokens, labels) -> dict:
+        prep = prepare_attention(tokens, labels, self.scale, self.loss, self.softmax)
+        prep["kind"] = "softmax" if self.softmax else "linear"
+        prep["P"] = tokens.shape[0]
+        return prep
+
+    # ---------------------------------------------------------------- loss
+
+    def loss_and_grad(
+        self, theta: np.ndarray, prep: dict, grad: np.ndarray, idx: np.ndarray | None = None
+    ) -> float:
+        """L(θ) (spec §3, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
+        (zero on held entries)."""
+        from ..mlp_cubic.kernels import linear_feature_loss_and_g
+
+        kind = prep["kind"]
+        if kind == "stats":
+            L = self._stats_grad(theta, prep, grad)
+        elif kind == "features":
+            if idx is None:
+                idx = _all_indices(prep)
+            L, g = linear_feature_loss_and_g(self.gamma(theta).ravel(), prep["Z"], prep["Y"], idx)
+            self._reduced_grads(theta, g.reshape(self.D, self.D), grad)
+        else:
+            if idx is None:
+                idx = _all_indices(prep)
+            r, B = self._heads(theta)
+            dr, dB = np.empty_like(r), np.empty_like(B)
+            f = softmax_loss_and_grad if kind == "softmax" else linear_loss_and_grad
+            L = f(r, B, prep, idx, dr, dB)
+            self._head_grads(theta, dr, dB, grad)
+        grad *= self.mask
+        return float(L)
+
+    def loss_value(self, theta: np.ndarray, prep: dict) -> float:
+        """L(θ) on all samples of ``prep``."""
+        return self.loss_and_grad(theta, prep, np.empty(self.n_params))
+
+    def _stats_grad(self, theta, prep, grad) -> float:
+        from ..mlp_cubic.kernels import reduced_G
+
+        gam = self.gamma(theta).ravel()
+        G = np.empty_like(gam)
+        L = reduced_G(prep["yy"], prep["c"], prep["C"], gam, G)
+        self._reduced_grads(theta, G.reshape(self.D, self.D), grad)
+        return L
+
+    # ---------------------------------------------------------------- diagnostics
+
+    def value_weights(self, theta: np.ndarray) -> np.ndarray:
+        """Per-head value weight v_i = (W^V_i)[D, D] (H,)."""
+        return self.views(theta)[0][:, -1].copy()
+
+    def summary(self) -> str:
+        return f"{self.name}: D={self.D} H={self.H} N={self.N}, {self.n_trained} trained of {self.n_params}"
+
+
+class AttnM(ICLModel):
+    """ATTN_M (see the module docstring)."""
+
+    name = "attn-m"
+
+    @property
+    def blocks(self):
+        D1 = self.D + 1
+        return [("r", (self.H, D1)), ("W", (self.H, D1, self.D))]
+
+    def _mask(self) -> np.ndarray:
+        m = np.ones(self.n_params, dtype=bool)
+        if self.ic_only:
+            r, W = self.views(m)
+            r[:, : self.D] = False
+            W[:, self.D, :] = False
+        return m
+
+    def _init_std(self, scheme: str, scale: float) -> np.ndarray:
+        s = np.full(self.n_params, scale)
+        if scheme == "reference":
+            r, W = self.views(s)
+            r[:, : self.D] = 0.0
+            W[:, self.D, :] = 0.0
+        return s
+
+    def _heads(self, theta):
+        r, W = self.views(theta)
+        return np.ascontiguousarray(r), np.ascontiguousarray(W)
+
+    def _head_grads(self, theta, dr, dB, grad):
+        gr, gW = self.views(grad)
+        gr[:] = dr
+        gW[:] = dB
+
+    def _stats_grad(self, theta, prep, grad) -> float:
+        from ..mlp_cubic.kernels import attn_m_reduced_grad
+
+        return attn_m_reduced_grad(theta, self.H, self.D, prep["yy"], prep["c"], prep["C"], grad)
+
+    def fused_gd(
+        self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
+    ) -> None:
+        """n reduced GD steps in one compiled call (losses[s] before update s)."""
+        from ..mlp_cubic.kernels import attn_m_reduced_gd
+
+        attn_m_reduced_gd(theta, self.H, self.D, prep["yy"], prep["c"], prep["C"], lr, n, losses)
+
+    def gamma(self, theta: np.ndarray) -> np.ndarray:
+        """Γ = Σ_i v_i U_i (D, D); the predictor is ŷ ≈ κ βᵀ Γ x_q (κ = N/ρ)."""
+        r, W = self.views(theta)
+        return np.einsum("i,iab->ab", r[:, -1], W[:, : self.D, :])
+
+    def _reduced_grads(self, theta, G, grad):
+        r, W = self.views(theta)
+        grad[:] = 0.0
+        gr, gW = self.views(grad)
+        v = r[:, -1]
+        U = W[:, : self.D, :]
+        gW[:, : self.D, :] = -2.0 * v[:, None, None] * G[None]
+        gr[:, -1] = -2.0 * np.einsum("iab,ab->i", U, G)
+
+    def to_arrays(self, theta: np.ndarray) -> dict[str, np.ndarray]:
+        """Full paper layout: W_V, W_KQ (H, D+1, D+1) (entries that cannot move are zero)."""
+        r, W = self.views(theta)
+        D1 = self.D + 1
+        WV = np.zeros((self.H, D1, D1))
+        WKQ = np.zeros((self.H, D1, D1))
+        WV[:, -1, :] = r
+        WKQ[:, :, : self.D] = W
+        return {"W_V": WV, "W_KQ": WKQ}
+
+    def from_arrays(self, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        """θ from W_V, W_KQ of shape (H, D+1, D+1)."""
+        D1 = self.D + 1
+        _need(arrays, {"W_V": (self.H, D1, D1), "W_KQ": (self.H, D1, D1)})
+        theta = np.zeros(self.n_params)
+        r, W = self.views(theta)
+        r[:] = arrays["W_V"][:, -1, :]
+        W[:] = arrays["W_KQ"][:, :, : self.D]
+        return theta * self.mask
+
+
+def _all_indices(prep: dict) -> np.ndarray:
+    """0..P−1 (int64), cached in ``prep``."""
+    idx = prep.get("_all")
+    if idx is None:
+        idx = prep["_all"] = np.arange(prep["P"], dtype=np.int64)
+    return idx
+
+
+def _need(arrays: dict, shapes: dict) -> None:
+    for k, shp in shapes.items():
+        if k not in arrays:
+            raise ValueError(f"init.from_file: missing array {k!r} of shape {shp}")
+        a = np.asarray(arrays[k])
+        if a.shape != shp:
+            raise ValueError(f"init.from_file: array {k!r} must have shape {shp}, got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"init.from_file: array {k!r} must be finite, found NaN or inf")

@@ -1,0 +1,79 @@
+"""MLP on cubic features: ŷ = w_2ᵀ W_1 z, z = (1/ρ) vec(Σ_n y_n x_n x_qᵀ) (= vec(β x_qᵀ) for ρ = N).
+
+Trained vector ``[W1 (H, D²), w2 (H,)]``, ``H (D² + 1)`` numbers, all trained. With
+``w2_i = v_i`` and ``W1_i = vec(U_i)`` (row-major) it is ATTN_M's reduced form at the same ρ, so
+the two give the same loss curve for any initialisation and optimiser (:func:`from_attn_m`).
+Init: every weight N(0, scale²) under either scheme.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..attn_m import AttnM, ICLModel, _need
+from .kernels import linear_feature_loss_and_g, prepare_features
+
+
+class MLPCubic(ICLModel):
+    """Two-layer linear network on the cubic feature z (see the module docstring)."""
+
+    name = "mlp-cubic"
+    has_softmax = False
+
+    @property
+    def blocks(self):
+        return [("W1", (self.H, self.D * self.D)), ("w2", (self.H,))]
+
+    def _init_std(self, scheme: str, scale: float) -> np.ndarray:
+        return np.full(self.n_params, scale)
+
+    def _prepare_full(self, tokens, labels) -> dict:
+        Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
+        return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0]}
+
+    def _stats_grad(self, theta, prep, grad) -> float:
+        from .kernels import mlp_reduced_grad
+
+        return mlp_reduced_grad(theta, self.H, self.D, prep["yy"], prep["c"], prep["C"], grad)
+
+    def fused_gd(
+        self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
+    ) -> None:
+        """n reduced GD steps in one compiled call (losses[s] before update s)."""
+        from .kernels import mlp_reduced_gd
+
+        mlp_reduced_gd(theta, self.H, self.D, prep["yy"], prep["c"], prep["C"], lr, n, losses)
+
+    def gamma(self, theta: np.ndarray) -> np.ndarray:
+        W1, w2 = self.views(theta)
+        return (w2 @ W1).reshape(self.D, self.D)
+
+    def _reduced_grads(self, theta, G, grad):
+        W1, w2 = self.views(theta)
+        g1, g2 = self.views(grad)
+        gv = G.ravel()
+        g1[:] = -2.0 * w2[:, None] * gv[None, :]
+        g2[:] = -2.0 * (W1 @ gv)
+
+    def value_weights(self, theta: np.ndarray) -> np.ndarray:
+        return self.views(theta)[1].copy()
+
+    def to_arrays(self, theta: np.ndarray) -> dict[str, np.ndarray]:
+        W1, w2 = self.views(theta)
+        return {"W1": W1.copy(), "w2": w2.copy()}
+
+    def from_arrays(self, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        _need(arrays, {"W1": (self.H, self.D * self.D), "w2": (self.H,)})
+        return np.concatenate(
+            [np.asarray(arrays["W1"], float).ravel(), np.asarray(arrays["w2"], float)]
+        )
+
+
+def from_attn_m(model: AttnM, theta: np.ndarray) -> np.ndarray:
+    """MLP weights corresponding to ATTN_M weights: w2_i = v_i = (W^V_i)[D, D], W1_i = vec(U_i),
+    U_i = W^KQ_i[:D, :D] (exact correspondence when 𝐯_i = 𝐮_i = 0)."""
+    r, W = model.views(theta)
+    return np.concatenate([W[:, : model.D, :].reshape(model.H, -1).ravel(), r[:, -1]])
+
+
+__all__ = ["MLPCubic", "from_attn_m", "linear_feature_loss_and_g"]

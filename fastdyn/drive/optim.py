@@ -1,0 +1,148 @@
+"""Optimisers as numba kernels that update flat float64 parameter vectors in place.
+
+Shared by every trained model. Each optimiser's state is a dict of arrays (moments, step counter)
+so a run can checkpoint and resume bit-identically:
+
+- ``gd``   full-batch gradient descent  θ ← θ − η g  (paper time advances by 2η per step);
+- ``sgd``  the same update on a minibatch gradient, with optional heavy-ball momentum
+  ``b ← μ b + g, θ ← θ − η b``; the minibatches are a pure function of (seed, step)
+  (:func:`minibatch_indices`);
+- ``adam`` Adam (Kingma & Ba) with bias correction and L2 weight decay added to the gradient;
+- ``adamw`` Adam with decoupled weight decay ``θ ← θ − η λ θ`` (Loshchilov & Hutter).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from .._jit import SERIAL
+from ..problems.rng import STREAM_MINIBATCH, generator
+
+OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
+
+
+@njit(**SERIAL)
+def gd_step(theta, grad, lr):
+    """θ ← θ − η g (in place)."""
+    for k in range(theta.shape[0]):
+        theta[k] -= lr * grad[k]
+
+
+@njit(**SERIAL)
+def momentum_step(theta, grad, buf, lr, mu):
+    """b ← μ b + g; θ ← θ − η b (in place)."""
+    for k in range(theta.shape[0]):
+        buf[k] = mu * buf[k] + grad[k]
+        theta[k] -= lr * buf[k]
+
+
+@njit(**SERIAL)
+def adam_step(theta, grad, m, v, step, lr, b1, b2, eps, wd, decoupled):
+    """One Adam/AdamW update; ``step`` is a length-1 int64 array (incremented here).
+
+    g ← g + λθ (Adam) ; m ← β1 m + (1−β1) g ; v ← β2 v + (1−β2) g² ;
+    θ ← θ − η [m/(1−β1^t)] / (√(v/(1−β2^t)) + ε) − η λ θ (AdamW only)."""
+    step[0] += 1
+    t = step[0]
+    c1 = 1.0 - b1**t
+    c2 = 1.0 - b2**t
+    for k in range(theta.shape[0]):
+        g = grad[k]
+        if not decoupled:
+            g += wd * theta[k]
+        m[k] = b1 * m[k] + (1.0 - b1) * g
+        v[k] = b2 * v[k] + (1.0 - b2) * g * g
+        upd = (m[k] / c1) / (math.sqrt(v[k] / c2) + eps)
+        if decoupled:
+            theta[k] -= lr * wd * theta[k]
+        theta[k] -= lr * upd
+
+
+@dataclass
+class Optimizer:
+    """An optimiser and its state (arrays, so :meth:`state_dict`/:meth:`load_state` checkpoint it)."""
+
+    name: str
+    lr: float
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def step(self, theta: np.ndarray, grad: np.ndarray) -> None:
+        """Update ``theta`` in place from ``grad``."""
+        if self.name == "gd" or (self.name == "sgd" and self.momentum == 0.0):
+            gd_step(theta, grad, self.lr)
+        elif self.name == "sgd":
+            momentum_step(theta, grad, self.state["buf"], self.lr, self.momentum)
+        else:
+            s = self.state
+            adam_step(
+                theta, grad, s["m"], s["v"], s["step"], self.lr, self.beta1, self.beta2, self.eps,
+                self.weight_decay, self.name == "adamw",
+            )  # fmt: skip
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Copies of the state arrays."""
+        return {k: v.copy() for k, v in self.state.items()}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore the state saved by :meth:`state_dict`."""
+        for k, v in state.items():
+            if k not in self.state or self.state[k].shape != np.shape(v):
+                raise ValueError(f"optim.state: unexpected array {k!r} of shape {np.shape(v)}")
+            self.state[k][...] = v
+
+
+def make_optimizer(
+    name: str,
+    n_params: int,
+    lr: float,
+    *,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+) -> Optimizer:
+    """A fresh optimiser for ``n_params`` parameters (ValueError naming the bad field)."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optim.name: one of {', '.join(OPTIMIZERS)}, got {name!r}")
+    if not (np.isfinite(lr) and lr > 0):
+        raise ValueError(f"optim.lr: must be a finite number > 0, got {lr}")
+    for nm, v in (("optim.beta1", beta1), ("optim.beta2", beta2), ("optim.momentum", momentum)):
+        if not 0.0 <= v < 1.0:
+            raise ValueError(f"{nm}: must lie in [0, 1), got {v}")
+    if not eps > 0:
+        raise ValueError(f"optim.eps: must be > 0, got {eps}")
+    if not weight_decay >= 0:
+        raise ValueError(f"optim.weight_decay: must be >= 0, got {weight_decay}")
+    state: dict[str, np.ndarray] = {}
+    if name in ("adam", "adamw"):
+        state = {
+            "m": np.zeros(n_params),
+            "v": np.zeros(n_params),
+            "step": np.zeros(1, dtype=np.int64),
+        }
+    elif name == "sgd" and momentum > 0:
+        state = {"buf": np.zeros(n_params)}
+    return Optimizer(name, float(lr), beta1, beta2, eps, weight_decay, momentum, state)
+
+
+def minibatch_indices(seed: int, step: int, P: int, batch_size: int) -> np.ndarray:
+    """Sorted sample indices of minibatch ``step``: epoch e = step // (P // B) uses the permutation
+    ``generator(seed, STREAM_MINIBATCH, e).permutation(P)``, batch j = step mod (P // B) its slice
+    [jB, (j+1)B) (the last P mod B samples of each epoch are dropped). A pure function of
+    (seed, step): resuming from a checkpoint draws the same batches."""
+    if not 0 < batch_size <= P:
+        raise ValueError(f"optim.batch_size: must lie in [1, P = {P}], got {batch_size}")
+    nb = P // batch_size
+    e, j = divmod(int(step), nb)
+    perm = generator(seed, STREAM_MINIBATCH, e).permutation(P)
+    return np.sort(perm[j * batch_size : (j + 1) * batch_size]).astype(np.int64)
