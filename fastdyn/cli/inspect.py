@@ -30,6 +30,8 @@ def command(file: str, show_config: bool) -> None:
         click.echo("series:")
 
         def show(name, obj):
+            if "/" in name and name.rsplit("/", 1)[1] in ("time", "index"):
+                return  # hard links of the dimension scales into series groups
             if isinstance(obj, h5py.Dataset):
                 units = obj.attrs.get("units", "")
                 units = units.decode() if isinstance(units, bytes) else units

@@ -43,7 +43,9 @@ def run_icl_file(cfg: Any, output: Path, *, progress: bool = False) -> str:
             data = st.load_data(s)
             eigvals, eigvecs = data.eigvals, data.eigvecs
             model = st.build_model(s, data.D, data.N)
-    except ValueError as e:  # a bad data file or data settings: the user's to fix
+        if s.init.from_file:  # check the weights file before any output is created
+            model.from_arrays(_read_npz(s.init.from_file, "init.from_file"))
+    except ValueError as e:  # a bad data/weights file or data settings: the user's to fix
         raise ConfigError(str(e).splitlines()[0]) from None
     steps = s.schedule.steps()
     times = 2.0 * s.optim.lr * steps
@@ -68,7 +70,7 @@ def run_icl_file(cfg: Any, output: Path, *, progress: bool = False) -> str:
         for k, (xt, yt) in data.tests.items():
             static[f"data/test_{k}/tokens"] = xt
             static[f"data/test_{k}/labels"] = yt
-    writer = RunWriter(output, model=cfg.model, config_toml=to_toml(cfg), seed=cfg.seed, series=series, static=static, with_step=True, extra_attrs={"n_trained": int(model.n_trained)})
+    writer = RunWriter(output, model=cfg.model, config_toml=to_toml(cfg), seed=cfg.seed, series=series, static=static, with_step=True, extra_attrs={"n_trained": int(model.n_trained)}, time_units="t/tau (paper time, 2*lr*step)")
     row = {"i": 0}
     bar = _bar(len(steps), progress)
 
@@ -105,6 +107,16 @@ def run_icl_file(cfg: Any, output: Path, *, progress: bool = False) -> str:
     final = {f"params/final/{k}": np.asarray(v) for k, v in result["weights"].items() if k not in ("value_weights", "Gamma", "Gamma_eig")}
     writer.close(Outcome.COMPLETE.text(), {"total": _time.time() - t_wall}, datasets=final)
     return Outcome.COMPLETE.text()
+
+
+def _read_npz(path: str, field: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise ValueError(f"{field}: file {path!r} not found") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{field}: cannot read {path!r} as .npz ({str(e).splitlines()[0]})") from None
 
 
 def _bar(n: int, show: bool):

@@ -65,6 +65,7 @@ class RunWriter:
         with_step: bool = False,
         extra_attrs: dict[str, Any] | None = None,
         chunk_rows: int = 1024,
+        time_units: str | None = None,
     ):
         self.path = Path(path)
         self.t_start = _time.time()
@@ -87,6 +88,8 @@ class RunWriter:
         tds = f.create_dataset(layout.TIME, shape=(0,), maxshape=(None,), dtype="f8", chunks=(chunk_rows,))
         tds.make_scale(layout.TIME)
         self._describe(tds, layout.TIME)
+        if time_units:
+            tds.attrs["units"] = time_units
         self._series[layout.TIME] = tds
         if with_step:
             sds = f.create_dataset(layout.STEP, shape=(0,), maxshape=(None,), dtype="i8", chunks=(chunk_rows,))

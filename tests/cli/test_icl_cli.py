@@ -1,0 +1,90 @@
+"""ICL runs through the CLI: the file layout, and user errors (exit 2, one line, no file)."""
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import fastdyn
+from fastdyn.cli import main
+
+SMALL = ["--set", "data.P=600", "--set", "schedule.epochs=60", "--set", "schedule.save_every=20", "--set", "data.n_test=50"]
+
+
+def _sim(tmp_path, *args):
+    out = tmp_path / "o.h5"
+    res = CliRunner().invoke(main, ["simulate", *args, "-o", str(out)])
+    return res, out
+
+
+@pytest.mark.parametrize("model", ["attn-m", "attn-s", "mlp-cubic"])
+def test_small_runs_write_the_common_layout(tmp_path, model):
+    res, out = _sim(tmp_path, "--set", f"model={model}", *SMALL)
+    assert res.exit_code == 0, res.output
+    r = fastdyn.load(out)
+    assert r.status == "complete" and r.model == model
+    np.testing.assert_array_equal(r["step"], [0, 20, 40, 60])
+    np.testing.assert_allclose(r.time, 2 * 1e-3 * r["step"])  # t/τ = 2η·step
+    for k in ("loss/train", "loss/test_ic", "loss/test_iw"):
+        assert r[k].shape == (4,) and np.all(np.isfinite(r[k]))
+    np.testing.assert_allclose(r["theory/plateaus"][0], 1.0)  # L(M_0) = tr Λ = 1
+    assert r["params/Gamma"].shape == (4, 4, 4)
+
+
+def test_data_save_and_from_file_round_trip(tmp_path):
+    res, out = _sim(tmp_path, "--set", "model=attn-m", *SMALL, "--set", "data.save=true")
+    assert res.exit_code == 0, res.output
+    r = fastdyn.load(out)
+    tokens, labels = r["data/tokens"], r["data/labels"]
+    x = tokens[:, :, :-1]
+    npz = tmp_path / "d.npz"
+    np.savez(npz, x=x, y=labels)
+    res2 = CliRunner().invoke(main, ["simulate", "--set", "model=attn-m", "--set", "schedule.epochs=60", "--set", "schedule.save_every=20", "--set", f'data.from_file="{npz}"', "-o", str(tmp_path / "b.h5")])
+    assert res2.exit_code == 0, res2.output
+    # the same training data and init give the same training loss curve
+    np.testing.assert_allclose(fastdyn.load(tmp_path / "b.h5")["loss/train"], r["loss/train"], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("sets", "needle"),
+    [
+        (["model=attn-s", "attention.R=5"], "attention.R"),
+        (["model=attn-s", "attention.H=1", "attention.R=2"], "attention.H"),
+        (["model=attn-m", "data.N=0"], "data.N"),
+        (["model=attn-m", "data.P=-4"], "data.P"),
+        (["model=attn-m", "attention.H=0"], "attention.H"),
+        (["model=attn-x"], "model"),
+        (["model=attn-m", "optim.name=sgdx"], "optim.name"),
+        (["model=attn-m", "optim.lr=nan"], "optim.lr"),
+        (["model=attn-m", "attention.bogus=1"], "attention.bogus"),
+        (["model=attn-m", 'data.from_file="/nonexistent/d.npz"'], "data.from_file"),
+        (["model=attn-m", 'init.from_file="/nonexistent/w.npz"'], "init.from_file"),
+    ],
+)
+def test_bad_icl_input(tmp_path, sets, needle):
+    args = [a for s in sets for a in ("--set", s)]
+    res, out = _sim(tmp_path, *args)
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], res.output
+    assert not out.exists()
+
+
+def test_bad_data_files(tmp_path):
+    rng = np.random.default_rng(0)
+    good_x, good_y = rng.normal(size=(20, 8, 3)), rng.normal(size=(20, 8))
+    cases = {
+        "shape": dict(x=good_x, y=good_y[:, :5]),
+        "nan": dict(x=np.where(good_x > 2, np.nan, good_x), y=good_y),
+        "missing": dict(x=good_x),
+    }
+    for name, arrays in cases.items():
+        p = tmp_path / f"{name}.npz"
+        np.savez(p, **arrays)
+        res, out = _sim(tmp_path, "--set", "model=attn-m", "--set", f'data.from_file="{p}"')
+        assert res.exit_code == 2, (name, res.output)
+        assert "data.from_file" in res.output or "data" in res.output.split(":")[2], res.output
+        assert not out.exists()
+    w = tmp_path / "w.npz"
+    np.savez(w, W_V=np.zeros((2, 2, 2)))
+    res, out = _sim(tmp_path, "--set", "model=attn-m", *SMALL, "--set", f'init.from_file="{w}"')
+    assert res.exit_code == 2 and "init.from_file" in res.output and not out.exists(), res.output
