@@ -55,7 +55,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._jit import PARALLEL, SERIAL
-from ..models.msfr.ode import rate_scale, task_loss, task_rhs
+from ..models.msfr.ode import rate_scale, task_loss, task_rhs, task_rhs_q1
 from ..reduce import BLOCK, accumulate_blocks, n_blocks
 from . import saveat
 from .steppers import (
@@ -66,6 +66,8 @@ from .steppers import (
     euler_step,
     rk4_step,
 )
+
+_INLINE = dict(SERIAL, inline="always")
 
 #: tasks per lock-step lane group (divides BLOCK)
 LANES: int = 16
@@ -89,12 +91,20 @@ DEFAULT_ATOL = 1e-14
 DEFAULT_SETTLE_TOL = 1e-13
 DEFAULT_MAX_STEPS = 10**8
 
-# rows of the per-lane work array
-# rows of the per-lane work array A (one array, so the vectorised lane loop has a single base
-# pointer): 0–3 state y, 4–7 its derivative k, 8 f, then parameters and per-lane bookkeeping
+# The per-lane work array W is flat, row r of lane l at W[r·LANES + l]: every access in the lane
+# loops is one base pointer plus a compile-time constant offset, so LLVM proves the rows disjoint
+# without runtime alias checks and vectorises the lane loop (with a 2-D array the row stride is a
+# runtime value and the loop stays scalar). Rows: 0–3 state y, 4–7 its derivative k, 8 f, then
+# parameters and per-lane bookkeeping.
 _Y0, _K0, _F = 0, 4, 8
 _LAM, _PSI, _Q, _RATE, _HH, _N, _ALIVE, _RPREV, _THR, _NST, _HNOM, _WT = range(9, 21)
 _NW = 21
+# offsets r·LANES of the rows used in the lane loops
+_OY0, _OY1, _OY2, _OY3 = (r * LANES for r in range(_Y0, _Y0 + 4))
+_OK0, _OK1, _OK2, _OK3 = (r * LANES for r in range(_K0, _K0 + 4))
+_OF, _OLAM, _OPSI, _OQ, _ORATE = _F * LANES, _LAM * LANES, _PSI * LANES, _Q * LANES, _RATE * LANES
+_OHH, _ON, _OALIVE, _ORPREV, _OTHR = (r * LANES for r in (_HH, _N, _ALIVE, _RPREV, _THR))
+_ONST, _OHNOM, _OWT = _NST * LANES, _HNOM * LANES, _WT * LANES
 
 # ----------------------------------------------------------------------------------------------
 # serial kernels
@@ -104,96 +114,102 @@ _NW = 21
 @njit(**SERIAL)
 def _lanes_rhs(W):
     for l in range(LANES):
-        p = (W[_LAM, l], W[_PSI, l], W[_Q, l], W[_RATE, l])
-        k, f = task_rhs(p, (W[0, l], W[1, l], W[2, l], W[3, l]))
-        W[4, l] = k[0]
-        W[5, l] = k[1]
-        W[6, l] = k[2]
-        W[7, l] = k[3]
-        W[_F, l] = f
+        p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
+        k, f = task_rhs(p, (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l]))
+        W[_OK0 + l] = k[0]
+        W[_OK1 + l] = k[1]
+        W[_OK2 + l] = k[2]
+        W[_OK3 + l] = k[3]
+        W[_OF + l] = f
 
 
-@njit(**SERIAL)
-def _lanes_gd(W, nmax):
+@njit(**_INLINE)
+def _lane_load(W, l):
+    """(p, y, k, h) of lane l."""
+    p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
+    y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
+    k = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])
+    return p, y, k, W[_OHH + l]
+
+
+@njit(**_INLINE)
+def _lane_commit(W, l, sf, y, k, yn, kn, fn):
+    """Branch-free end of one lock-step iteration of lane l: the step (yn, kn, fn) from (y, k) is
+    kept iff the lane is alive and has done fewer than W[_N] steps (sf = iteration index); then
+    the settling rule and the step count. Every row is stored unconditionally through selects."""
+    act = (W[_OALIVE + l] > 0.5) & (sf < W[_ON + l])
+    W[_OY0 + l] = yn[0] if act else y[0]
+    W[_OY1 + l] = yn[1] if act else y[1]
+    W[_OY2 + l] = yn[2] if act else y[2]
+    W[_OY3 + l] = yn[3] if act else y[3]
+    W[_OK0 + l] = kn[0] if act else k[0]
+    W[_OK1 + l] = kn[1] if act else k[1]
+    W[_OK2 + l] = kn[2] if act else k[2]
+    W[_OK3 + l] = kn[3] if act else k[3]
+    W[_OF + l] = fn if act else W[_OF + l]
+    r = abs(fn - W[_OLAM + l])
+    rp = W[_ORPREV + l]
+    settle = act & (r <= W[_OTHR + l]) & (r <= rp)
+    W[_ORPREV + l] = r if act else rp
+    W[_OALIVE + l] = 0.0 if settle else W[_OALIVE + l]
+    W[_ONST + l] = W[_ONST + l] + (1.0 if act else 0.0)
+
+
+@njit(**_INLINE)
+def _lanes_busy(W, sf):
+    busy = False
+    for l in range(LANES):
+        if W[_OALIVE + l] > 0.5 and sf < W[_ON + l]:
+            busy = True
+    return busy
+
+
+@njit(**_INLINE)
+def _lanes_run(W, nmax, step, rhs):
+    """Up to ``nmax`` lock-step iterations ``step(rhs, …)`` of the LANES lanes of W (lane l: step
+    size W[_HH, l], at most W[_N, l] steps, settling after each). ``step`` and ``rhs`` are inlined
+    at the numba IR level: the lane loop has no calls and vectorises."""
     for s0 in range(0, nmax, _CHECK_EVERY):
         s1 = min(s0 + _CHECK_EVERY, nmax)
         for s in range(s0, s1):
             sf = float(s)
             for l in range(LANES):
-                act = (W[_ALIVE, l] > 0.5) & (sf < W[_N, l])
-                lam = W[_LAM, l]
-                p = (lam, W[_PSI, l], W[_Q, l], W[_RATE, l])
-                y0, y1, y2, y3 = W[0, l], W[1, l], W[2, l], W[3, l]
-                k = (W[4, l], W[5, l], W[6, l], W[7, l])
-                yn, kn, fn, _ = euler_step(task_rhs, p, (y0, y1, y2, y3), k, W[_HH, l])
-                W[0, l] = yn[0] if act else y0
-                W[1, l] = yn[1] if act else y1
-                W[2, l] = yn[2] if act else y2
-                W[3, l] = yn[3] if act else y3
-                W[4, l] = kn[0] if act else k[0]
-                W[5, l] = kn[1] if act else k[1]
-                W[6, l] = kn[2] if act else k[2]
-                W[7, l] = kn[3] if act else k[3]
-                W[_F, l] = fn if act else W[_F, l]
-                r = abs(fn - lam)
-                rp = W[_RPREV, l]
-                settle = act & (r <= W[_THR, l]) & (r <= rp)
-                W[_RPREV, l] = r if act else rp
-                W[_ALIVE, l] = 0.0 if settle else W[_ALIVE, l]
-                W[_NST, l] = W[_NST, l] + (1.0 if act else 0.0)
-        busy = False
-        for l in range(LANES):
-            if W[_ALIVE, l] > 0.5 and float(s1) < W[_N, l]:
-                busy = True
-        if not busy:
+                p, y, k, h = _lane_load(W, l)
+                yn, kn, fn, _ = step(rhs, p, y, k, h)
+                _lane_commit(W, l, sf, y, k, yn, kn, fn)
+        if not _lanes_busy(W, float(s1)):
             break
 
 
 @njit(**SERIAL)
-def _lanes_rk4(W, nmax):
-    for s0 in range(0, nmax, _CHECK_EVERY):
-        s1 = min(s0 + _CHECK_EVERY, nmax)
-        for s in range(s0, s1):
-            sf = float(s)
-            for l in range(LANES):
-                act = (W[_ALIVE, l] > 0.5) & (sf < W[_N, l])
-                lam = W[_LAM, l]
-                p = (lam, W[_PSI, l], W[_Q, l], W[_RATE, l])
-                y0, y1, y2, y3 = W[0, l], W[1, l], W[2, l], W[3, l]
-                k = (W[4, l], W[5, l], W[6, l], W[7, l])
-                yn, kn, fn, _ = rk4_step(task_rhs, p, (y0, y1, y2, y3), k, W[_HH, l])
-                W[0, l] = yn[0] if act else y0
-                W[1, l] = yn[1] if act else y1
-                W[2, l] = yn[2] if act else y2
-                W[3, l] = yn[3] if act else y3
-                W[4, l] = kn[0] if act else k[0]
-                W[5, l] = kn[1] if act else k[1]
-                W[6, l] = kn[2] if act else k[2]
-                W[7, l] = kn[3] if act else k[3]
-                W[_F, l] = fn if act else W[_F, l]
-                r = abs(fn - lam)
-                rp = W[_RPREV, l]
-                settle = act & (r <= W[_THR, l]) & (r <= rp)
-                W[_RPREV, l] = r if act else rp
-                W[_ALIVE, l] = 0.0 if settle else W[_ALIVE, l]
-                W[_NST, l] = W[_NST, l] + (1.0 if act else 0.0)
-        busy = False
-        for l in range(LANES):
-            if W[_ALIVE, l] > 0.5 and float(s1) < W[_N, l]:
-                busy = True
-        if not busy:
-            break
+def _lanes_gd(W, nmax, q):
+    """gd lanes: Euler steps with h = η (one gradient-descent step each)."""
+    if q == 1.0:
+        _lanes_run(W, nmax, euler_step, task_rhs_q1)
+    else:
+        _lanes_run(W, nmax, euler_step, task_rhs)
 
 
 @njit(**SERIAL)
-def _lanes_advance(is_gd, W, nmax):
+def _lanes_rk4(W, nmax, q):
+    """RK4 lanes; with q = 1 the bit-identical specialised right-hand side."""
+    if q == 1.0:
+        _lanes_run(W, nmax, rk4_step, task_rhs_q1)
+    else:
+        _lanes_run(W, nmax, rk4_step, task_rhs)
+
+
+@njit(**SERIAL)
+def _lanes_advance(is_gd, W, nmax, q):
     """Up to ``nmax`` lock-step iterations: lane l takes a step (gd: Euler with h = η; else RK4)
     of size W[_HH, l] while it is alive and has done fewer than W[_N, l] steps of this interval;
-    settling is checked after each step. Branch-free lane bodies, so the lane loops vectorise."""
+    settling is checked after each step. Branch-free lane bodies, so the lane loops vectorise.
+    ``q`` is the query weight shared by every lane (padding lanes included: they are never
+    alive)."""
     if is_gd:
-        _lanes_gd(W, nmax)
+        _lanes_gd(W, nmax, q)
     else:
-        _lanes_rk4(W, nmax)
+        _lanes_rk4(W, nmax, q)
 
 
 @njit(**SERIAL)
@@ -230,38 +246,38 @@ def _lane_block(
     lo = b * BLOCK
     hi = min(lo + BLOCK, n)
     nt = marks.shape[0]
-    W = np.zeros((_NW, LANES))
+    W = np.zeros(_NW * LANES)
     limit = np.zeros(LANES, dtype=np.bool_)
     fmax = float(max_steps)
     for g0 in range(lo, hi, LANES):
         m = min(LANES, hi - g0)
-        W[:, :] = 0.0
+        W[:] = 0.0
         for l in range(LANES):
-            W[_PSI, l] = 1.0
+            W[_OPSI + l] = 1.0
         for l in range(m):
             i = g0 + l
-            W[_LAM, l] = lam[i]
-            W[_PSI, l] = psi[i]
-            W[_Q, l] = q
-            W[_RATE, l] = rate[i]
-            W[_WT, l] = wtest[i]
-            W[_RPREV, l] = rprev[i]
-            W[_THR, l] = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
-            W[_NST, l] = float(steps[i])
-            W[_HNOM, l] = hnom[i]
-            W[0, l] = vx[i]
-            W[1, l] = vy[i]
-            W[2, l] = wx[i]
-            W[3, l] = wy[i]
+            W[_OLAM + l] = lam[i]
+            W[_OPSI + l] = psi[i]
+            W[_OQ + l] = q
+            W[_ORATE + l] = rate[i]
+            W[_OWT + l] = wtest[i]
+            W[_ORPREV + l] = rprev[i]
+            W[_OTHR + l] = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
+            W[_ONST + l] = float(steps[i])
+            W[_OHNOM + l] = hnom[i]
+            W[_OY0 + l] = vx[i]
+            W[_OY1 + l] = vy[i]
+            W[_OY2 + l] = wx[i]
+            W[_OY3 + l] = wy[i]
             if status[i] == STATUS_RUNNING:
                 p = (lam[i], psi[i], q, rate[i])
                 sig = rate_scale(p, (vx[i], vy[i], wx[i], wy[i]))
                 if not (sig > 0.0) or not np.isfinite(sig):
                     status[i] = STATUS_FROZEN
                 else:
-                    W[_ALIVE, l] = 1.0
+                    W[_OALIVE + l] = 1.0
                     if not (hnom[i] > 0.0):
-                        W[_HNOM, l] = eta if is_gd else 1.0 / (spt * sig)
+                        W[_OHNOM + l] = eta if is_gd else 1.0 / (spt * sig)
         _lanes_rhs(W)
         prev = mark0
         for j in range(nt):
@@ -271,45 +287,45 @@ def _lane_block(
             nmax = 0.0
             for l in range(LANES):
                 limit[l] = False
-                W[_N, l] = 0.0
-                if W[_ALIVE, l] > 0.5 and dt > 0.0:
-                    hn = W[_HNOM, l]
+                W[_ON + l] = 0.0
+                if W[_OALIVE + l] > 0.5 and dt > 0.0:
+                    hn = W[_OHNOM + l]
                     if is_gd:
                         nf = dt
                         hh = eta
                     else:
                         nf = np.ceil(dt / hn)
                         hh = dt / nf
-                    budget = fmax - W[_NST, l]
+                    budget = fmax - W[_ONST + l]
                     if nf > budget:
                         nf = budget
                         hh = eta if is_gd else hn
                         limit[l] = True
-                    W[_N, l] = nf
-                    W[_HH, l] = hh
+                    W[_ON + l] = nf
+                    W[_OHH + l] = hh
                     nmax = max(nmax, nf)
             if nmax > 0.0:
-                _lanes_advance(is_gd, W, int(nmax))
+                _lanes_advance(is_gd, W, int(nmax), q)
             for l in range(m):
                 i = g0 + l
-                if W[_ALIVE, l] > 0.5:
+                if W[_OALIVE + l] > 0.5:
                     fin = (
-                        np.isfinite(W[_F, l])
-                        and np.isfinite(W[0, l])
-                        and np.isfinite(W[1, l])
-                        and np.isfinite(W[2, l])
-                        and np.isfinite(W[3, l])
+                        np.isfinite(W[_OF + l])
+                        and np.isfinite(W[_OY0 + l])
+                        and np.isfinite(W[_OY1 + l])
+                        and np.isfinite(W[_OY2 + l])
+                        and np.isfinite(W[_OY3 + l])
                     )
                     if not fin:
                         status[i] = STATUS_DIVERGED
-                        W[_ALIVE, l] = 0.0
+                        W[_OALIVE + l] = 0.0
                     elif limit[l]:
                         status[i] = STATUS_STEP_LIMIT
-                        W[_ALIVE, l] = 0.0
+                        W[_OALIVE + l] = 0.0
                 elif status[i] == STATUS_RUNNING:
                     status[i] = STATUS_SETTLED
-                f = W[_F, l]
-                te, tr = task_loss(f - W[_LAM, l], W[_RATE, l], W[_WT, l])
+                f = W[_OF + l]
+                te, tr = task_loss(f - W[_OLAM + l], W[_ORATE + l], W[_OWT + l])
                 test_part[b, j] += te
                 train_part[b, j] += tr
                 k = tpos[i]
@@ -317,13 +333,13 @@ def _lane_block(
                     f_track[k, j] = f
         for l in range(m):
             i = g0 + l
-            vx[i] = W[0, l]
-            vy[i] = W[1, l]
-            wx[i] = W[2, l]
-            wy[i] = W[3, l]
-            steps[i] = np.int64(W[_NST, l])
-            rprev[i] = W[_RPREV, l]
-            hnom[i] = W[_HNOM, l]
+            vx[i] = W[_OY0 + l]
+            vy[i] = W[_OY1 + l]
+            wx[i] = W[_OY2 + l]
+            wy[i] = W[_OY3 + l]
+            steps[i] = np.int64(W[_ONST + l])
+            rprev[i] = W[_ORPREV + l]
+            hnom[i] = W[_OHNOM + l]
 
 
 @njit(**SERIAL)
