@@ -117,6 +117,10 @@ def from_dict(data: dict) -> Any:
 
     if model in MODELS:
         return build_icl(data)
+    if model == "msfr-attn":  # trained attention on sampled MSFR sequences (config/msfr_attn.py)
+        from .msfr_attn import MsfrAttnConfig
+
+        return build(MsfrAttnConfig, data)
     if model != "msfr":
         raise ConfigError(f"model: must be one of 'msfr', {', '.join(repr(m) for m in MODELS)}, got {model!r}")
     return build(schema_for(model), data)

@@ -75,6 +75,7 @@ class SolverSection:
     steps_per_timescale: int = integer(200, 4, 10**7, help="rk4 steps per 1/(a_s R_s) of each task")
     lr: float = number(1e-2, 0.0, 1e6, lo_open=True, help="gd learning rate η (t = η·step)")
     settle_tol: float = number(1e-13, 0.0, 1e-3, lo_open=True, help="a task whose |f_s − Λ_s| ≤ settle_tol·Λ_s is frozen")
+    max_steps: int = integer(100_000_000, 1, 10**12, help="steps allowed per task; a task that needs more fails the run")
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,13 @@ class MsfrConfig:
     output: OutputSection = OutputSection()
 
     def check(self) -> None:
+        if self.solver.integrator == "gd":
+            t_end = self.time.times[-1] if self.time.grid == "explicit" else self.time.t_max
+            n = t_end / self.solver.lr
+            if n > self.solver.max_steps:
+                raise ConfigError(
+                    f"solver.lr: gd needs t_max / lr = {n:.3g} steps, more than solver.max_steps = {self.solver.max_steps}; raise lr or max_steps, or lower time.t_max"
+                )
         if self.solver.integrator == "none" and self.theory.level == "none":
             raise ConfigError("solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)")
         bad = [s for s in self.output.track if s > self.task.n_tasks]

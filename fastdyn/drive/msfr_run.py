@@ -1,10 +1,11 @@
 """④ The MSFR run loop: output times in segments, tasks in chunks, kernels, file.
 
-For each segment of output times (``output.times_per_segment``) and each chunk of tasks (whole
-blocks of ``reduce.BLOCK``), the chunk's state is advanced to the segment's times by the chosen
-integrator and the closed form is evaluated at the same times; per-block partial losses are added
-in block order (so the result does not depend on threads or chunk size), the constant loss of the
-tasks beyond the model size is added, and the segment is appended to the file and flushed.
+The closed form (stateless) is evaluated first on the whole output grid in one pass over the
+tasks. Then, for each segment of output times (``output.times_per_segment``) and each chunk of
+tasks (whole blocks of ``reduce.BLOCK``), the chunk's state is advanced to the segment's times by
+the chosen integrator; per-block partial losses are added in block order (so the result does not
+depend on threads or chunk size), the constant loss of the tasks beyond the model size is added,
+and the segment (simulation and theory rows) is appended to the file and flushed.
 
 State kept between segments: (v, w) of every represented task (4·D floats), the last step size of
 each task (dopri5) and the exact reduction's clock where it is used. Task tables are regenerated
@@ -109,39 +110,30 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False) -> str:
     bar = _Progress(len(times), progress)
     t_kernel = 0.0
     try:
+        t0 = _time.time()
+        th_all = _theory_all(chunks, times, track, level, tail_test, tail_train) if th else None
+        t_kernel += _time.time() - t0
         for a in range(0, len(times), seg):
             tt = times[a : a + seg]
             k = len(tt)
             rows: dict[str, np.ndarray] = {}
-            tot = {name: np.zeros(k) for name in ("test", "train", "th_test", "th_train")}
+            tot = {name: np.zeros(k) for name in ("test", "train")}
             f_sim = np.full((k, len(track)), np.nan)
-            f_th = np.full((k, len(track)), np.nan)
             t0 = _time.time()
-            for ch in chunks:
+            for ch in chunks if sim else ():
                 loc = _local_track(track, ch)
-                if sim:
-                    pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
-                    ft = np.zeros((len(loc[0]), k))
-                    integrate.advance_chunk(cfg.solver, integrator, ch, state, tt, None if steps is None else steps[a : a + seg], loc[0], pt, pr, ft)
-                    accumulate_blocks(tot["test"], pt)
-                    accumulate_blocks(tot["train"], pr)
-                    f_sim[:, loc[1]] = ft.T
-                if th:
-                    pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
-                    theory.loss_partials(tt, ch.lam, ch.psi, ch.rate, ch.wtest, ch.v0x, ch.v0y, ch.w0x, ch.w0y, level, pt, pr)
-                    accumulate_blocks(tot["th_test"], pt)
-                    accumulate_blocks(tot["th_train"], pr)
-                    if len(loc[0]):
-                        sub = ch.select(loc[0])
-                        ftt = np.zeros((len(loc[0]), k))
-                        theory.f_curves(tt, sub.lam, sub.psi, sub.rate, sub.v0x, sub.v0y, sub.w0x, sub.w0y, level, ftt)
-                        f_th[:, loc[1]] = ftt.T
+                pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
+                ft = np.zeros((len(loc[0]), k))
+                integrate.advance_chunk(cfg.solver, integrator, ch, state, tt, None if steps is None else steps[a : a + seg], loc[0], pt, pr, ft)
+                accumulate_blocks(tot["test"], pt)
+                accumulate_blocks(tot["train"], pr)
+                f_sim[:, loc[1]] = ft.T
             t_kernel += _time.time() - t0
             if sim:
                 _check_finite(tot["test"], tt)
                 rows |= {"loss/test": tot["test"] + tail_test, "loss/train": tot["train"] + tail_train, "tasks/f": f_sim}
             if th:
-                rows |= {"theory/loss/test": tot["th_test"] + tail_test, "theory/loss/train": tot["th_train"] + tail_train, "theory/tasks/f": f_th}
+                rows |= {"theory/loss/test": th_all["test"][a : a + k], "theory/loss/train": th_all["train"][a : a + k], "theory/tasks/f": th_all["f"][a : a + k]}
             writer.append(tt, rows, None if steps is None else steps[a : a + seg])
             bar.update(k)
     except KeyboardInterrupt:
@@ -157,8 +149,42 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False) -> str:
     finally:
         bar.close()
     stats = state.summary() if state is not None else {}
+    unfinished = stats.get("step_limit", 0) + stats.get("stalled", 0) + stats.get("diverged", 0)
+    if unfinished:
+        status = Outcome.FAILED.text(
+            f"{unfinished} tasks did not finish (step limit {stats.get('step_limit', 0)}, stalled {stats.get('stalled', 0)}, diverged {stats.get('diverged', 0)}): "
+            f"raise solver.max_steps ({cfg.solver.max_steps}), loosen solver.rtol, or for gd lower solver.lr below ~2/(rate·κ) of the fastest task"
+        )
+        writer.close(status, {"kernels": t_kernel, "total": _time.time() - t_wall}, attrs={f"solver_{k}": v for k, v in stats.items()})
+        return status
     writer.close(Outcome.COMPLETE.text(), {"kernels": t_kernel, "total": _time.time() - t_wall}, attrs={f"solver_{k}": v for k, v in stats.items()})
     return Outcome.COMPLETE.text()
+
+
+def _theory_all(chunks: _Chunks, times: np.ndarray, track: np.ndarray, level: str, tail_test: float, tail_train: float) -> dict[str, np.ndarray]:
+    """The closed form on the whole output grid in one pass over the tasks.
+
+    The closed form needs no state, so one pass serves every segment; the exact level's adaptive
+    τ integration then also sees the same output times whatever the segmentation, which keeps
+    the result bit-identical for any ``times_per_segment``.
+    """
+    from ..models.msfr import theory
+
+    T = len(times)
+    tot_t, tot_r = np.zeros(T), np.zeros(T)
+    f = np.full((T, len(track)), np.nan)
+    for ch in chunks:
+        pt, pr = block_partials(ch.n, T), block_partials(ch.n, T)
+        theory.loss_partials(times, ch.lam, ch.psi, ch.rate, ch.wtest, ch.v0x, ch.v0y, ch.w0x, ch.w0y, level, pt, pr)
+        accumulate_blocks(tot_t, pt)
+        accumulate_blocks(tot_r, pr)
+        loc = _local_track(track, ch)
+        if len(loc[0]):
+            sub = ch.select(loc[0])
+            ftt = np.zeros((len(loc[0]), T))
+            theory.f_curves(times, sub.lam, sub.psi, sub.rate, sub.v0x, sub.v0y, sub.w0x, sub.w0y, level, ftt)
+            f[:, loc[1]] = ftt.T
+    return {"test": tot_t + tail_test, "train": tot_r + tail_train, "f": f}
 
 
 def _local_track(track: np.ndarray, ch: TaskChunk) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,10 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from ..drive import msfr_run  # noqa: F401  (registers "msfr")
+    from ..drive import (
+        msfr_attn_run,  # noqa: F401  (registers "msfr-attn")
+        msfr_run,  # noqa: F401  (registers "msfr")
+    )
 
     try:
         from . import icl_registry  # noqa: F401  (registers "attn-m", "attn-s", "mlp-cubic")

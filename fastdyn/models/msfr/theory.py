@@ -46,6 +46,7 @@ from ._closed_form import (
     closed_form_setup,
     exact_curve,
     exp_nonpos,
+    log_pos,
     riccati_eval,
     riccati_half_rise,
     riccati_setup,
@@ -86,67 +87,47 @@ def _task_curve(level, times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, out):
         out[k] = f + cm
 
 
-#: logistic fast path: below x = c·t = 2^-10 the exp is replaced by a short series
-_X_SERIES = 2.0**-10
+def _series_matrix(deg):
+    """C[j, m] = (−1)^m (m+1)! S(j, m) / j!: the Taylor coefficients in x of
+    (1 + p(e^x − 1))^−2 = Σ_j x^j Σ_m C[j, m] p^m (S: Stirling numbers of the second kind)."""
+    from fractions import Fraction
+    from math import factorial
+
+    st = [[0] * (deg + 1) for _ in range(deg + 1)]
+    st[0][0] = 1
+    for j in range(1, deg + 1):
+        for m in range(1, j + 1):
+            st[j][m] = m * st[j - 1][m] + st[j - 1][m - 1]
+    c = np.zeros((deg + 1, deg + 1))
+    for j in range(deg + 1):
+        for m in range(j + 1):
+            c[j, m] = float(Fraction((-1) ** m * factorial(m + 1) * st[j][m], factorial(j)))
+    return c
+
+
+#: degree of the pre-emergence polynomial of the logistic fast path
+_DEG = 18
+#: it is used for x = c·t ≤ R/16, R = sqrt(u0² + π²) its radius of convergence
+_X_FRAC = 1.0 / 16.0
+_SERIES_C = _series_matrix(_DEG)
+#: tasks per tile of the vectorised series coefficients (the tile stays in L1)
+_TILE = 64
 #: after learning, contributions (weight × r²) below this absolute value are dropped
 _DROP_BELOW = 1e-300
+_LOG_DROP = math.log(_DROP_BELOW)
+_TINY = 2.2250738585072014e-308  # smallest normal double: log_pos needs normal arguments
 
 
 @njit(**SERIAL)
-def _logistic_loss(times, u0, c, lam, wt, rate, acc_t, acc_r, scr):
-    """acc += (wt, rate)·r_k² for the logistic r = −Λ z/(1 + z), z = e^{u0 − c t_k}.
-
-    The time grid (non-decreasing) splits into three index ranges per task, found by binary
-    search, so that most (task, time) pairs need no exp:
-
-    - x = c t ≤ min(2^-10, u0) (before emergence): with m0 = e^{−u0}, s0 = 1/(1 + m0) and
-      q = s0 m0 (e^x − 1) ∈ [0, 2^-10], r² = Λ² s0² (1 + q)^−2, evaluated as
-      Λ² s0² (1 − 2q + 3q² − 4q³ + 5q⁴ − 6q⁵) with e^x − 1 to x⁵/120 (truncation ≤ 7q⁶ ≤ 1e-17
-      relative): no exp, no division, vectorised.
-    - then, while max(wt, rate)·Λ² e^{2u} ≥ 1e-300: r = −Λ (1 or m)/(1 + m), m = e^{−|u|},
-      u = u0 − c t, with the branch-free :func:`exp_nonpos` (vectorised).
-    - beyond: both contributions are below 1e-300 (absolute) and dropped; computing them
-      would only cost subnormal arithmetic, which is slow.
-    """
+def _walk_right(times, x, k):
+    """searchsorted(times, x, side="right") by walking from the guess k (consecutive tasks of a
+    power law move their boundaries by a grid point or so: O(1) there, O(T) at worst)."""
     nt = times.shape[0]
-    wmax = max(wt, rate) * lam * lam
-    if wmax == 0.0:
-        return
-    if c > 0.0:
-        u_lo = 0.5 * (math.log(_DROP_BELOW) - math.log(wmax))
-        k1 = np.searchsorted(times, min(_X_SERIES, u0) / c, side="right")
-        k2 = np.searchsorted(times, (u0 - min(u_lo, 0.0)) / c, side="right")
-    else:
-        k1 = nt
-        k2 = nt
-    m0 = math.exp(-u0)
-    s0 = 1.0 / (1.0 + m0)
-    sm = s0 * m0
-    lam2 = lam * lam * s0 * s0
-    at = wt * lam2
-    ar = rate * lam2
-    for k in range(k1):
-        x = c * times[k]
-        q = sm * (x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0))))))
-        g = 1.0 + q * (-2.0 + q * (3.0 + q * (-4.0 + q * (5.0 - 6.0 * q))))
-        acc_t[k] += at * g
-        acc_r[k] += ar * g
-    # u ≥ 0 (before the half-rise): r = −Λ/(1 + e^−u); u < 0: r = −Λ e^u/(1 + e^u)
-    kh = max(k1, min(k2, np.searchsorted(times, u0 / c, side="right"))) if c > 0.0 else k2
-    # the exps first, out of place into the scratch row (a loop shape LLVM vectorises)
-    _exp_affine(times, k1, kh, c, -u0, scr)
-    _exp_affine(times, kh, k2, -c, u0, scr)
-    for k in range(k1, kh):
-        d = lam / (1.0 + scr[k])
-        d2 = d * d
-        acc_t[k] += wt * d2
-        acc_r[k] += rate * d2
-    for k in range(kh, k2):
-        m = scr[k]
-        d = lam * m / (1.0 + m)
-        d2 = d * d
-        acc_t[k] += wt * d2
-        acc_r[k] += rate * d2
+    while k < nt and times[k] <= x:
+        k += 1
+    while k > 0 and times[k - 1] > x:
+        k -= 1
+    return k
 
 
 @njit(**SERIAL)
@@ -157,8 +138,11 @@ def _exp_affine(times, k0, k1, c, b, out):
 
 
 @njit(**SERIAL)
-def _task_loss(level, times, lam, psi, rate, wt, v0x, v0y, w0x, w0y, rtol, acc_t, acc_r, scr):
-    """acc_t[k] += wt·r_k², acc_r[k] += rate·r_k² for one task (r = f − Λ; halved by the caller)."""
+def _general_task_loss(
+    level, times, lam, psi, rate, wt, v0x, v0y, w0x, w0y, rtol, acc_t, acc_r, scr
+):
+    """acc_t[k] += wt·r_k², acc_r[k] += rate·r_k² for one task (r = f − Λ; halved by the caller),
+    without the logistic fast path."""
     nt = times.shape[0]
     if level == EXACT:
         exact_curve(times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, scr)
@@ -171,14 +155,263 @@ def _task_loss(level, times, lam, psi, rate, wt, v0x, v0y, w0x, w0y, rtol, acc_t
     lam_e, kap, cm, g, h = closed_form_setup(level, lam, psi, v0x, v0y, w0x, w0y)
     pp, pm, rr, sig, logk, sk, mir = riccati_setup(lam_e, kap, g, h)
     c = rate * kap * rr
-    if sig == 0.0 and mir > 0.0 and sk < 0.0 and lam_e > 0.0 and logk < np.inf:
-        _logistic_loss(times, logk, c, lam_e, wt, rate, acc_t, acc_r, scr)
-        return
     for k in range(nt):
         f, r = riccati_eval(logk - c * times[k], lam_e, kap, pp, pm, rr, sig, sk, mir)
         d2 = r * r
         acc_t[k] += wt * d2
         acc_r[k] += rate * d2
+
+
+@njit(**SERIAL)
+def _block_loss(
+    level, times, qpow, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, rtol, lo, hi, acc_t, acc_r
+):
+    """acc += Σ_{lo ≤ i < hi} (wtest_i, rate_i)·r_i(t_k)² for one block (halved by the caller).
+
+    Tasks that are not balanced logistics (and every task at level EXACT) go through
+    :func:`_general_task_loss`. The balanced logistic r = −Λ/(1 + m0 e^x), x = c t,
+    m0 = e^{−u0} = f(0)/(Λ − f(0)) (level LEADING or FIRST_ORDER, σ = 0, 0 < f(0) < Λ) is done
+    in passes over the block, the per-task set-up vectorised across tasks (with
+    :func:`log_pos`), and each task's time grid split into three index ranges:
+
+    - x ≤ X = R/16, R = sqrt(u0² + π²) (k < k1; before emergence for these grids): with
+      s0 = 1/(1 + m0), p = s0 m0, r² = Λ² s0² (1 + p(e^x − 1))^−2 = Λ² s0² Σ_{j ≤ 18} G_j(p) x^j,
+      the Taylor series in x (radius R: its poles are at x = u0 ± iπ; truncation ≲ 8^-19 ≈ 1e-17
+      relative, all terms of one sign-pattern bounded by the majorant (1 − p(e^X − 1))^−2 ≤ 1.3,
+      so rounding stays at a few ulp). The task adds G_j(p)(c t_{k1−1})^j to the moments of
+      bucket k1; :func:`_fold_moments` turns a block's moments into the sums at every time in
+      O(T·deg) per block, so these pairs cost O(deg²) per task, not O(T).
+    - then, while max(wt, rate)·Λ² e^{2u} ≥ 1e-300 (u = u0 − x): r = −Λ (1 or m)/(1 + m),
+      m = e^{−|u|}, with the branch-free :func:`exp_nonpos` (vectorised).
+    - beyond: both contributions are below 1e-300 (absolute) and dropped; computing them
+      would only cost subnormal arithmetic, which is slow.
+
+    Every sum is taken in task order inside the block: the result depends on the block only.
+    """
+    nt = times.shape[0]
+    nb = hi - lo
+    deg = _DEG
+    scr = np.empty(nt)
+    # fast-task tables (index, then per-task scalars), filled in task order
+    fi = np.empty(nb, dtype=np.int64)
+    f_lam = np.empty(nb)
+    f_c = np.empty(nb)
+    f_p0 = np.empty(nb)
+    f_d = np.empty(nb)  # P+ − P0 > 0
+    nf = 0
+    for i in range(lo, hi):
+        if level != EXACT:
+            lam_e, kap, cm, g, h = closed_form_setup(
+                level, lam[i], psi[i], v0x[i], v0y[i], w0x[i], w0y[i]
+            )
+            sp = g + h
+            sig = (sp * (g - h)) ** 2
+            if sig == 0.0 and sp != 0.0 and lam_e > 0.0:
+                # riccati_setup with σ = 0, Λ > 0: R = 2Λ, P+ = (2Λ + R)/κ, P− = 0
+                rr = math.sqrt(4.0 * lam_e * lam_e + kap * kap * sig)
+                pp = (2.0 * lam_e + rr) / kap
+                p0 = sp * sp
+                if p0 < pp and p0 >= _TINY and pp - p0 >= _TINY:
+                    fi[nf] = i
+                    f_lam[nf] = lam_e
+                    f_c[nf] = rate[i] * kap * rr
+                    f_p0[nf] = p0
+                    f_d[nf] = pp - p0
+                    nf += 1
+                    continue
+        _general_task_loss(
+            level, times, lam[i], psi[i], rate[i], wtest[i], v0x[i], v0y[i], w0x[i], w0y[i],
+            rtol, acc_t, acc_r, scr,
+        )  # fmt: skip
+    if nf == 0:
+        return
+    # vectorised set-up of the fast tasks (short loops over few arrays: LLVM vectorises them)
+    f_wt = np.empty(nf)
+    f_rt = np.empty(nf)
+    for j in range(nf):
+        f_wt[j] = wtest[fi[j]]
+    for j in range(nf):
+        f_rt[j] = rate[fi[j]]
+    f_u0 = np.empty(nf)
+    for j in range(nf):
+        f_u0[j] = log_pos(f_d[j]) - log_pos(f_p0[j])
+    f_sm = np.empty(nf)
+    f_l2 = np.empty(nf)
+    for j in range(nf):
+        m0 = f_p0[j] / f_d[j]
+        s0 = 1.0 / (1.0 + m0)
+        f_sm[j] = s0 * m0
+        f_l2[j] = f_lam[j] * f_lam[j] * (s0 * s0)
+    f_ulo = np.empty(nf)
+    for j in range(nf):
+        wmax = max(max(f_wt[j], f_rt[j]) * (f_lam[j] * f_lam[j]), _DROP_BELOW)
+        f_ulo[j] = min(0.5 * (_LOG_DROP - log_pos(wmax)), 0.0)
+    # thresholds t ≤ X/c (series), u0/c (half-rise), (u0 − u_lo)/c (drop); c = 0: never
+    # (x ≡ 0: the series is exact there); c is clamped away from 0 to keep the loop branch free
+    thr1 = np.empty(nf)
+    for j in range(nf):
+        u0 = f_u0[j]
+        x1 = _X_FRAC * math.sqrt(u0 * u0 + math.pi * math.pi)
+        x1 = x1 if u0 >= 0.0 else 0.0
+        thr1[j] = x1 / f_c[j] if f_c[j] > 0.0 else np.inf
+    thrh = np.empty(nf)
+    for j in range(nf):
+        thrh[j] = f_u0[j] / f_c[j] if f_c[j] > 0.0 else np.inf
+    thr2 = np.empty(nf)
+    for j in range(nf):
+        thr2[j] = (f_u0[j] - f_ulo[j]) / f_c[j] if f_c[j] > 0.0 else np.inf
+    # index ranges (scalar walks) and the bucket reference x
+    k1s = np.empty(nf, dtype=np.int64)
+    khs = np.empty(nf, dtype=np.int64)
+    k2s = np.empty(nf, dtype=np.int64)
+    f_xi = np.empty(nf)
+    a1 = 0
+    ah = 0
+    a2 = 0
+    for j in range(nf):
+        a1 = _walk_right(times, thr1[j], a1)
+        ah = max(_walk_right(times, thrh[j], max(ah, a1)), a1)
+        a2 = max(_walk_right(times, thr2[j], max(a2, ah)), ah)
+        k1s[j] = a1
+        khs[j] = ah
+        k2s[j] = a2
+        f_xi[j] = f_c[j] * times[a1 - 1] if a1 > 0 else 0.0
+    # series coefficients W_j = G_j(p)·ξ^j, vectorised across a tile of tasks (kept in L1),
+    # then added to the moments of their buckets in task order (a run of tasks in one bucket
+    # is summed in registers first)
+    mom = np.zeros((nt + 1, 2, deg + 1))
+    pw = np.empty(_TILE)
+    w = np.empty((deg + 1, _TILE))
+    run_t = np.zeros(deg + 1)
+    run_r = np.zeros(deg + 1)
+    run_b = -1
+    for t0 in range(0, nf, _TILE):
+        nw = min(_TILE, nf - t0)
+        for j in range(nw):
+            pw[j] = 1.0
+        for jd in range(deg + 1):
+            for j in range(nw):
+                w[jd, j] = 0.0
+        # terms p^m with m > mmax are negligible: with y = p(e^ξ − 1) ≤ ymax over the tile,
+        # Σ_{m > M} (m + 1) y^m ≤ (M + 2) ymax^{M+1}/(1 − ymax)² ≤ 1e-18 (F ≥ 1/(1 + ymax)²)
+        pmax = 0.0
+        xmax = 0.0
+        for j in range(nw):
+            pmax = max(pmax, f_sm[t0 + j])
+            xmax = max(xmax, f_xi[t0 + j])
+        ymax = pmax * math.expm1(xmax)
+        mmax = deg
+        if ymax < 0.5:
+            tail = 4.0 * ymax
+            mmax = 0
+            while mmax < deg and (mmax + 2) * tail > 1e-18:
+                mmax += 1
+                tail *= ymax
+        for m in range(mmax + 1):
+            for jd in range(m, deg + 1):
+                cjm = _SERIES_C[jd, m]
+                for j in range(nw):
+                    w[jd, j] += cjm * pw[j]
+            for j in range(nw):
+                pw[j] *= f_sm[t0 + j]
+        for j in range(nw):
+            pw[j] = f_xi[t0 + j]
+        for jd in range(1, deg + 1):
+            for j in range(nw):
+                w[jd, j] *= pw[j]
+            for j in range(nw):
+                pw[j] *= f_xi[t0 + j]
+        for j in range(nw):
+            b = k1s[t0 + j]
+            if b == 0:
+                continue
+            if b != run_b:
+                if run_b > 0:
+                    mb = mom[run_b]
+                    for jd in range(deg + 1):
+                        mb[0, jd] += run_t[jd]
+                        mb[1, jd] += run_r[jd]
+                        run_t[jd] = 0.0
+                        run_r[jd] = 0.0
+                run_b = b
+            at = f_wt[t0 + j] * f_l2[t0 + j]
+            ar = f_rt[t0 + j] * f_l2[t0 + j]
+            for jd in range(deg + 1):
+                run_t[jd] += at * w[jd, j]
+                run_r[jd] += ar * w[jd, j]
+    if run_b > 0:
+        mb = mom[run_b]
+        for jd in range(deg + 1):
+            mb[0, jd] += run_t[jd]
+            mb[1, jd] += run_r[jd]
+    # the exp ranges, task by task
+    for j in range(nf):
+        k1 = k1s[j]
+        kh = khs[j]
+        k2 = k2s[j]
+        if k2 <= k1:
+            continue
+        lm = f_lam[j]
+        c = f_c[j]
+        u0 = f_u0[j]
+        wt = f_wt[j]
+        rt = f_rt[j]
+        # u ≥ 0 (before the half-rise): r = −Λ/(1 + e^−u); u < 0: r = −Λ e^u/(1 + e^u)
+        # the exps first, out of place into the scratch row (a loop shape LLVM vectorises)
+        _exp_affine(times, k1, kh, c, -u0, scr)
+        _exp_affine(times, kh, k2, -c, u0, scr)
+        for k in range(k1, kh):
+            d = lm / (1.0 + scr[k])
+            d2 = d * d
+            acc_t[k] += wt * d2
+            acc_r[k] += rt * d2
+        for k in range(kh, k2):
+            m = scr[k]
+            d = lm * m / (1.0 + m)
+            d2 = d * d
+            acc_t[k] += wt * d2
+            acc_r[k] += rt * d2
+    _fold_moments(qpow, mom, acc_t, acc_r)
+
+
+@njit(**SERIAL)
+def _ratio_powers(times, deg):
+    """qpow[k, j] = (t_k / t_{k+1})^j for k < T − 1 (1 where t_{k+1} = 0), by repeated products."""
+    nt = times.shape[0]
+    qpow = np.ones((nt, deg + 1))
+    for k in range(nt - 1):
+        tn = times[k + 1]
+        q = times[k] / tn if tn > 0.0 else 1.0
+        for j in range(1, deg + 1):
+            qpow[k, j] = qpow[k, j - 1] * q
+    return qpow
+
+
+@njit(**SERIAL)
+def _fold_moments(qpow, mom, acc_t, acc_r):
+    """acc[k] += Σ_{b > k} Σ_j mom[b, ·, j] (t_k / t_{b−1})^j (see _block_loss).
+
+    Bucket b holds polynomial coefficients scaled to its reference time t_{b−1}; the suffix
+    sum over buckets is carried scaled to the current time, S_k = mom[k+1] + S_{k+1}·(t_k /
+    t_{k+1})^j, so no power of a tiny rate is ever formed (ratios ≤ 1: nothing overflows).
+    """
+    nt = acc_t.shape[0]
+    deg = mom.shape[2] - 1
+    s = np.zeros((2, deg + 1))
+    for k in range(nt - 1, -1, -1):
+        m = mom[k + 1]
+        q = qpow[k]
+        for j in range(deg + 1):
+            s[0, j] = s[0, j] * q[j] + m[0, j]
+        for j in range(deg + 1):
+            s[1, j] = s[1, j] * q[j] + m[1, j]
+        tt = 0.0
+        tr = 0.0
+        for j in range(deg, -1, -1):
+            tt += s[0, j]
+            tr += s[1, j]
+        acc_t[k] += tt
+        acc_r[k] += tr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,32 +426,18 @@ def _loss_partials_kernel(
     n = lam.shape[0]
     nt = times.shape[0]
     nb = test_p.shape[0]
+    qpow = _ratio_powers(times, _DEG)
     for b in prange(nb):
         at = test_p[b]
         ar = train_p[b]
         for k in range(nt):
             at[k] = 0.0
             ar[k] = 0.0
-        scr = np.empty(nt)
         lo = b * BLOCK
         hi = min(n, lo + BLOCK)
-        for i in range(lo, hi):
-            _task_loss(
-                level,
-                times,
-                lam[i],
-                psi[i],
-                rate[i],
-                wtest[i],
-                v0x[i],
-                v0y[i],
-                w0x[i],
-                w0y[i],
-                rtol,
-                at,
-                ar,
-                scr,
-            )
+        _block_loss(
+            level, times, qpow, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, rtol, lo, hi, at, ar
+        )
         for k in range(nt):
             at[k] *= 0.5
             ar[k] *= 0.5

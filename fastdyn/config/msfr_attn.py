@@ -1,0 +1,149 @@
+"""Config of trained linear self-attention on sampled MSFR sequences (``model = "msfr-attn"``).
+
+TOML layout::
+
+    model = "msfr-attn"
+    seed = 0
+    [task]       the MSFR task table (config/msfr.py TaskSection; n_samples must be finite)
+    [init]       balanced | random, scale σ0 (config/msfr.py InitSection)
+    [data]       feature_noise, tau, n_test, save
+    [attention]  kq, rank, softmax, embedding
+    [optim]      name, lr, batch_size, weight_decay, beta1, beta2, eps, momentum
+    [schedule]   epochs, n_saves, save_steps
+    [theory]     compare
+    [output]     track, save_weights
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .msfr import InitSection, TaskSection
+from .schema import ConfigError, choice, flag, integer, integers, number
+
+
+@dataclass(frozen=True)
+class DataSection:
+    """[data]: the sampled sequences (spec §1, §7)."""
+
+    feature_noise: float = number(
+        0.0,
+        0.0,
+        1e3,
+        help="σ of N(0, σ²) noise on every off-task feature coordinate (needs model_size = n_tasks)",
+    )
+    tau: float = number(
+        0.0,
+        0.0,
+        1e3,
+        help="source/capacity spectrum ω_k = k^-τ on the cyclic feature distance; 0 = off",
+    )
+    n_test: int = integer(
+        10_000,
+        1,
+        10**8,
+        help="held-out sequences, used where the population loss has no closed form",
+    )
+    save: bool = flag(
+        False, help="store the training sequences (task, offset, x) in the output file"
+    )
+
+
+@dataclass(frozen=True)
+class AttentionSection:
+    """[attention]: the model variant."""
+
+    kq: str = choice("merged", ("merged", "separate"), help="W_KQ, or W_Kᵀ W_Q of rank `rank`")
+    rank: int = integer(1, 1, 4096, help="rows r of W_K and W_Q (kq = 'separate')")
+    softmax: bool = flag(False, help="softmax over the ψ_s + 1 attention scores")
+    embedding: str = choice(
+        "block",
+        ("block", "shared"),
+        help="block: an [x, y] pair per task; shared: one common label coordinate",
+    )
+
+
+@dataclass(frozen=True)
+class OptimSection:
+    """[optim]: drive/optim.py optimisers."""
+
+    name: str = choice("gd", ("gd", "sgd", "adam", "adamw"), help="optimiser")
+    lr: float = number(1e-2, 0.0, 1e6, lo_open=True, help="learning rate η (gd: t = η·step)")
+    batch_size: int = integer(0, 0, 10**12, help="sequences per minibatch; 0 = full batch")
+    weight_decay: float = number(0.0, 0.0, 1e3, help="adam: L2, adamw: decoupled decay λ")
+    beta1: float = number(0.9, 0.0, 1.0, hi_open=True, help="adam β1")
+    beta2: float = number(0.999, 0.0, 1.0, hi_open=True, help="adam β2")
+    eps: float = number(1e-8, 0.0, 1.0, lo_open=True, help="adam ε")
+    momentum: float = number(0.0, 0.0, 1.0, hi_open=True, help="sgd heavy-ball μ")
+
+
+@dataclass(frozen=True)
+class ScheduleSection:
+    """[schedule]: how long, and when to record."""
+
+    epochs: int = integer(1000, 1, 10**10, help="optimiser steps")
+    n_saves: int = integer(
+        64, 1, 10**6, help="recorded steps, log-spaced in 1..epochs (plus step 0)"
+    )
+    save_steps: tuple = integers((), 0, help="explicit recorded steps (overrides n_saves)")
+
+
+@dataclass(frozen=True)
+class TheorySection:
+    """[theory]: comparison curves of the same configuration (block, Rademacher H)."""
+
+    compare: bool = flag(
+        True,
+        help="write /theory/loss/test (closed form, exact level) and /ode/loss/test (msfr-core gd map, t = η·step)",
+    )
+
+
+@dataclass(frozen=True)
+class OutputSection:
+    """[output]: what is stored besides the losses."""
+
+    track: tuple = integers((), 1, help="tasks s whose f_s(t) are stored; [] = 1, 3, 10, 30, … ≤ D")
+    save_weights: bool = flag(True, help="store the final flat parameter vector /params/theta")
+
+
+@dataclass(frozen=True)
+class MsfrAttnConfig:
+    """A whole msfr-attn run."""
+
+    model: str = choice("msfr-attn", ("msfr-attn",))
+    seed: int = integer(
+        0, 0, 2**63 - 1, help="seed of every random draw (counts, data, init, minibatches)"
+    )
+    task: TaskSection = TaskSection(n_tasks=1000, n_samples=10_000.0)
+    init: InitSection = InitSection()
+    data: DataSection = DataSection()
+    attention: AttentionSection = AttentionSection()
+    optim: OptimSection = OptimSection()
+    schedule: ScheduleSection = ScheduleSection()
+    theory: TheorySection = TheorySection()
+    output: OutputSection = OutputSection()
+
+    def check(self) -> None:
+        if self.task.n_samples == "inf":
+            raise ConfigError(
+                "task.n_samples: msfr-attn trains on sampled sequences; give a finite number, not 'inf'"
+            )
+        if (self.data.feature_noise > 0 or self.data.tau > 0) and self.task.d != self.task.n_tasks:
+            raise ConfigError(
+                f"task.model_size: feature_noise/tau need model_size = n_tasks ({self.task.n_tasks}), got {self.task.d}"
+            )
+        if self.data.feature_noise > 0 and self.data.tau > 0:
+            raise ConfigError("data.tau: choose feature_noise or tau, not both")
+        if self.optim.batch_size > int(float(self.task.n_samples)):
+            raise ConfigError(
+                f"optim.batch_size: must be ≤ task.n_samples ({int(float(self.task.n_samples))}), got {self.optim.batch_size}"
+            )
+        if any(s > self.schedule.epochs for s in self.schedule.save_steps):
+            raise ConfigError(
+                f"schedule.save_steps: must be ≤ schedule.epochs ({self.schedule.epochs})"
+            )
+        bad = [s for s in self.output.track if s > self.task.n_tasks]
+        if bad:
+            raise ConfigError(
+                f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}"
+            )
