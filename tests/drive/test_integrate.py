@@ -15,10 +15,7 @@ from fastdyn.drive import integrate as I
 from fastdyn.reduce import BLOCK
 from tests.reference import msfr_ode_reference as ref
 
-try:
-    from fastdyn.models.msfr import theory
-except ImportError:  # pragma: no cover - theory is written concurrently
-    theory = None
+from fastdyn.models.msfr import theory
 
 
 def _tasks(n, seed=0, f0_rel=1e-4):
@@ -60,7 +57,6 @@ def _run(method, lam, psi, rate, v, w, times, **kw):
 METHODS = [("rk4", {}), ("dopri5", {"rtol": 1e-10})]
 
 
-@pytest.mark.skipif(theory is None, reason="theory.py not available")
 @pytest.mark.parametrize(("method", "kw"), METHODS)
 def test_vs_exact_reduction(acc, method, kw):
     lam, psi, rate, v, w, bal, ex = acc
@@ -134,7 +130,6 @@ def test_gd_matches_reference_steps():
     assert np.all(g.state.steps == 50)
 
 
-@pytest.mark.skipif(theory is None, reason="theory.py not available")
 @pytest.mark.parametrize(("method", "kw"), METHODS)
 def test_wide_rates_log_horizon_settles(method, kw):
     """Rates 1e-12 … 1e6 on t ∈ [1e-2, 1e12]: every task either settles or is still learning, each
