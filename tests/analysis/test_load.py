@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import numpy as np
@@ -106,7 +105,6 @@ def test_errors_name_the_file(tmp_path):
         load_many(idx)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas not installed")
 def test_to_pandas(tmp_path):
     t = np.geomspace(1, 10, 3)
     make_run(tmp_path / "a.h5", t, {"loss/test": t})
