@@ -10,37 +10,63 @@ from ._common import guarded
 @click.command("inspect")
 @click.argument("file")
 @click.option("--config/--no-config", "show_config", default=True, help="Print the stored config.")
+@click.option("--verify/--no-verify", default=True, help="Read every dataset, checking its checksums (a damaged file exits 2).")
 @guarded
-def command(file: str, show_config: bool) -> None:
+def command(file: str, show_config: bool, verify: bool) -> None:
     """Describe a fastdyn HDF5 FILE."""
-    import h5py
-
-    from ..h5.reader import open_file
+    from ..h5.reader import FileFormatError, open_file
 
     f = open_file(file)
     try:
+        lines = _describe(f, file, show_config, verify)
+    except FileFormatError:
+        raise
+    except Exception as e:  # noqa: BLE001 — whatever a damaged file makes h5py raise: one line, exit 2
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise FileFormatError(f"{file}: damaged file ({why})") from None
+    finally:
+        f.close()
+    click.echo("\n".join(lines))
+
+
+def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
+    """The report as lines, built completely before anything is printed (a damaged dataset
+    found part-way gives one error line, not half a report)."""
+    import h5py
+
+    from ..h5.writer import CHECKPOINT, read_checkpoint
+
+    out: list[str] = []
+    echo = out.append
+    if True:
         a = f.attrs
         get = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else v)(a.get(k, ""))  # noqa: E731
-        click.echo(f"file:     {file}")
-        click.echo(f"model:    {get('model')}")
-        click.echo(f"status:   {get('status')}")
-        click.echo(f"format:   {get('format')} v{get('format_version')}  ({get('generated_by')})")
-        click.echo(f"seed:     {get('seed')}")
-        click.echo(f"timings:  {get('timings')}")
-        click.echo("series:")
+        echo(f"file:     {file}")
+        echo(f"model:    {get('model')}")
+        echo(f"status:   {get('status')}")
+        echo(f"format:   {get('format')} v{get('format_version')}  ({get('generated_by')})")
+        echo(f"seed:     {get('seed')}")
+        echo(f"timings:  {get('timings')}")
+        echo("series:")
 
         def show(name, obj):
+            if isinstance(obj, h5py.Dataset) and verify:
+                obj[()]  # reading checks the fletcher32 checksum of every chunk
+            if name.startswith(CHECKPOINT):
+                return
             if "/" in name and name.rsplit("/", 1)[1] in ("time", "index"):
                 return  # hard links of the dimension scales into series groups
             if isinstance(obj, h5py.Dataset):
                 units = obj.attrs.get("units", "")
                 units = units.decode() if isinstance(units, bytes) else units
-                click.echo(f"  /{name:28s} {str(obj.shape):>14s} {obj.dtype}  [{units}]")
+                echo(f"  /{name:28s} {str(obj.shape):>14s} {obj.dtype}  [{units}]")
 
         f.visititems(show)
+        ck = read_checkpoint(f) if CHECKPOINT in f else None
+        if CHECKPOINT in f:
+            echo(f"checkpoint: {'none valid' if ck is None else f'#{ck[2]}, after row {ck[1]}'}")
         if show_config:
-            click.echo("config:")
+            echo("config:")
             for line in str(get("config")).splitlines():
-                click.echo("  " + line)
-    finally:
-        f.close()
+                echo("  " + line)
+    return out

@@ -18,16 +18,26 @@ from ._common import UserError, guarded, verbosity
 @click.option("--threads", type=int, help="numba threads [default: all cores].")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--resume", "resume", type=click.Path(dir_okay=False), metavar="FILE", help="Continue an interrupted or crashed run FILE from its checkpoint (CONFIG/--set, if given, must match the file's).")
+@click.option("--force", is_flag=True, help="With --resume: accept a config that differs from the file's in result-neutral fields only (output.checkpoint_every, output.times_per_segment).")
+@click.option("--check", is_flag=True, help="Validate CONFIG (and --set) and exit: 0 valid, 2 invalid; nothing is written.")
 @click.pass_context
 @guarded
-def command(ctx: click.Context, config: str | None, output: str | None, sets: tuple[str, ...], threads: int | None, overwrite: bool, quiet: bool) -> None:
+def command(ctx: click.Context, config: str | None, output: str | None, sets: tuple[str, ...], threads: int | None, overwrite: bool, quiet: bool, resume: str | None, force: bool, check: bool) -> None:
     """Run CONFIG (a TOML file or a preset name such as 'quickstart'; default: the built-in defaults)."""
     from ..config import load_config
     from ..config.presets import resolve
     from ..drive.run import simulate
 
     path = resolve(config) if config else None
+    if resume is not None:
+        from ._resume import resume_run
+
+        sys.exit(resume_run(ctx, Path(resume), path, sets, force, output, threads, quiet))
     cfg = load_config(path, sets)
+    if check:
+        click.echo(f"{config or 'defaults'}: valid {cfg.model} config")
+        return
     if threads is not None:
         import numba
 
@@ -43,7 +53,9 @@ def command(ctx: click.Context, config: str | None, output: str | None, sets: tu
     if verbosity(ctx) >= 0:
         click.echo(f"{out}: {outcome}", err=True)
     if not outcome.startswith("complete"):
-        sys.exit(1)
+        from ..drive.checkpoint import exit_code
+
+        sys.exit(exit_code(outcome))
 
 
 def _check_output(out: Path, overwrite: bool) -> None:

@@ -10,6 +10,7 @@ TOML layout (defaults: spec/icl.md §5, Fig. 1)::
     [init]          scheme, scale, from_file, seed
     [optim]         name, lr, batch_size, momentum, beta1, beta2, eps, weight_decay
     [schedule]      epochs, save_every, save_steps
+    [output]        checkpoint_every (seconds, "60s", or "<n> steps"; 0 = at every save)
 
 The sections are the frozen dataclasses of :mod:`fastdyn.models.icl_settings`, which own their
 range checks; this module checks keys and types and turns their ValueErrors into ConfigErrors.
@@ -27,7 +28,7 @@ from typing import Any
 from .schema import ConfigError
 
 MODELS = ("attn-m", "attn-s", "mlp-cubic")
-SECTION_OF_TOML = {"data": "data", "attention": "model", "init": "init", "optim": "optim", "schedule": "schedule"}
+SECTION_OF_TOML = {"data": "data", "attention": "model", "init": "init", "optim": "optim", "schedule": "schedule", "output": "output"}
 TOML_OF_SECTION = {v: k for k, v in SECTION_OF_TOML.items()}
 
 
@@ -125,7 +126,7 @@ def build_icl(data: dict) -> IclConfig:
     seed = _coerce("seed", "int", False, data.get("seed", 0))
     if seed < 0:
         raise ConfigError(f"seed: must be an integer ≥ 0, got {seed}")
-    classes = {"data": st.DataSettings, "model": st.ModelSettings, "init": st.InitSettings, "optim": st.OptimSettings, "schedule": st.ScheduleSettings}
+    classes = {"data": st.DataSettings, "model": st.ModelSettings, "init": st.InitSettings, "optim": st.OptimSettings, "schedule": st.ScheduleSettings, "output": st.OutputSettings}
     kwargs = {}
     for toml_name, attr in SECTION_OF_TOML.items():
         sec = dict(data.get(toml_name, {})) if isinstance(data.get(toml_name, {}), dict) else data.get(toml_name)

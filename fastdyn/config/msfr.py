@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .schema import ConfigError, choice, flag, integer, integers, number, numbers
+from .schema import (
+    ConfigError,
+    choice,
+    every,
+    flag,
+    integer,
+    integers,
+    number,
+    numbers,
+    physical_memory,
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,7 @@ class OutputSection:
     track: tuple = integers((), 1, help="task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size")
     chunk_tasks: int = integer(262_144, 1024, 2**31, help="tasks per kernel call (rounded up to a multiple of 1024)")
     times_per_segment: int = integer(16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks")
+    checkpoint_every: float | str = every(60.0, help='resume state written to /checkpoint every this many seconds (60, "60s") or output times ("100 steps"); 0 = after every segment')
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,23 @@ class MsfrConfig:
                 )
         if self.solver.integrator == "none" and self.theory.level == "none":
             raise ConfigError("solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)")
+        need = _bytes_needed(self)
+        mem = physical_memory()
+        if mem and need > mem:
+            raise ConfigError(
+                f"task.model_size: D = {self.task.d} represented tasks need ~{need / 2**30:.3g} GiB (state, tables, checkpoint), more than this machine's {mem / 2**30:.3g} GiB; lower task.model_size or task.n_tasks"
+            )
         bad = [s for s in self.output.track if s > self.task.n_tasks]
         if bad:
             raise ConfigError(f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}")
+
+
+def _bytes_needed(cfg: MsfrConfig) -> float:
+    """Rough memory of a run: per represented task the integrator state (≈ 10 float64), its two
+    checkpoint copies written through a buffer (≈ 10) and the cached task table (8); plus the
+    output grid and its closed form (≈ 4 float64 per time per tracked series). Theory-only runs
+    keep no state and cache the tables only up to 1 GiB (one chunk otherwise)."""
+    n_times = len(cfg.time.times) if cfg.time.grid == "explicit" else cfg.time.n_times
+    d = cfg.task.d
+    per_task = 8.0 * 28 * d if cfg.solver.integrator != "none" else min(64.0 * d, 2.0**30) + 64.0 * min(d, cfg.output.chunk_tasks)
+    return per_task + 8.0 * 8 * n_times * (4 + max(len(cfg.output.track), 8))

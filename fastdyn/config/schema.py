@@ -10,6 +10,7 @@ Cross-field rules live in each section's ``check()`` method and raise :class:`Co
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    """What a field accepts. ``kind`` is one of number, integer, choice, flag, numbers, integers, text."""
+    """What a field accepts. ``kind`` is one of number, integer, choice, flag, numbers, integers, text, every."""
 
     kind: str
     lo: float | None = None
@@ -40,6 +41,8 @@ class Rule:
             return "true or false"
         if self.kind == "text":
             return "a string"
+        if self.kind == "every":
+            return 'a number of seconds ≥ 0 (60, "60s") or "<n> steps"'
         base = {"number": "a finite number", "integer": "an integer", "numbers": "a list of finite numbers", "integers": "a list of integers"}[self.kind]
         bounds = []
         if self.lo is not None:
@@ -62,6 +65,12 @@ class Rule:
             if not isinstance(value, str):
                 raise bad
             return value
+        if self.kind == "every":
+            try:
+                unit, x = parse_every(value, name)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+            return x if unit == "seconds" else f"{int(x)} steps"
         if self.kind == "choice":
             if not isinstance(value, str) or value not in self.options:
                 raise bad
@@ -137,6 +146,51 @@ def text(default: str, *, help="") -> Any:
 def numbers(default, lo=None, hi=None, *, lo_open=False, help="", units="") -> Any:
     """A list of finite floats (stored as a tuple)."""
     return _field(default, Rule("numbers", lo, hi, lo_open, help=help, units=units))
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory of this machine (0 when unknown)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def every(default, *, help="") -> Any:
+    """How often to checkpoint: seconds (a number or "<x>s") or "<n> steps" (see :func:`parse_every`)."""
+    return _field(default, Rule("every", help=help))
+
+
+_EVERY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*(s|sec|seconds?|steps?)?\s*$")
+
+
+def parse_every(value: Any, field: str = "output.checkpoint_every") -> tuple[str, float]:
+    """("seconds", x) or ("steps", n) from a ``checkpoint_every`` value: a number or "<x>s" is
+    seconds of wall time, "<n> steps" counts the run's own steps, 0 = at every chunk boundary
+    (ValueError naming ``field`` otherwise)."""
+    bad = ValueError(f'{field}: must be a number of seconds ≥ 0 (60, "60s") or "<n> steps", got {_show(value)}')
+    if isinstance(value, bool):
+        raise bad
+    if isinstance(value, int | float):
+        if not (math.isfinite(value) and 0 <= value <= 1e12):
+            raise bad
+        return "seconds", float(value)
+    if not isinstance(value, str):
+        raise bad
+    m = _EVERY.match(value)
+    if not m:
+        raise bad
+    x = float(m.group(1))
+    unit = m.group(2) or "s"
+    if unit.startswith("step"):
+        if x != int(x) or x > 1e15:
+            raise bad
+        return "steps", float(int(x))
+    if x > 1e12:
+        raise bad
+    return "seconds", x
 
 
 def integers(default, lo=None, hi=None, *, help="") -> Any:

@@ -21,11 +21,19 @@ import numpy as np
 from ..config.load import to_toml
 from ..config.schema import ConfigError
 from ..h5.writer import RunWriter
-from .outcome import Outcome
+from .checkpoint import Schedule, StopSignals, write_error
+from .outcome import Outcome, RunFailed
 
 
-def run_icl_file(cfg: Any, output: Path, *, progress: bool = False) -> str:
-    """Run a validated ICL config (``fastdyn.config.icl.IclConfig``) into ``output``."""
+class _Stop(Exception):
+    """Raised from the checkpoint hook to end training after a signal (status in args[0])."""
+
+
+def run_icl_file(cfg: Any, output: Path, *, progress: bool = False, resume: bool = False) -> str:
+    """Run a validated ICL config (``fastdyn.config.icl.IclConfig``) into ``output``; with
+    ``resume``, continue the file ``output`` from its checkpoint (taken at a save step: the flat
+    weights, the optimiser's moments and step counter, and the step; minibatches are a pure
+    function of (seed, step), so nothing else is needed) bit-identically."""
     from ..models import icl_settings as st
     from ..problems import icl as icl_data
     from .train import DivergedError
@@ -70,8 +78,29 @@ def run_icl_file(cfg: Any, output: Path, *, progress: bool = False) -> str:
         for k, (xt, yt) in data.tests.items():
             static[f"data/test_{k}/tokens"] = xt
             static[f"data/test_{k}/labels"] = yt
-    writer = RunWriter(output, model=cfg.model, config_toml=to_toml(cfg), seed=cfg.seed, series=series, static=static, with_step=True, extra_attrs={"n_trained": int(model.n_trained)}, time_units="t/tau (paper time, 2*lr*step)")
-    row = {"i": 0}
+    from .optim import make_optimizer
+
+    o = s.optim
+    opt_shapes = {f"optim_{k}": (v.shape, v.dtype) for k, v in make_optimizer(o.name, model.n_params, o.lr, beta1=o.beta1, beta2=o.beta2, eps=o.eps, weight_decay=o.weight_decay, momentum=o.momentum).state.items()}
+    ck_spec = {"theta": ((model.n_params,), "f8"), "position": ((2,), "i8"), **opt_shapes}
+    ck = None
+    if resume:
+        writer, ck = RunWriter.reopen(output)
+    else:
+        writer = RunWriter(output, model=cfg.model, config_toml=to_toml(cfg), seed=cfg.seed, series=series, static=static, with_step=True, extra_attrs={"n_trained": int(model.n_trained)}, time_units="t/tau (paper time, 2*lr*step)", checkpoint=ck_spec)
+    restart = None
+    if ck is not None:
+        restart = {"theta": ck["theta"], "step": int(ck["position"][0]), "optimizer": {k[6:]: v for k, v in ck.items() if k.startswith("optim_")}}
+    row = {"i": writer.n_rows}
+    sched = Schedule(s.output.checkpoint_every, 0 if restart is None else restart["step"])
+    stop = StopSignals().__enter__()
+
+    def on_checkpoint(step: int, theta: np.ndarray, opt: Any) -> None:
+        if stop.requested or sched.due(step):
+            writer.checkpoint({"theta": theta, "position": np.array([step, writer.n_rows]), **{f"optim_{k}": v for k, v in opt.state.items()}})
+            sched.done(step)
+        if stop.requested:
+            raise _Stop(stop.status(f"after step {step} of {s.schedule.epochs}", output))
     bar = _bar(len(steps), progress)
 
     def on_save(step: int, losses: dict[str, float], weights: dict[str, np.ndarray]) -> None:
@@ -89,8 +118,17 @@ def run_icl_file(cfg: Any, output: Path, *, progress: bool = False) -> str:
         if bar is not None:
             bar.update(1)
 
+    if bar is not None:
+        bar.update(row["i"])
     try:
-        result = st.run_icl(s, on_save, data=data)
+        result = st.run_icl(s, on_save, data=data, on_checkpoint=on_checkpoint, resume=restart)
+    except _Stop as e:
+        status = str(e)
+        writer.close(status, {"total": _time.time() - t_wall})
+        return status
+    except OSError as e:  # the disk is full or the file system went away: keep what was flushed
+        writer.abandon()
+        raise RunFailed(write_error(output, e)) from None
     except DivergedError as e:
         status = Outcome.FAILED.text(str(e).splitlines()[0])
         writer.close(status, {"total": _time.time() - t_wall})
@@ -102,6 +140,7 @@ def run_icl_file(cfg: Any, output: Path, *, progress: bool = False) -> str:
         writer.close(Outcome.FAILED.text(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
         raise
     finally:
+        stop.__exit__()
         if bar is not None:
             bar.__exit__(None, None, None)
     final = {f"params/final/{k}": np.asarray(v) for k, v in result["weights"].items() if k not in ("value_weights", "Gamma", "Gamma_eig")}

@@ -25,6 +25,7 @@ from ..h5.writer import RunWriter
 from ..models import _spec
 from ..problems.msfr import MsfrProblem, TaskChunk
 from ..reduce import BLOCK, accumulate_blocks, block_partials
+from .checkpoint import Schedule, StopSignals, write_error
 from .outcome import Outcome, RunFailed
 
 TABLE_CACHE_BYTES = 1 << 30
@@ -68,10 +69,14 @@ class _Chunks:
             yield ch
 
 
-def run_msfr(cfg: Any, output: Path, *, progress: bool = False) -> str:
-    """Run an MSFR config into ``output``; returns the final status text."""
+def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = False) -> str:
+    """Run an MSFR config into ``output``; returns the final status text. With ``resume`` the
+    file ``output`` (same config, checked by the caller) is continued from its checkpoint: the
+    rows after it are dropped and recomputed, so the file ends bit-identical to an uninterrupted
+    run's. The checkpoint (taken at a segment boundary, where every chunk is at the same time) is
+    the per-task integrator state (y, step sizes h, |r| before the last step, status, step
+    counts) and the position (rows written, gd step); nothing else is random or stateful."""
     from . import integrate
-    from ..models.msfr import theory
 
     t_wall = _time.time()
     problem = MsfrProblem(cfg.task, cfg.init, cfg.seed)
@@ -94,26 +99,55 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False) -> str:
     static = {"tasks/index": track}
     if th:
         static["tasks/emergence"] = _emergence(problem, track, "leading" if level == "leading" else "first_order")
-    writer = RunWriter(
-        output,
-        model="msfr",
-        config_toml=to_toml(cfg),
-        seed=cfg.seed,
-        series=series,
-        static=static,
-        scales={"tasks/index": ("task", 1)},
-        with_step=steps is not None,
-        extra_attrs={"n_represented": d, "tail_loss_test": tail_test, "tail_loss_train": tail_train},
-    )
+    n_state = d if sim else 0
+    ck_spec = {"y": ((4, n_state), "f8"), "h": ((n_state,), "f8"), "rprev": ((n_state,), "f8"), "status": ((n_state,), "i1"), "steps": ((n_state,), "i8"), "rejected": ((n_state,), "i8"), "position": ((2,), "i8")}
+    ck = None
+    if resume:
+        writer, ck = RunWriter.reopen(output)
+    else:
+        writer = RunWriter(
+            output,
+            checkpoint=ck_spec,
+            model="msfr",
+            config_toml=to_toml(cfg),
+            seed=cfg.seed,
+            series=series,
+            static=static,
+            scales={"tasks/index": ("task", 1)},
+            with_step=steps is not None,
+            extra_attrs={"n_represented": d, "tail_loss_test": tail_test, "tail_loss_train": tail_train},
+        )
     state = integrate.State.create(chunks, d) if sim else None
+    a0 = 0
+    if ck is not None:
+        a0 = int(ck["position"][0])
+        if sim:
+            _restore(state, ck, chunks, times, steps, a0)
+    # divergence reference: the loss with every f_s = 0 (a pure function of the task table)
+    loss_ref = sum(float(np.sum(ch.wtest * ch.lam * ch.lam)) / 2 for ch in chunks) + tail_test if sim else 0.0
     seg = max(1, int(cfg.output.times_per_segment))
     bar = _Progress(len(times), progress)
+    bar.update(a0)
     t_kernel = 0.0
+    sched = Schedule(cfg.output.checkpoint_every, a0)
+    stop = StopSignals().__enter__()
+
+    def checkpoint(rows: int) -> None:
+        k_last = int(steps[rows - 1]) if steps is not None and rows > 0 else 0
+        arrays = {"position": np.array([rows, k_last])}
+        if sim:
+            ts = state.tasks
+            arrays |= {"y": ts.y, "h": ts.h, "rprev": ts.rprev, "status": ts.status, "steps": ts.steps, "rejected": ts.rejected}
+        writer.checkpoint(arrays)
+        sched.done(rows)
+
     try:
+        if not resume:
+            checkpoint(0)
         t0 = _time.time()
         th_all = _theory_all(chunks, times, track, level, tail_test, tail_train) if th else None
         t_kernel += _time.time() - t0
-        for a in range(0, len(times), seg):
+        for a in range(a0, len(times), seg):
             tt = times[a : a + seg]
             k = len(tt)
             rows: dict[str, np.ndarray] = {}
@@ -130,12 +164,21 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False) -> str:
                 f_sim[:, loc[1]] = ft.T
             t_kernel += _time.time() - t0
             if sim:
-                _check_finite(tot["test"], tt)
+                _check_finite(tot["test"] + tail_test, tt, cfg, chunks, loss_ref)
                 rows |= {"loss/test": tot["test"] + tail_test, "loss/train": tot["train"] + tail_train, "tasks/f": f_sim}
             if th:
                 rows |= {"theory/loss/test": th_all["test"][a : a + k], "theory/loss/train": th_all["train"][a : a + k], "theory/tasks/f": th_all["f"][a : a + k]}
             writer.append(tt, rows, None if steps is None else steps[a : a + seg])
             bar.update(k)
+            if a + k < len(times) and (stop.requested or sched.due(a + k)):
+                checkpoint(a + k)
+            if stop.requested and a + k < len(times):
+                status = stop.status(f"after output time {a + k} of {len(times)} (t = {tt[-1]:g})", output)
+                writer.close(status, {"kernels": t_kernel, "total": _time.time() - t_wall})
+                return status
+    except OSError as e:  # the disk is full or the file system went away: keep what was flushed
+        writer.abandon()
+        raise RunFailed(write_error(output, e)) from None
     except KeyboardInterrupt:
         writer.close(Outcome.INTERRUPTED.text(), {"kernels": t_kernel, "total": _time.time() - t_wall})
         raise
@@ -147,6 +190,7 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False) -> str:
         writer.close(Outcome.FAILED.text(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"), {"kernels": t_kernel})
         raise
     finally:
+        stop.__exit__()
         bar.close()
     stats = state.summary() if state is not None else {}
     unfinished = stats.get("step_limit", 0) + stats.get("stalled", 0) + stats.get("diverged", 0)
@@ -205,11 +249,69 @@ def _emergence(problem: MsfrProblem, track: np.ndarray, level: str) -> np.ndarra
     return out
 
 
-def _check_finite(loss: np.ndarray, times: np.ndarray) -> None:
+#: a loss this many times its value at t = 0 is taken as exploding (gradient flow never raises the
+#: train loss, and the test loss of an MSFR run is bounded by a few times its initial value; gd past
+#: its stability bound grows geometrically and crosses this within a few dozen steps)
+EXPLODE = 1e6
+
+
+def _check_finite(loss: np.ndarray, times: np.ndarray, cfg: Any = None, chunks: Any = None, ref: float = 0.0) -> None:
+    """Divergence within a segment: a non-finite loss, or one above EXPLODE × ``ref`` (the loss
+    with every f_s = 0, which small-init runs start at)."""
     bad = ~np.isfinite(loss)
+    if ref > 0:
+        bad |= loss > EXPLODE * ref
     if bad.any():
         t = times[np.argmax(bad)]
-        raise RunFailed(f"diverged at t = {t:g}: non-finite loss (for gd, a learning rate above the stability bound ~2/(rate·κ) of the fastest task)")
+        what = "non-finite loss" if not np.isfinite(loss[np.argmax(bad)]) else f"loss {loss[np.argmax(bad)]:.3g} > {EXPLODE:g} × its initial value"
+        raise RunFailed(f"diverged at t = {t:g}: {what}; {_cause(cfg, chunks)}")
+
+
+def gd_stability_bound(chunks: Any, query: bool = True) -> tuple[float, int]:
+    """(2/λ_max, s): the largest stable gd learning rate near convergence and the task that sets it.
+
+    gd is y ← y + η F(y) with F the flow's right-hand side; at a task's minimum (r = 0) the
+    Jacobian of F along the converging direction has eigenvalue −λ with λ = rate·λmax(H)·|Λ|
+    (:func:`fastdyn.models.msfr.ode.rate_scale` at r = 0), so gd is stable there iff η·λ < 2.
+    (tests/reliability/test_divergence.py checks 0.8× the bound converges and 1.25× diverges.)"""
+    best, arg = 0.0, 1
+    q = 1.0 if query else 0.0
+    for ch in chunks:
+        lam, psi = np.abs(ch.lam), ch.psi
+        tr = psi * (1.0 + lam * lam) + q
+        eig = 0.5 * (tr + np.sqrt(np.maximum(tr * tr - 4.0 * psi * q * lam * lam, 0.0)))
+        lmax = ch.rate * eig * lam
+        if lmax.size and lmax.max() > best:
+            best, arg = float(lmax.max()), ch.first + 1 + int(np.argmax(lmax))
+    return (2.0 / best if best > 0 else float("inf")), arg
+
+
+def _cause(cfg: Any, chunks: Any) -> str:
+    """The likely cause of a divergence, for the message."""
+    if cfg is None or chunks is None:
+        return "lower solver.lr (gd) or tighten solver.rtol"
+    if cfg.solver.integrator == "gd":
+        bound, s = gd_stability_bound(chunks)
+        lr = cfg.solver.lr
+        if lr > bound:
+            return f"solver.lr = {lr:g} is above the gd stability bound 2/λ_max ≈ {bound:.3g} (λ_max ≈ {2 / bound:.3g}, set by task s = {s}); lower solver.lr below {bound:.3g}"
+        return f"solver.lr = {lr:g} is below the estimated bound 2/λ_max ≈ {bound:.3g} (task s = {s}), so the early transient (|r| ≈ Λ) is the likely cause; lower solver.lr"
+    return f"the {cfg.solver.integrator} integrator produced non-finite values; tighten solver.rtol or raise solver.steps_per_timescale"
+
+
+def _restore(state: Any, ck: dict[str, np.ndarray], chunks: _Chunks, times: np.ndarray, steps: np.ndarray | None, a0: int) -> None:
+    """Put the checkpointed per-task state and every chunk's clock back."""
+    ts = state.tasks
+    for name in ("y", "h", "rprev", "status", "steps", "rejected"):
+        arr = getattr(ts, name)
+        if ck[name].shape != arr.shape:
+            raise RunFailed(f"checkpoint: {name} has shape {ck[name].shape}, the config needs {arr.shape}")
+        arr[...] = ck[name]
+    if a0 > 0:
+        for first, _n in chunks.spans:
+            state.t_at[first] = float(times[a0 - 1])
+            if steps is not None:
+                state.k_at[first] = int(ck["position"][1])
 
 
 class _Progress:

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any
 
 
-def simulate(cfg: Any, output: str | os.PathLike, *, progress: bool = False) -> str:
+def supports_resume(model: str) -> bool:
+    """Whether the registered runner of ``model`` can continue a file from its checkpoint."""
+    from ..models import registry
+
+    return "resume" in inspect.signature(registry.get_model(model).run).parameters
+
+
+def simulate(cfg: Any, output: str | os.PathLike, *, progress: bool = False, resume: bool = False) -> str:
     """Run ``cfg`` (a validated config dataclass), stream it to ``output``; returns the status text.
 
     The model is looked up in the registry by ``cfg.model``; nothing here special-cases one.
+    ``resume`` continues the file ``output`` from its checkpoint (runners that take ``resume``).
     """
     from ..models import registry
 
     entry = registry.get_model(cfg.model)
+    if resume:
+        if not supports_resume(cfg.model):
+            raise ValueError(f"--resume: not supported for {cfg.model!r} runs (they keep no checkpoint)")
+        return entry.run(cfg, Path(output), progress=progress, resume=True)
     return entry.run(cfg, Path(output), progress=progress)

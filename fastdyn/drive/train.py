@@ -23,17 +23,59 @@ import numpy as np
 
 from .optim import Optimizer, minibatch_indices
 
+#: a training loss above this many times its value at the first save is taken as exploding (GD
+#: below its stability bound does not raise the loss; past it the loss grows geometrically and
+#: crosses this factor within a few dozen steps, well before it overflows)
+EXPLODE = 1e6
+
 
 class DivergedError(FloatingPointError):
-    """Training produced a non-finite loss or gradient (message: ``diverged at step k: …``)."""
+    """Training produced a non-finite or exploding loss or gradient (message: ``diverged at step
+    k: …``, naming the learning rate against the estimated stability bound 2/λ_max)."""
 
-    def __init__(self, step: int, value: float, lr: float) -> None:
+    def __init__(self, step: int, value: float, lr: float, lam_max: float | None = None, at: int | None = None) -> None:
         self.step = step
-        super().__init__(
-            f"diverged at step {step}: the training loss is {value}; the learning rate "
-            f"optim.lr = {lr:g} is probably above the stability limit ~2/λ_max of the loss Hessian "
-            f"— lower optim.lr"
-        )
+        self.lam_max = lam_max
+        if lam_max is not None and np.isfinite(lam_max) and lam_max > 0:
+            bound = 2.0 / lam_max
+            if lr > bound:
+                why = (f"optim.lr = {lr:g} is above the stability bound 2/λ_max ≈ {bound:.3g} (λ_max ≈ {lam_max:.3g}, "
+                       f"the largest Hessian eigenvalue of the training loss at step {at}) — lower optim.lr below {bound:.3g}")  # fmt: skip
+            else:
+                why = (f"optim.lr = {lr:g} is below the bound 2/λ_max ≈ {bound:.3g} estimated at step {at}, but λ_max grows "
+                       f"as the weights do, so the learning rate is still the likely cause — lower optim.lr")  # fmt: skip
+        else:
+            why = f"the learning rate optim.lr = {lr:g} is probably above the stability limit ~2/λ_max of the loss Hessian — lower optim.lr"
+        super().__init__(f"diverged at step {step}: the training loss is {value:.3g}; {why}")
+
+
+def hessian_lambda_max(model, prep: dict, theta: np.ndarray, iters: int = 30, seed: int = 0) -> float:
+    """Largest-magnitude Hessian eigenvalue of the full-batch training loss at ``theta``, by power
+    iteration on central-difference Hessian-vector products Hv ≈ (∇L(θ+εv) − ∇L(θ−εv))/2ε with
+    |v| = 1 and ε = 1e-5·max(1, |θ|) (error O(ε²) times third derivatives: far below the two
+    digits a stability bound needs). Returns the Rayleigh quotient vᵀHv of the last iterate; NaN
+    if anything is not finite."""
+    n = theta.shape[0]
+    if not np.all(np.isfinite(theta)) or n == 0:
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal(n)
+    v /= np.linalg.norm(v)
+    eps = 1e-5 * max(1.0, float(np.linalg.norm(theta)))
+    gp, gm = np.zeros(n), np.zeros(n)
+    lam = float("nan")
+    for _ in range(iters):
+        model.loss_and_grad(theta + eps * v, prep, gp, None)
+        model.loss_and_grad(theta - eps * v, prep, gm, None)
+        hv = (gp - gm) / (2.0 * eps)
+        if not np.all(np.isfinite(hv)):
+            return float("nan")
+        lam = float(v @ hv)
+        norm = float(np.linalg.norm(hv))
+        if norm == 0.0:
+            return 0.0
+        v = hv / norm
+    return lam
 
 
 def diagnostics(model, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -59,6 +101,8 @@ def train(
     batch_size: int | None = None,
     seed: int = 0,
     first_step: int = 0,
+    on_checkpoint: Callable[[int, np.ndarray, Optimizer], None] | None = None,
+    resumed: bool = False,
 ) -> dict[str, np.ndarray]:
     """Train ``theta`` in place; returns the recorded series (one row per save step):
     ``step`` (int64), ``loss/train``, ``loss/test_ic``, ``loss/test_iw`` (present sets),
@@ -66,7 +110,11 @@ def train(
 
     ``batch_size`` (None: full batch) selects minibatches by :func:`minibatch_indices`; the
     recorded train loss is always on the full training set. ``first_step`` resumes a run (the
-    optimiser state must then be restored by the caller). Raises :class:`DivergedError`.
+    optimiser state must then be restored by the caller); with ``resumed`` the save at
+    ``first_step`` (already on disk) is not repeated but its step is computed the same way, so the
+    run continues bit-identically. ``on_checkpoint(step, theta, optimizer)`` is called after each
+    save, before the update (it may raise to stop the run). Raises :class:`DivergedError` for a
+    non-finite loss or gradient, or a loss above EXPLODE × the first recorded one.
     """
     save_steps = np.unique(np.asarray(save_steps, dtype=np.int64))
     if save_steps.size and (save_steps[0] < first_step or save_steps[-1] > n_steps):
@@ -99,8 +147,14 @@ def train(
         if on_save is not None:
             on_save(step, losses, w)
 
+    good = {"step": first_step, "theta": theta.copy(), "ref": None}
+
+    def diverged(step: int, value: float) -> DivergedError:
+        lam = hessian_lambda_max(model, prep, good["theta"])
+        return DivergedError(step, value, optimizer.lr, abs(lam) if np.isfinite(lam) else None, good["step"])
+
     k = first_step
-    si = 0
+    si = int(np.searchsorted(save_steps, first_step))
     while True:
         is_save = si < save_steps.size and save_steps[si] == k
         if k == n_steps and not is_save:
@@ -110,21 +164,29 @@ def train(
             n = nxt - k
             losses = np.empty(n)
             model.fused_gd(theta, prep, optimizer.lr, n, losses)
-            bad = np.flatnonzero(~np.isfinite(losses))
+            over = ~np.isfinite(losses)
+            if good["ref"] is not None:
+                over |= losses > EXPLODE * good["ref"]
+            bad = np.flatnonzero(over)
             if bad.size or not np.all(np.isfinite(theta)):
                 s = k + int(bad[0]) if bad.size else nxt
-                raise DivergedError(
-                    s, float(losses[bad[0]]) if bad.size else float("nan"), optimizer.lr
-                )
+                raise diverged(s, float(losses[bad[0]]) if bad.size else float("nan"))
             k = nxt
             continue
         idx = None if full else minibatch_indices(seed, k, P, batch_size)
         L = model.loss_and_grad(theta, prep, grad, idx)
-        if not (np.isfinite(L) and np.all(np.isfinite(grad))):
-            raise DivergedError(k, L, optimizer.lr)
+        exploding = good["ref"] is not None and full and L > EXPLODE * good["ref"]
+        if not (np.isfinite(L) and np.all(np.isfinite(grad))) or exploding:
+            raise diverged(k, L)
         if is_save:
-            save(k, L if full else model.loss_value(theta, prep))
+            if not (resumed and k == first_step):
+                save(k, L if full else model.loss_value(theta, prep))
             si += 1
+            if full and good["ref"] is None and L > 0:
+                good["ref"] = float(L)
+            good["step"], good["theta"] = k, theta.copy()
+            if on_checkpoint is not None and k < n_steps:
+                on_checkpoint(k, theta, optimizer)
         if k == n_steps:
             break
         optimizer.step(theta, grad)

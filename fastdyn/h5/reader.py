@@ -58,6 +58,44 @@ def _attr(v: Any) -> Any:
     return v
 
 
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _stored_eof(p: Path) -> int | None:
+    """End-of-file address recorded in the HDF5 superblock (versions 0-3), or None if unparsable.
+
+    HDF5 itself skips its truncation check when a file is opened for SWMR reading, and reading
+    a truncated file that way can loop forever inside the library, so fastdyn checks first."""
+    size = p.stat().st_size
+    with p.open("rb") as fh:
+        base = 0
+        while base + 64 <= size:
+            fh.seek(base)
+            head = fh.read(96)
+            if head[:8] == _SIGNATURE:
+                break
+            base = 512 if base == 0 else 2 * base
+        else:
+            return None
+    version = head[8]
+    if version in (0, 1):
+        size_off = head[13]
+        at = 24 + (4 if version == 1 else 0)
+        fields = 4  # base, free-space, end-of-file, driver info
+        eof_index = 2
+    elif version in (2, 3):
+        size_off = head[9]
+        at = 12
+        fields = 4  # base, extension, end-of-file, root header
+        eof_index = 2
+    else:
+        return None
+    if size_off not in (2, 4, 8) or at + fields * size_off > len(head):
+        return None
+    off = at + eof_index * size_off
+    return base + int.from_bytes(head[off : off + size_off], "little")
+
+
 def open_file(path: str | os.PathLike) -> h5py.File:
     """Open a fastdyn file read-only (SWMR-aware), raising FileFormatError with one clear line."""
     p = Path(path)
@@ -66,16 +104,42 @@ def open_file(path: str | os.PathLike) -> h5py.File:
     if p.is_dir():
         raise FileFormatError(f"{p}: is a directory, expected a fastdyn HDF5 file")
     try:
-        f = h5py.File(p, "r", libver="latest", swmr=True)
-    except OSError:
-        try:
-            f = h5py.File(p, "r")
-        except OSError as e:
-            raise FileFormatError(f"{p}: not a readable HDF5 file ({str(e).splitlines()[0]})") from None
-    if _attr(f.attrs.get("format", "")) != layout.FORMAT_NAME:
+        eof = _stored_eof(p)
+    except OSError as e:
+        raise FileFormatError(f"{p}: cannot read ({e.strerror or e})") from None
+    size = p.stat().st_size
+    if size == 0:
+        raise FileFormatError(f"{p}: empty file, expected a fastdyn HDF5 file")
+    if eof is None:
+        raise FileFormatError(f"{p}: not an HDF5 file (no valid superblock)")
+    if size < eof:
+        raise FileFormatError(f"{p}: truncated file ({size} of {eof} bytes); it was cut short (copy or disk problem)")
+    # A plain read-only open first: it fails fast on a damaged file, where a SWMR open retries
+    # every metadata read with back-off (minutes on a bit-flipped header). Only a file whose
+    # writer is still running or was killed (SWMR consistency flags set) is opened for SWMR reading.
+    try:
+        f = h5py.File(p, "r")
+    except Exception as e:  # noqa: BLE001 — h5py raises OSError, but damaged files can give others
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        f = None
+        if "already open for write" in why or "consistency flags" in why or "lock" in why:
+            try:
+                f = h5py.File(p, "r", libver="latest", swmr=True)
+            except Exception as e2:  # noqa: BLE001
+                why = str(e2).splitlines()[0] if str(e2) else type(e2).__name__
+        if f is None:
+            if "truncated" in why or "signature" in why or "EOF" in why:
+                why += "; the file is truncated or not HDF5"
+            raise FileFormatError(f"{p}: not a readable HDF5 file ({why})") from None
+    try:
+        fmt = _attr(f.attrs.get("format", ""))
+        ver = _attr(f.attrs.get("format_version", -1))
+    except Exception as e:  # noqa: BLE001 — a damaged root object header
+        f.close()
+        raise FileFormatError(f"{p}: damaged file (root attributes unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    if fmt != layout.FORMAT_NAME:
         f.close()
         raise FileFormatError(f"{p}: not a fastdyn file (no format = 'fastdyn' attribute)")
-    ver = _attr(f.attrs.get("format_version", -1))
     if ver != layout.FORMAT_VERSION:
         f.close()
         raise FileFormatError(f"{p}: format version {ver} not supported (this fastdyn reads {layout.FORMAT_VERSION})")
@@ -103,7 +167,9 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
             n = f[layout.TIME].shape[0] if layout.TIME in f else None
 
             def visit(name: str, obj: Any) -> None:
-                if name.rsplit("/", 1)[-1] in (layout.TIME, "index") and not name.startswith("checkpoint"):
+                if name.startswith("checkpoint"):
+                    return  # the resume state (fastdyn.h5.writer.read_checkpoint reads it)
+                if name.rsplit("/", 1)[-1] in (layout.TIME, "index"):
                     return  # dimension scales (and their hard links into series groups) are read below
                 if isinstance(obj, h5py.Dataset):
                     data = obj[()]
@@ -117,7 +183,9 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
                     data = f[name][()]
                     run.series[name] = np.asarray(data[:n] if name != "tasks/index" and n is not None else data)
         return run
-    except (OSError, KeyError, RuntimeError) as e:
-        raise FileFormatError(f"{p}: damaged file ({str(e).splitlines()[0]})") from None
+    except FileFormatError:
+        raise
+    except Exception as e:  # noqa: BLE001 — whatever h5py raises on a damaged file, one line
+        raise FileFormatError(f"{p}: damaged file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     finally:
         f.close()

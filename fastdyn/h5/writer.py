@@ -1,10 +1,24 @@
-"""Streaming HDF5 writer: create every dataset, switch on SWMR, append rows, finish.
+"""Streaming HDF5 writer: create every dataset, switch on SWMR, append rows, checkpoint, finish.
 
-Discipline (documented in the README): all datasets and attributes are created first with
-``status = "running"``; the file is then put in SWMR mode (``libver="latest"``), so readers may
-follow it and a killed process leaves a file that opens with h5py up to the last flush. Rows are
-appended along axis 0 of every time series at once and flushed after each append. Finishing closes
-the SWMR handle and reopens the file once to write the final ``status`` and ``timings``.
+Discipline (docs/reliability.md has the why):
+
+1. Every dataset — the series, the static arrays and two checkpoint *slots* — is created and its
+   storage allocated while the file is still under a temporary name ``.<name>.tmp-<pid>`` next to
+   the output; the file is then flushed, put in SWMR-write mode (``libver="latest"``) and renamed
+   to the name the user gave. So the user's path either does not exist or is an SWMR file.
+2. While running, only raw data is written: rows are appended along axis 0 of every time series
+   (``resize`` + write) and flushed after each append. In SWMR mode HDF5 orders its metadata
+   writes so that a reader, or the file left by a killed process, sees a consistent file holding
+   everything up to the last flush.
+3. A checkpoint writes the *other* slot (arrays, then its ``meta`` = [sequence, rows, crc32]),
+   flushes, and only then points ``/checkpoint/current`` at it and flushes again. A crash during a
+   checkpoint leaves ``current`` on the previous, intact slot; a slot whose crc32 does not match is
+   never used.
+4. Finishing writes ``status``, ``timings`` and end-of-run datasets, flushes and closes.
+
+A killed writer leaves the superblock's "open for SWMR write" flags set: h5py opens such a file
+with ``swmr=True`` (the reader does); :func:`clear_open_flags` (what ``h5clear --status`` does)
+is run by ``--resume`` before it reopens the file for writing.
 """
 
 from __future__ import annotations
@@ -14,6 +28,7 @@ import os
 import platform
 import sys
 import time as _time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +37,8 @@ import numpy as np
 
 from .. import __version__
 from . import layout
+
+CHECKPOINT = "checkpoint"
 
 
 def versions() -> dict[str, str]:
@@ -49,8 +66,122 @@ def _link_scale(f: h5py.File, series: str, scale: str) -> None:
         f[target] = f[scale]
 
 
+# ----------------------------------------------------------------------------------------------
+# superblock status flags (h5clear --status)
+# ----------------------------------------------------------------------------------------------
+
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_M32 = 0xFFFFFFFF
+
+
+def _rot(x: int, k: int) -> int:
+    return ((x << k) | (x >> (32 - k))) & _M32
+
+
+def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
+    for x, y, z, k in ((0, 2, 1, 4), (1, 0, 2, 6), (2, 1, 0, 8), (0, 2, 1, 16), (1, 0, 2, 19), (2, 1, 0, 4)):
+        v = [a, b, c]
+        v[x] = ((v[x] - v[y]) & _M32) ^ _rot(v[y], k)
+        v[y] = (v[y] + v[z]) & _M32
+        a, b, c = v
+    return a, b, c
+
+
+def _final(a: int, b: int, c: int) -> int:
+    for x, y, k in ((2, 1, 14), (0, 2, 11), (1, 0, 25), (2, 1, 16), (0, 2, 4), (1, 0, 14), (2, 1, 24)):
+        v = [a, b, c]
+        v[x] = ((v[x] ^ v[y]) - _rot(v[y], k)) & _M32
+        a, b, c = v
+    return c
+
+
+def lookup3(data: bytes, initval: int = 0) -> int:
+    """Bob Jenkins' lookup3 ``hashlittle``: the checksum HDF5 puts on its version ≥ 2 metadata."""
+    n = len(data)
+    a = b = c = (0xDEADBEEF + n + initval) & _M32
+    i = 0
+    while n - i > 12:
+        a = (a + int.from_bytes(data[i : i + 4], "little")) & _M32
+        b = (b + int.from_bytes(data[i + 4 : i + 8], "little")) & _M32
+        c = (c + int.from_bytes(data[i + 8 : i + 12], "little")) & _M32
+        a, b, c = _mix(a, b, c)
+        i += 12
+    if n - i == 0:
+        return c
+    rest = data[i:] + bytes(12 - (n - i))
+    a = (a + int.from_bytes(rest[0:4], "little")) & _M32
+    b = (b + int.from_bytes(rest[4:8], "little")) & _M32
+    c = (c + int.from_bytes(rest[8:12], "little")) & _M32
+    return _final(a, b, c)
+
+
+def clear_open_flags(path: str | os.PathLike) -> bool:
+    """Clear the "file is open for (SWMR) write" flags a killed writer leaves in a version 2/3
+    superblock (at offset 0, as fastdyn writes it), re-checksummed. Returns whether they were set.
+    Raises OSError/ValueError for a file that is not such an HDF5 file."""
+    with open(path, "r+b") as fh:
+        head = bytearray(fh.read(12 + 4 * 8 + 4))
+        if head[:8] != _SIGNATURE or len(head) < 16:
+            raise ValueError("not an HDF5 file with its superblock at offset 0")
+        if head[8] not in (2, 3):
+            return False  # older superblocks keep no such flags
+        so = head[9]
+        end = 12 + 4 * so
+        head += fh.read(max(0, end + 4 - len(head)))
+        if int.from_bytes(head[end : end + 4], "little") != lookup3(bytes(head[:end])):
+            raise ValueError("damaged superblock (checksum mismatch)")
+        if head[11] == 0:
+            return False
+        head[11] = 0
+        head[end : end + 4] = lookup3(bytes(head[:end])).to_bytes(4, "little")
+        fh.seek(0)
+        fh.write(bytes(head[: end + 4]))
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
+def _crc(arrays: dict[str, np.ndarray]) -> int:
+    c = 0
+    for k in sorted(arrays):
+        c = zlib.crc32(k.encode(), c)
+        c = zlib.crc32(np.ascontiguousarray(arrays[k]).tobytes(), c)
+    return c
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing or damaged (one-line message)."""
+
+
+def read_checkpoint(f: h5py.File) -> tuple[dict[str, np.ndarray], int, int] | None:
+    """(arrays, rows, sequence) of the newest valid checkpoint of an open file, or None when no
+    checkpoint was ever completed. A slot is valid when its crc32 matches; ``current`` names the
+    newest, the other slot is the fallback."""
+    if CHECKPOINT not in f or "current" not in f[CHECKPOINT]:
+        return None
+    g = f[CHECKPOINT]
+    cur = np.asarray(g["current"][()], dtype=np.int64)
+    order = [int(cur[0]), 1 - int(cur[0])] if cur[0] in (0, 1) else [0, 1]
+    best = None
+    for slot in order:
+        s = g.get(f"slot{slot}")
+        if s is None or "meta" not in s:
+            continue
+        meta = np.asarray(s["meta"][()], dtype=np.int64)
+        seq, rows, crc = int(meta[0]), int(meta[1]), int(meta[2])
+        if seq <= 0:
+            continue
+        arrays = {k: np.asarray(v[()]) for k, v in s.items() if k != "meta"}
+        if _crc(arrays) != crc:
+            continue
+        if best is None or seq > best[2]:
+            best = (arrays, rows, seq)
+    return best
+
+
 class RunWriter:
-    """One output file. Series are declared up front: ``{path: trailing_shape}``."""
+    """One output file. Series are declared up front: ``{path: trailing_shape}``; ``checkpoint``
+    declares the resume state ``{name: (shape, dtype)}`` (two slots are allocated up front)."""
 
     def __init__(
         self,
@@ -66,10 +197,29 @@ class RunWriter:
         extra_attrs: dict[str, Any] | None = None,
         chunk_rows: int = 1024,
         time_units: str | None = None,
+        checkpoint: dict[str, tuple[tuple[int, ...], Any]] | None = None,
     ):
         self.path = Path(path)
         self.t_start = _time.time()
-        f = h5py.File(self.path, "w", libver="latest")
+        self.t_resumed = 0.0
+        self._ckpt_seq = 0
+        self._ckpt_slot = 1  # the next checkpoint goes to slot 0
+        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        f = h5py.File(tmp, "w", libver="latest")
+        try:
+            self._create(f, model, config_toml, seed, series, static, scales, with_step, extra_attrs, chunk_rows, time_units, checkpoint)
+            f.flush()
+            f.swmr_mode = True
+            os.replace(tmp, self.path)
+        except BaseException:
+            f.close()
+            tmp.unlink(missing_ok=True)
+            raise
+        self._f = f
+        self._names = [layout.TIME] + ([layout.STEP] if with_step else []) + list(series)
+        self.n_rows = 0
+
+    def _create(self, f, model, config_toml, seed, series, static, scales, with_step, extra_attrs, chunk_rows, time_units, checkpoint) -> None:
         a = f.attrs
         a["format"] = layout.FORMAT_NAME
         a["format_version"] = layout.FORMAT_VERSION
@@ -84,20 +234,18 @@ class RunWriter:
         a["timings"] = "{}"
         for k, v in (extra_attrs or {}).items():
             a[k] = v
-        self._series: dict[str, h5py.Dataset] = {}
-        tds = f.create_dataset(layout.TIME, shape=(0,), maxshape=(None,), dtype="f8", chunks=(chunk_rows,))
+        tds = f.create_dataset(layout.TIME, shape=(0,), maxshape=(None,), dtype="f8", chunks=(chunk_rows,), fletcher32=True)
         tds.make_scale(layout.TIME)
         self._describe(tds, layout.TIME)
         if time_units:
             tds.attrs["units"] = time_units
-        self._series[layout.TIME] = tds
         if with_step:
-            sds = f.create_dataset(layout.STEP, shape=(0,), maxshape=(None,), dtype="i8", chunks=(chunk_rows,))
+            sds = f.create_dataset(layout.STEP, shape=(0,), maxshape=(None,), dtype="i8", chunks=(chunk_rows,), fletcher32=True)
             self._describe(sds, layout.STEP)
             sds.dims[0].attach_scale(tds)
-            self._series[layout.STEP] = sds
         for name, arr in (static or {}).items():
-            ds = f.create_dataset(name, data=np.asarray(arr))
+            arr = np.asarray(arr)
+            ds = f.create_dataset(name, data=arr, **({"fletcher32": True} if arr.ndim and arr.size else {}))
             self._describe(ds, name)
         for name, (scale_name, _axis) in (scales or {}).items():
             f[name].make_scale(scale_name)
@@ -105,7 +253,7 @@ class RunWriter:
             width = int(np.prod(trailing)) if trailing else 1
             rows = max(1, min(chunk_rows, (1 << 21) // (8 * width)))  # ≤ 2 MiB per chunk
             kw = {"compression": "gzip", "compression_opts": 4, "shuffle": True} if width >= 64 else {}
-            ds = f.create_dataset(name, shape=(0, *trailing), maxshape=(None, *trailing), dtype="f8", chunks=(rows, *trailing), fillvalue=np.nan, **kw)
+            ds = f.create_dataset(name, shape=(0, *trailing), maxshape=(None, *trailing), dtype="f8", chunks=(rows, *trailing), fillvalue=np.nan, fletcher32=True, **kw)
             self._describe(ds, name)
             ds.dims[0].attach_scale(tds)
             _link_scale(f, name, layout.TIME)
@@ -113,11 +261,15 @@ class RunWriter:
                 if 0 < axis < ds.ndim and ds.shape[axis] == f[sname].shape[0]:
                     ds.dims[axis].attach_scale(f[sname])
                     _link_scale(f, name, sname)
-            self._series[name] = ds
-        self.n_rows = 0
-        f.flush()
-        f.swmr_mode = True
-        self._f = f
+        if checkpoint:
+            g = f.create_group(CHECKPOINT)
+            g.attrs["long_name"] = "resume state: two slots written alternately; current = [slot, sequence]"
+            for slot in (0, 1):
+                s = g.create_group(f"slot{slot}")
+                for name, (shape, dtype) in checkpoint.items():
+                    s.create_dataset(name, data=np.zeros(shape, dtype=dtype))  # allocated now, not in SWMR mode
+                s.create_dataset("meta", data=np.zeros(3, dtype=np.int64)).attrs["long_name"] = "[sequence, rows written, crc32]"
+            g.create_dataset("current", data=np.array([-1, 0], dtype=np.int64))
 
     @staticmethod
     def _describe(ds: h5py.Dataset, name: str) -> None:
@@ -125,16 +277,22 @@ class RunWriter:
         ds.attrs["units"] = units
         ds.attrs["long_name"] = long_name
 
+    def _series(self) -> dict[str, h5py.Dataset]:
+        if getattr(self, "_series_cache", None) is None:
+            self._series_cache = {n: self._f[n] for n in self._names}
+        return self._series_cache
+
     def append(self, times: np.ndarray, rows: dict[str, np.ndarray], steps: np.ndarray | None = None) -> None:
         """Append ``len(times)`` rows to every series, then flush (readers see them at once)."""
         k = len(times)
         if k == 0:
             return
+        series = self._series()
         n0, n1 = self.n_rows, self.n_rows + k
-        missing = set(self._series) - set(rows) - {layout.TIME, layout.STEP}
+        missing = set(series) - set(rows) - {layout.TIME, layout.STEP}
         if missing:
             raise ValueError(f"append: missing series {sorted(missing)}")
-        for name, ds in self._series.items():
+        for name, ds in series.items():
             if name == layout.TIME:
                 data = np.asarray(times, dtype=np.float64)
             elif name == layout.STEP:
@@ -146,6 +304,24 @@ class RunWriter:
         self.n_rows = n1
         self._f.flush()
 
+    def checkpoint(self, arrays: dict[str, np.ndarray]) -> None:
+        """Write the resume state to the other slot, flush, then point ``current`` at it, flush."""
+        g = self._f[CHECKPOINT]
+        slot = 1 - self._ckpt_slot
+        s = g[f"slot{slot}"]
+        clean = {}
+        for k, v in arrays.items():
+            ds = s[k]
+            v = np.asarray(v, dtype=ds.dtype).reshape(ds.shape)
+            ds[...] = v
+            clean[k] = v
+        seq = self._ckpt_seq + 1
+        s["meta"][...] = np.array([seq, self.n_rows, _crc(clean)], dtype=np.int64)
+        self._f.flush()
+        g["current"][...] = np.array([slot, seq], dtype=np.int64)
+        self._f.flush()
+        self._ckpt_seq, self._ckpt_slot = seq, slot
+
     def close(
         self,
         status: str,
@@ -153,23 +329,74 @@ class RunWriter:
         attrs: dict[str, Any] | None = None,
         datasets: dict[str, np.ndarray] | None = None,
     ) -> None:
-        """Close the SWMR handle, then record the final status (and timings) in the root
-        attributes, plus any end-of-run ``datasets`` (final weights)."""
+        """Record the final status (and timings) in the root attributes, plus any end-of-run
+        ``datasets`` (final weights); flush and close. Idempotent."""
         if self._f is None:
             return
-        self._f.flush()
-        self._f.close()
-        self._f = None
-        with h5py.File(self.path, "r+", libver="latest") as f:
+        f, self._f = self._f, None
+        try:
             f.attrs["status"] = status
             t = dict(timings or {})
             t.setdefault("wall", _time.time() - self.t_start)
+            if self.t_resumed:
+                t["resumed_at"] = self.t_resumed
             f.attrs["timings"] = json.dumps(t)
             for k, v in (attrs or {}).items():
                 f.attrs[k] = v
             for k, v in (datasets or {}).items():
+                if k in f:
+                    del f[k]
                 ds = f.create_dataset(k, data=v)
                 self._describe(ds, k)
+            f.flush()
+        finally:
+            f.close()
+
+    def abandon(self) -> None:
+        """Close the handle without writing anything more (the disk is full or gone)."""
+        if self._f is not None:
+            f, self._f = self._f, None
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 — the file is left as of its last flush
+                pass
+
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def reopen(cls, path: str | os.PathLike) -> tuple[RunWriter, dict[str, np.ndarray] | None]:
+        """Reopen an interrupted or crashed file to continue it: clear the open flags, read the
+        newest valid checkpoint, drop the rows written after it, set ``status = running`` and go
+        back to SWMR mode. Returns (writer, checkpoint arrays or None when none was completed)."""
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        self.t_start = _time.time()
+        self.t_resumed = self.t_start
+        _check_not_locked(self.path)
+        clear_open_flags(self.path)
+        f = h5py.File(self.path, "r+", libver="latest")
+        try:
+            got = read_checkpoint(f)
+            arrays, rows, seq = got if got is not None else (None, 0, 0)
+            for name in [n for n in _resizable(f) if not n.startswith(CHECKPOINT)]:
+                ds = f[name]
+                if ds.shape[0] > rows:
+                    ds.resize(rows, axis=0)
+            self._ckpt_slot = 1  # the slot written last; the next checkpoint goes to the other
+            if got is not None:
+                for slot in (0, 1):
+                    if int(f[CHECKPOINT][f"slot{slot}"]["meta"][0]) == seq:
+                        self._ckpt_slot = slot
+            self._ckpt_seq = seq
+            f.attrs["status"] = layout.STATUS_RUNNING
+            f.flush()
+            f.swmr_mode = True
+        except BaseException:
+            f.close()
+            raise
+        self._f = f
+        self._names = [layout.TIME] + sorted(n for n in _resizable(f) if not n.startswith(CHECKPOINT) and n.rsplit("/", 1)[-1] != layout.TIME)
+        self.n_rows = rows
+        return self, arrays
 
     def __enter__(self) -> RunWriter:
         return self
@@ -177,3 +404,26 @@ class RunWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._f is not None:
             self.close("failed: " + (str(exc).splitlines()[0] if exc else "closed without status"))
+
+
+def _resizable(f: h5py.File) -> list[str]:
+    out: list[str] = []
+
+    def visit(name: str, obj: Any) -> None:
+        if isinstance(obj, h5py.Dataset) and obj.maxshape and obj.maxshape[0] is None:
+            out.append(name)
+
+    f.visititems(visit)
+    return out
+
+
+def _check_not_locked(path: Path) -> None:
+    """Refuse to reopen a file another live process still writes (HDF5 holds an flock on it)."""
+    import fcntl
+
+    with open(path, "rb") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise BlockingIOError(f"{path}: another process has it open for writing") from None
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

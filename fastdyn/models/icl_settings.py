@@ -205,6 +205,19 @@ class ScheduleSettings:
 
 
 @dataclass(frozen=True)
+class OutputSettings:
+    """``checkpoint_every``: the resume state is written at the first save after this many seconds
+    (a number or "60s") or optimiser steps ("500 steps") since the last one; 0 = at every save."""
+
+    checkpoint_every: float | str = 60.0
+
+    def __post_init__(self) -> None:
+        from ..config.schema import parse_every
+
+        parse_every(self.checkpoint_every, "output.checkpoint_every")
+
+
+@dataclass(frozen=True)
 class ICLSettings:
     """One ICL run: data, model, init, optimiser, schedule and the run's ``seed``."""
 
@@ -214,6 +227,7 @@ class ICLSettings:
     optim: OptimSettings = field(default_factory=OptimSettings)
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     seed: int = 0
+    output: OutputSettings = field(default_factory=OutputSettings)
 
     def __post_init__(self) -> None:
         if (
@@ -305,6 +319,8 @@ def run_icl(
     settings: ICLSettings,
     on_save: Callable[[int, dict[str, float], dict[str, np.ndarray]], None] | None = None,
     data: icl_data.ICLData | None = None,
+    on_checkpoint: Callable | None = None,
+    resume: dict | None = None,
 ) -> dict:
     """Do the whole run. ``on_save(step, losses, weights)`` is called at every save step (see
     :func:`fastdyn.drive.train.train`). Returns a dict with ``series`` (the recorded arrays:
@@ -312,7 +328,11 @@ def run_icl(
     (:func:`theory_series`), ``weights`` (final, paper layout), ``theta`` (final flat vector),
     ``model`` (the model object), ``data`` (the ICLData, or None for the population),
     ``optimizer_state``, ``n_trained`` and ``status`` ("complete"). A divergence raises
-    :class:`fastdyn.drive.train.DivergedError` ("diverged at step k: …")."""
+    :class:`fastdyn.drive.train.DivergedError` ("diverged at step k: …").
+    ``on_checkpoint(step, theta, optimizer)`` is passed to :func:`fastdyn.drive.train.train`;
+    ``resume = {"theta", "step", "optimizer"}`` continues from a checkpoint taken at save step
+    ``step`` (the data, the initial weights' shapes and the minibatches are regenerated from the
+    seed; the weights and the optimiser moments come from the checkpoint)."""
     s = settings
     seed = s.seed
     given = data
@@ -351,9 +371,16 @@ def run_icl(
         weight_decay=o.weight_decay, momentum=o.momentum,
     )  # fmt: skip
     steps = s.schedule.steps()
+    first = 0
+    if resume is not None:
+        theta[...] = resume["theta"]
+        opt.load_state(resume["optimizer"])
+        first = int(resume["step"])
+        steps = steps[steps >= first]
     series = train(
         model, prep, theta, opt, s.schedule.epochs, steps, on_save, tests=tests, eigvecs=eigvecs,
-        batch_size=o.batch_size if o.name == "sgd" else None, seed=seed,
+        batch_size=o.batch_size if o.name == "sgd" else None, seed=seed, first_step=first,
+        on_checkpoint=on_checkpoint, resumed=resume is not None,
     )  # fmt: skip
     time = 2.0 * o.lr * series["step"]
     return {

@@ -1,0 +1,122 @@
+"""``fastdyn simulate --resume FILE``: the checks before a file is continued (docs/reliability.md).
+
+Everything that can be the user's to fix is one line and exit 2: a missing, truncated or damaged
+file, a complete run, a model that keeps no checkpoint, a file another process still writes, and a
+CONFIG/--set that differs from the file's config. Fields that do not change the numbers
+(:data:`NEUTRAL`) may differ with ``--force``; any other difference is refused, because the
+continued file would no longer be one run of one config.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..h5.reader import FileFormatError
+from ._common import UserError, verbosity
+
+#: config fields that change how a run is cut up or saved, never its numbers
+NEUTRAL = ("output.checkpoint_every", "output.times_per_segment")
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out |= _flat(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _stored(file: Path) -> tuple[str, str, dict]:
+    """(status, model, config dict) of ``file``, after checking that the file and its checkpoint
+    can be read (FileFormatError otherwise)."""
+    from ..h5.reader import open_file
+    from ..h5.writer import read_checkpoint
+
+    f = open_file(file)
+    try:
+        a = f.attrs
+        get = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(a.get(k, ""))  # noqa: E731
+        status, model, text = get("status"), get("model"), get("config")
+        try:
+            config = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            raise FileFormatError(f"{file}: damaged config attribute") from None
+        if "time" not in f:
+            raise FileFormatError(f"{file}: damaged file (no /time)")
+        read_checkpoint(f)
+
+        def verify(name: str, obj: Any) -> None:
+            import h5py
+
+            if isinstance(obj, h5py.Dataset):
+                obj[()]  # checks every chunk's fletcher32 before anything is appended
+
+        f.visititems(verify)
+        return status, model, config
+    except FileFormatError:
+        raise
+    except Exception as e:  # noqa: BLE001 — any failure to read it means a damaged file
+        raise FileFormatError(f"{file}: damaged file ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"[:300]) from None
+    finally:
+        f.close()
+
+
+def resume_run(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, output: str | None, threads: int | None, quiet: bool) -> int:
+    """Check, then continue ``file``; returns the exit code."""
+    from ..config import load_config
+    from ..config.load import apply_sets, from_dict, to_dict
+    from ..drive.checkpoint import exit_code
+    from ..drive.run import simulate, supports_resume
+
+    if output is not None and Path(output).resolve() != file.resolve():
+        raise UserError(f"--output {output}: not used with --resume (the run continues in {file})")
+    status, model, stored = _stored(file)
+    if status.startswith("complete"):
+        raise UserError(f"--resume {file}: the run is complete; nothing to resume (start a new file with -o)")
+    try:
+        known = supports_resume(model)
+    except Exception:  # noqa: BLE001 — an unknown model name in the file
+        raise FileFormatError(f"{file}: unknown model {model!r}") from None
+    if not known:
+        raise UserError(f"--resume {file}: resuming {model!r} runs is not supported (they keep no checkpoint); run it again with --overwrite")
+    if not os.access(file, os.W_OK):
+        raise UserError(f"--resume {file}: not writable")
+    try:
+        cfg_file = from_dict(stored)
+    except ValueError as e:
+        raise FileFormatError(f"{file}: its stored config does not validate ({str(e).splitlines()[0]})") from None
+    cfg = cfg_file
+    if config_path is not None or sets:
+        cfg = load_config(config_path, sets) if config_path is not None else from_dict(apply_sets(to_dict(cfg_file), list(sets)))
+        a, b = _flat(to_dict(cfg_file)), _flat(to_dict(cfg))
+        diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        if diff:
+            k = diff[0]
+            shown = f"{k} (file {a.get(k)!r}, given {b.get(k)!r})"
+            if not all(d in NEUTRAL for d in diff):
+                raise UserError(f"--resume {file}: the config differs from the file's in {shown}; that changes the results, so it cannot be resumed — omit CONFIG/--set to use the file's config, or start a new file")
+            if not force:
+                raise UserError(f"--resume {file}: the config differs from the file's in {shown}; it does not change the results: pass --force to resume with it")
+    if threads is not None:
+        import numba
+
+        top = numba.config.NUMBA_NUM_THREADS
+        if not 1 <= threads <= top:
+            raise UserError(f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}")
+        numba.set_num_threads(threads)
+    show = not quiet and verbosity(ctx) >= 0 and sys.stderr.isatty()
+    try:
+        outcome = simulate(cfg, file, progress=show, resume=True)
+    except BlockingIOError as e:
+        raise UserError(f"--resume {e}") from None
+    if verbosity(ctx) >= 0:
+        click.echo(f"{file}: {outcome}", err=True)
+    return exit_code(outcome)

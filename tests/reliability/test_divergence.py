@@ -1,0 +1,78 @@
+"""Divergence: detected within one chunk, status `failed: diverged …`, the rows before it kept, a
+message naming the learning rate against the estimated stability bound 2/λ_max, exit 1 (issue 6,
+acceptance 3: an MSFR gd run and an ATTN_M run with too large a step)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from click.testing import CliRunner
+
+import fastdyn
+from fastdyn.cli import main
+from fastdyn.drive.train import hessian_lambda_max
+from fastdyn.models.attn_m import AttnM
+from fastdyn.problems.icl import generate
+
+GD = ["--set", "task.n_tasks=2048", "--set", "solver.integrator=gd", "--set", "time.t_max=20", "--set", "time.n_times=30", "--set", "output.times_per_segment=3"]
+
+
+def _bound(output: str) -> float:
+    m = re.search(r"2/λ_max ≈ ([0-9.eE+-]+)", output)
+    assert m, output
+    return float(m.group(1))
+
+
+def test_msfr_gd_above_the_bound_fails_with_the_bound_and_keeps_the_rows_before(tmp_path):
+    p = tmp_path / "d.h5"
+    res = CliRunner().invoke(main, ["simulate", *GD, "--set", "solver.lr=0.05", "-o", str(p)])
+    assert res.exit_code == 1, res.output
+    line = res.output.strip().splitlines()[-1]
+    assert "diverged at t = " in line and "solver.lr = 0.05 is above the gd stability bound" in line, line
+    r = fastdyn.load(p)
+    assert r.status.startswith("failed: diverged")
+    n = len(r.time)
+    assert 0 < n < 31 and np.all(np.isfinite(r["loss/test"]))  # the segments before it, all finite
+    # the estimate is a real bound: 0.8× it trains to the end, 1.25× it diverges (the fastest task's
+    # linearisation at its minimum; the factor leaves room for the 3-digit rounding in the message)
+    bound = _bound(line)
+    ok = CliRunner().invoke(main, ["simulate", *GD, "--set", f"solver.lr={0.8 * bound}", "-o", str(tmp_path / "ok.h5")])
+    assert ok.exit_code == 0, ok.output
+    bad = CliRunner().invoke(main, ["simulate", *GD, "--set", f"solver.lr={1.25 * bound}", "-o", str(tmp_path / "bad.h5")])
+    assert bad.exit_code == 1 and "diverged" in bad.output, bad.output
+
+
+def test_attn_m_with_too_large_a_step_fails_naming_the_bound(tmp_path):
+    p = tmp_path / "a.h5"
+    args = ["--set", "model=attn-m", "--set", "data.P=200", "--set", "schedule.epochs=400", "--set", "schedule.save_every=20", "--set", "init.scale=0.1"]
+    res = CliRunner().invoke(main, ["simulate", *args, "--set", "optim.lr=20", "-o", str(p)])
+    assert res.exit_code == 1, res.output
+    line = res.output.strip().splitlines()[-1]
+    assert "diverged at step" in line and "optim.lr = 20 is above the stability bound 2/λ_max" in line, line
+    r = fastdyn.load(p)
+    assert r.status.startswith("failed: diverged at step")
+    assert len(r.time) >= 1 and np.all(np.isfinite(r["loss/train"]))
+
+
+def test_hessian_lambda_max_matches_a_dense_finite_difference_hessian():
+    d = generate(2, 4, 50, seed=3)
+    m = AttnM(2, 2, 4)
+    prep = m.prepare(d.tokens, d.labels)
+    th = m.init("reference", 0.3, 1)
+    n = m.n_params
+    H = np.zeros((n, n))
+    gp, gm = np.zeros(n), np.zeros(n)
+    h = 1e-5
+    for i in range(n):
+        e = np.zeros(n)
+        e[i] = h
+        m.loss_and_grad(th + e, prep, gp, None)
+        m.loss_and_grad(th - e, prep, gm, None)
+        H[:, i] = (gp - gm) / (2 * h)
+    ev = np.linalg.eigvalsh(0.5 * (H + H.T))
+    ref = ev[np.argmax(np.abs(ev))]
+    got = hessian_lambda_max(m, prep, th, iters=200)
+    # both are central differences with h ~ 1e-5 (error ~1e-9 relative); power iteration converges
+    # at the ratio of the two largest |eigenvalues|: 200 iterations leave < 1e-6 unless they tie
+    assert abs(got - ref) <= 1e-5 * abs(ref), (got, ref, ev)
