@@ -1,0 +1,249 @@
+"""Run the points of a sweep: in-process one after another, or on any executor.
+
+Each point runs through the public API (:func:`fastdyn.simulate`, i.e. ``drive/``; the sweep never
+calls kernels) into its own HDF5 file ``points/<name>.h5``, so no two processes ever write one
+file. The index is rewritten (atomically) whenever a point starts (in-process) or finishes.
+
+The executor hook: anything with ``submit(fn, *args) -> future`` whose futures have ``result()``
+(``concurrent.futures`` pools, a Dask ``Client``, submitit, ``mpi4py.futures``). The function
+submitted, :func:`run_point`, is a module-level function of plain arguments (TOML text, a path), so
+it pickles to any worker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time as _time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import index as _index
+from .index import Row
+from .spec import Point, Sweep, SweepError, in_shard
+
+
+def run_point(config_toml: str, path: str, threads: int | None = None) -> dict[str, Any]:
+    """Run one point config (TOML text) into ``path``; never raises for a failing point.
+
+    Returns ``{"status", "wall_s", "pid"}``; an exception becomes ``failed: <Type>: <message>``.
+    ``threads`` caps numba's threads in this process (≤ its NUMBA_NUM_THREADS).
+    """
+    import tomllib
+
+    t0 = _time.time()
+    try:
+        if threads:
+            import numba
+
+            numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
+        from ..config.load import from_dict
+        from ..drive.run import simulate
+
+        cfg = from_dict(tomllib.loads(config_toml))
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.is_file() or p.is_symlink():
+            p.unlink()  # a stale file of an earlier, unfinished attempt
+        status = str(simulate(cfg, p))
+    except Exception as e:  # noqa: BLE001 — a failing point is recorded, the sweep goes on
+        msg = str(e).splitlines()[0] if str(e) else ""
+        status = f"failed: {type(e).__name__}: {msg}" if msg else f"failed: {type(e).__name__}"
+    return {"status": status, "wall_s": _time.time() - t0, "pid": os.getpid()}
+
+
+def _submit(executor: Any, fn: Callable, *args: Any) -> Any:
+    """executor.submit, telling Dask that a retry of the same point is a new task (pure=False)."""
+    mod = type(executor).__module__
+    if mod.startswith("distributed"):
+        return executor.submit(fn, *args, pure=False)
+    return executor.submit(fn, *args)
+
+
+def _as_completed(futures: list[Any]) -> Iterable[Any]:
+    """Futures as they finish (concurrent.futures or Dask), else in submission order."""
+    import concurrent.futures as cf
+
+    if futures and all(isinstance(f, cf.Future) for f in futures):
+        return cf.as_completed(futures)
+    if futures and type(futures[0]).__module__.startswith("distributed"):
+        from distributed import as_completed
+
+        return as_completed(futures)
+    return list(futures)
+
+
+@dataclass
+class SweepResult:
+    """What one invocation did: rows of every point, the names it ran, the index path."""
+
+    index: Path
+    rows: dict[int, Row]
+    points: list[Point]
+    ran: list[str] = field(default_factory=list)
+    pids: dict[str, int] = field(default_factory=dict)  # process that ran each point
+    interrupted: bool = False  # a signal stopped the sweep (continue with --resume)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows.values():
+            k = r.status.split(":", 1)[0]
+            out[k] = out.get(k, 0) + 1
+        return out
+
+    @property
+    def failed(self) -> list[str]:
+        return [p.name for p in self.points if self.rows[p.id].status.startswith("failed")]
+
+
+class _Index:
+    """The in-memory rows plus atomic, locked writes; a shard refreshes other shards' rows from
+    their files before each write (so concurrent shards never undo each other's progress)."""
+
+    def __init__(
+        self, sweep: Sweep, out_dir: Path, points: list[Point], shard: tuple[int, int] | None
+    ):
+        self.sweep, self.out_dir, self.points, self.shard = sweep, out_dir, points, shard
+        self.rows = _index.scan(out_dir, points)
+        self.mine = {p.id for p in points if in_shard(p.id, shard)}
+        self._cache: dict = {}  # other shards' files: (inode, mtime, size) → row
+
+    def write(self) -> Path:
+        with _index.locked(self.out_dir, self.sweep.index_name):
+            if self.shard is not None:
+                others = [p for p in self.points if p.id not in self.mine]
+                self.rows.update(_index.scan(self.out_dir, others, self._cache))
+            return _index.write(
+                self.out_dir, self.points, self.rows, self.sweep.text, self.sweep.index_name
+            )
+
+
+def _row_from_result(res: dict[str, Any]) -> Row:
+    st = str(res.get("status", "failed: no status"))
+    return Row(st, _index.error_of(st), float(res.get("wall_s", math.nan)))
+
+
+def output_dir(sweep: Sweep, output: str | os.PathLike | None) -> Path:
+    """-o DIR, else ``sweep.output``, else ``results/<sweep file stem>``."""
+    if output is not None:
+        return Path(output)
+    if sweep.output is not None:
+        return Path(sweep.output)
+    return Path("results") / sweep.stem
+
+
+def run_sweep(
+    sweep: Sweep,
+    output: str | os.PathLike | None = None,
+    *,
+    executor: Any = None,
+    resume: bool = False,
+    shard: tuple[int, int] | None = None,
+    threads: int | None = None,
+    log: Callable[[str], None] | None = None,
+    runner: Callable[..., dict[str, Any]] = run_point,
+) -> SweepResult:
+    """Run ``sweep`` into ``output`` (a directory); returns a :class:`SweepResult`.
+
+    ``executor=None`` runs the points one after another in this process (numba uses all its
+    threads per point); otherwise each point is ``executor.submit``-ted. ``resume`` skips points
+    whose file is complete and runs the others once more (a failed point is retried once per
+    resume). ``shard=(i, n)`` runs only the points with id ≡ i (mod n), idempotently (complete
+    points are skipped), so a SLURM array can be rerun as it is. ``threads`` is passed to every
+    point (numba threads of the process that runs it).
+    """
+    say = log or (lambda s: None)
+    points = sweep.points()
+    out_dir = output_dir(sweep, output)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SweepError(f"--output {out_dir}: exists and is not a directory")
+    idx_path = out_dir / sweep.index_name
+    if (
+        not resume
+        and shard is None
+        and (idx_path.exists() or any((out_dir / "points").glob("*.h5")))
+    ):
+        raise SweepError(
+            f"--output {out_dir}: already holds a sweep; pass --resume to continue it, --reindex to rebuild its index, or choose another -o"
+        )
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "points").mkdir(exist_ok=True)
+    except OSError as e:
+        raise SweepError(f"--output {out_dir}: cannot create it ({e.strerror})") from None
+    idx = _Index(sweep, out_dir, points, shard)
+    todo = [p for p in points if p.id in idx.mine and not idx.rows[p.id].complete]
+    skipped = len(idx.mine) - len(todo)
+    say(
+        f"{len(points)} points, {len(idx.mine)} in this shard, {skipped} complete, {len(todo)} to run"
+    )
+    for p in todo:
+        idx.rows[p.id] = Row()
+    idx.write()
+    result = SweepResult(idx_path, idx.rows, points)
+    if executor is None:
+        try:
+            for p in todo:
+                idx.rows[p.id] = Row("running")
+                idx.write()
+                res = runner(p.config_toml, str(out_dir / p.relpath), threads)
+                idx.rows[p.id] = _row_from_result(res)
+                result.ran.append(p.name)
+                result.pids[p.name] = int(res.get("pid", -1))
+                say(f"{p.name}: {idx.rows[p.id].status}")
+                idx.write()
+                if idx.rows[p.id].status.startswith("interrupted"):
+                    result.interrupted = True  # SIGINT/SIGTERM stopped the run: stop the sweep too
+                    break
+        except KeyboardInterrupt:
+            for p in todo:
+                if idx.rows[p.id].status == "running":
+                    idx.rows[p.id] = Row("interrupted")
+            idx.write()
+            raise
+    else:
+        futures = {}
+        try:
+            for p in todo:
+                futures[
+                    _submit(executor, runner, p.config_toml, str(out_dir / p.relpath), threads)
+                ] = p
+            for fut in _as_completed(list(futures)):
+                p = futures[fut]
+                try:
+                    res = fut.result()
+                except Exception as e:  # noqa: BLE001 — a worker that died (KilledWorker, BrokenProcessPool)
+                    msg = str(e).splitlines()[0] if str(e) else ""
+                    res = {
+                        "status": f"failed: {type(e).__name__}: {msg}".rstrip(": "),
+                        "wall_s": math.nan,
+                    }
+                idx.rows[p.id] = _row_from_result(res)
+                result.ran.append(p.name)
+                result.pids[p.name] = int(res.get("pid", -1))
+                say(f"{p.name}: {idx.rows[p.id].status}")
+                idx.write()
+        except KeyboardInterrupt:
+            for fut in futures:
+                fut.cancel()
+            idx.rows.update(
+                {k: v for k, v in _index.scan(out_dir, points).items() if k in idx.mine}
+            )
+            idx.write()
+            raise
+    idx.write()
+    return result
+
+
+def reindex(sweep: Sweep, output: str | os.PathLike | None = None) -> SweepResult:
+    """Rebuild the index of ``sweep`` from the point files present in its output directory."""
+    points = sweep.points()
+    out_dir = output_dir(sweep, output)
+    if not out_dir.is_dir():
+        raise SweepError(f"--output {out_dir}: no such directory (nothing to reindex)")
+    with _index.locked(out_dir, sweep.index_name):
+        rows = _index.scan(out_dir, points)
+        path = _index.write(out_dir, points, rows, sweep.text, sweep.index_name)
+    return SweepResult(path, rows, points)

@@ -1,0 +1,105 @@
+"""Acceptance 2 (kill + --resume runs only the missing points) and 3 (a failing point is recorded
+as failed with its message, the others finish; --resume retries it once)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from fastdyn.cli import main
+from fastdyn.sweep import SweepError, load, read, run_sweep
+from fastdyn.sweep import index as sweep_index
+
+from .conftest import FASTDYN, SWEEP12, assert_same_point_files, sub_env, write_sweep
+
+
+def test_kill_then_resume_runs_only_missing(tmp_path, local12):
+    path = write_sweep(tmp_path, SWEEP12)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [*FASTDYN, "-q", "sweep", str(path), "-o", str(out)],
+        env=sub_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (out / "index.h5").exists():
+                try:
+                    st = read(out / "index.h5")["status"]
+                except (OSError, ValueError, KeyError):
+                    st = []
+                if st.count("complete") >= 3:
+                    break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
+    # the index left by the kill is a consistent, readable index (written atomically)
+    st = read(out / "index.h5")["status"]
+    assert len(st) == 12 and set(st) <= {"complete", "running", "pending"}
+    sw = load(path)
+    pts = sw.points()
+    rows = sweep_index.scan(out, pts)
+    done = {p.name for p in pts if rows[p.id].complete}
+    assert 3 <= len(done) < 12
+    before = {n: (out / "points" / f"{n}.h5").stat() for n in done}
+    with pytest.raises(SweepError, match="already holds a sweep; pass --resume"):
+        run_sweep(sw, out)
+    res = run_sweep(sw, out, resume=True)
+    assert sorted(res.ran) == sorted({p.name for p in pts} - done)
+    assert res.counts() == {"complete": 12}
+    for n, s in before.items():  # complete files are left alone
+        s2 = (out / "points" / f"{n}.h5").stat()
+        assert (s2.st_ino, s2.st_mtime_ns) == (s.st_ino, s.st_mtime_ns)
+    _, out_local, _ = local12
+    for p in pts:
+        assert_same_point_files(out_local / p.relpath, out / p.relpath)
+    # a second resume has nothing left to run
+    assert run_sweep(sw, out, resume=True).ran == []
+
+
+FAILING = """
+[base]
+model = "msfr"
+task.n_tasks = 1024
+task.psi0 = 10
+time.t_min = 0.1
+time.t_max = 100
+time.n_times = 6
+solver.integrator = "gd"
+theory.level = "none"
+
+[grid]
+solver.lr = [0.01, 1.0, 0.02, 0.015]
+"""
+
+
+def test_failing_points_recorded_and_retried_once(tmp_path):
+    path = write_sweep(tmp_path, FAILING)
+    out = tmp_path / "out"
+    # p0001: gd far above its stability bound (2/λ_max ≈ 0.08 for ψ = 10, Λ = 1) diverges;
+    # p0003: a directory in the way of its file makes the HDF5 writer raise
+    (out / "points" / "p0003.h5").mkdir(parents=True)
+    r = CliRunner().invoke(main, ["sweep", str(path), "-o", str(out), "--shard", "0/1"])
+    assert r.exit_code == 1, r.output
+    t = read(out / "index.h5")
+    assert t["status"][0] == t["status"][2] == "complete"
+    assert t["status"][1].startswith("failed: diverged at t = ")
+    assert t["error"][1] == t["status"][1][len("failed: ") :] and "solver.lr = 1" in t["error"][1]
+    assert (
+        t["status"][3].startswith("failed: IsADirectoryError") and "Is a directory" in t["error"][3]
+    )
+    assert "p0001: failed: diverged" in r.output and "p0003: failed: IsADirectoryError" in r.output
+    # resume: complete points skipped; each failed point retried once (p0001 fails again, p0003 now runs)
+    (out / "points" / "p0003.h5").rmdir()
+    res = run_sweep(load(path), out, resume=True)
+    assert sorted(res.ran) == ["p0001", "p0003"]
+    t = read(out / "index.h5")
+    assert t["status"][3] == "complete" and t["status"][1].startswith("failed: diverged")
