@@ -121,3 +121,29 @@ def test_paper_in_context_adaptation():
     uv, uw = th[0] + lt * th[1], th[2] + lt * th[3]
     ftil = psi * uv * uw + th[0] * th[2]
     assert abs(ftil - lam * (1 + lt * lam) ** 2 / (1 + lam**2) ** 2) < 1e-5
+
+
+@pytest.mark.parametrize("emb,kq", [("block", "merged"), ("shared", "separate")])
+def test_one_vs_many_threads_bit_identical(emb, kq):
+    """Above SMALL_WORK the kernels run on every thread, below on one: both bit-identical."""
+    import numba
+
+    n = K.SMALL_WORK // 6 + 4000  # 6 tokens a sequence: just above the threshold
+    data = msfr_seq.from_counts(
+        np.array([n // 2, n // 3, n - n // 2 - n // 3]), np.array([1.0, 0.7, 0.4]), np.full(3, 5), 4
+    )
+    lay = K.Layout(3, emb, kq, 2)
+    th = np.random.default_rng(1).normal(0, 0.3, lay.n_params)
+    before = numba.get_num_threads()
+    out = []
+    try:
+        for nt in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(nt)
+            g = np.zeros_like(th)
+            ws = K.Workspace(lay, data)
+            assert ws.work >= K.SMALL_WORK
+            out.append((K.loss_and_grad(th, lay, data, g, ws), g))
+    finally:
+        numba.set_num_threads(before)
+    assert out[0][0] == out[1][0] and np.array_equal(out[0][1], out[1][1])
+    assert numba.get_num_threads() == before
