@@ -1,0 +1,268 @@
+"""Shared plumbing of the gallery scripts (scripts/msfr_*.py, scripts/icl_*.py).
+
+Every script runs its configs through the public API (:func:`fastdyn.load_config`,
+:func:`fastdyn.simulate`, :func:`fastdyn.load`, :mod:`fastdyn.analysis.compare`), writes HDF5 and
+PNG into ``results/gallery/<script>/``, copies the PNG into ``data/gallery/`` (full runs only,
+unless ``--no-gallery``), prints a table of measured key numbers beside theory, and writes the same
+rows as JSON (``results/gallery/<script>/summary.json``) for the README and the quick test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "data" / "configs"
+GALLERY = ROOT / "data" / "gallery"
+
+
+@dataclass
+class Row:
+    """One key number: measured beside theory, |difference| and the tolerance it is held to."""
+
+    name: str
+    measured: float
+    theory: float
+    tol: float
+    kind: str = "abs"  # "abs": |m - t| <= tol; "rel": |m - t| <= tol * |t|; "info": no theory
+    note: str = ""
+
+    @property
+    def diff(self) -> float:
+        return self.measured - self.theory
+
+    @property
+    def ok(self) -> bool | None:
+        if self.kind == "info":
+            return None
+        if not (math.isfinite(self.measured) and math.isfinite(self.theory)):
+            return False
+        bound = self.tol * abs(self.theory) if self.kind == "rel" else self.tol
+        return abs(self.diff) <= bound
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["diff"] = self.diff
+        d["ok"] = self.ok
+        return d
+
+
+class Gallery:
+    """Argument parsing, runs, rows and the summary of one gallery script."""
+
+    def __init__(self, name: str, doc: str, argv: list[str] | None = None) -> None:
+        p = argparse.ArgumentParser(prog=f"scripts/{name}.py", description=doc.splitlines()[0])
+        p.add_argument("--quick", action="store_true", help="reduced sizes (seconds): for the test")
+        p.add_argument("--out", default=None, help="output folder [results/gallery/NAME]")
+        p.add_argument(
+            "--no-gallery", action="store_true", help="do not copy PNGs to data/gallery/"
+        )
+        p.add_argument("--threads", type=int, default=None, help="numba threads [all cores]")
+        self.args = p.parse_args(argv)
+        self.name = name
+        self.quick = self.args.quick
+        default = ROOT / "results" / "gallery" / (name + ("_quick" if self.quick else ""))
+        self.out = Path(self.args.out) if self.args.out else default
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.rows: list[Row] = []
+        self.pngs: list[Path] = []
+        self.notes: list[str] = []
+        self.t0 = time.perf_counter()
+        if self.args.threads:
+            import numba
+
+            numba.set_num_threads(self.args.threads)
+
+    # -- runs ------------------------------------------------------------------------------------
+    def run(self, config: str, sets: dict | None = None, tag: str | None = None):
+        """Simulate ``data/configs/<config>`` with ``--set`` overrides; return the loaded run."""
+        import fastdyn
+
+        sets = sets or {}
+        cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
+        out = self.out / f"{tag or Path(config).stem}.h5"
+        if out.exists():
+            out.unlink()
+        t = time.perf_counter()
+        outcome = fastdyn.simulate(cfg, out)
+        dt = time.perf_counter() - t
+        print(f"  ran {config} {_fmt_sets(sets)} -> {out.name}: {outcome} ({dt:.1f} s)", flush=True)
+        if not str(outcome).startswith("complete"):
+            raise SystemExit(f"{self.name}: run {out} did not complete: {outcome}")
+        return fastdyn.load(out)
+
+    # -- results ---------------------------------------------------------------------------------
+    def row(self, name, measured, theory, tol, kind="abs", note="") -> Row:
+        r = Row(name, float(measured), float(theory), float(tol), kind, note)
+        self.rows.append(r)
+        return r
+
+    def info(self, name, measured, note="") -> Row:
+        """A measured number with no theory to hold it to (printed, never checked)."""
+        r = Row(name, float(measured), math.nan, math.nan, "info", note)
+        self.rows.append(r)
+        return r
+
+    def figure(self, fig, stem: str) -> Path:
+        """Save ``fig`` as results PNG (dpi 80) and, for full runs, copy it to data/gallery/."""
+        import matplotlib.pyplot as plt
+
+        png = self.out / f"{stem}.png"
+        fig.savefig(png, dpi=80)
+        plt.close(fig)
+        self.pngs.append(png)
+        if not self.quick and not self.args.no_gallery:
+            GALLERY.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(png, GALLERY / png.name)
+        return png
+
+    def finish(self) -> dict:
+        wall = time.perf_counter() - self.t0
+        print(f"\n{self.name}{' (quick)' if self.quick else ''}: measured vs theory")
+        print(
+            f"  {'key number':<46s} {'measured':>12s} {'theory':>12s} {'diff':>11s} {'tol':>10s}  ok"
+        )
+        for r in self.rows:
+            tol = f"{r.tol:g}" + ("·|th|" if r.kind == "rel" else "")
+            ok = "n/a" if r.ok is None else "yes" if r.ok else "NO"
+            if r.kind == "info":
+                print(
+                    f"  {r.name:<46s} {r.measured:>12.5g} {'—':>12s} {'—':>11s} {'—':>10s}  {ok}{'  ' + r.note if r.note else ''}"
+                )
+                continue
+            print(f"  {r.name:<46s} {r.measured:>12.5g} {r.theory:>12.5g} {r.diff:>+11.3g} {tol:>10s}  "
+                  f"{ok}{'  ' + r.note if r.note else ''}")  # fmt: skip
+        for n in self.notes:
+            print(f"  note: {n}")
+        print(f"  run time: {wall:.1f} s (wall clock)")
+        summary = {
+            "script": self.name,
+            "quick": self.quick,
+            "wall_s": wall,
+            "rows": [r.to_dict() for r in self.rows],
+            "pngs": [str(p) for p in self.pngs],
+            "notes": self.notes,
+            "command": " ".join(["python", f"scripts/{self.name}.py", *sys.argv[1:]]),
+        }
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+
+def _toml(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return v if v in ("inf", "all") else json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return repr(v)
+
+
+def _fmt_sets(sets: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sets.items())
+
+
+def plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as pyplot
+
+    return pyplot
+
+
+def crossing_time(t: np.ndarray, y: np.ndarray, level: float, decreasing: bool = True) -> float:
+    """First time y crosses ``level`` (log-t linear interpolation; nan if never)."""
+    t, y = np.asarray(t, float), np.asarray(y, float)
+    hit = np.nonzero(y <= level)[0] if decreasing else np.nonzero(y >= level)[0]
+    if hit.size == 0:
+        return math.nan
+    i = int(hit[0])
+    if i == 0:
+        return float(t[0])
+    t0, t1, y0, y1 = t[i - 1], t[i], y[i - 1], y[i]
+    w = (level - y0) / (y1 - y0) if y1 != y0 else 1.0
+    if t0 > 0:
+        return float(math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0))))
+    return float(t0 + w * (t1 - t0))
+
+
+def log_steps(epochs: int, n: int) -> list[int]:
+    """About ``n`` log-spaced save steps 0, 1, …, epochs (for schedule.save_steps)."""
+    s = np.unique(np.round(np.geomspace(1, epochs, n)).astype(int))
+    return [0, *s.tolist()]
+
+
+def plateaus(
+    t: np.ndarray, L: np.ndarray, rate: float, min_points: int
+) -> list[tuple[float, float, float]]:
+    """Segments where the loss is flat on a log-time axis: |d ln L / d ln t| < ``rate`` for at
+    least ``min_points`` consecutive saves (t > 0). Returns (median loss, start, end) in time order.
+    """
+    t, L = np.asarray(t, float), np.asarray(L, float)
+    keep = t > 0
+    t, L = t[keep], L[keep]
+    d = np.abs(np.gradient(np.log(L), np.log(t)))
+    flat = d < rate
+    out, i = [], 0
+    while i < len(L):
+        if flat[i]:
+            j = i
+            while j + 1 < len(L) and flat[j + 1]:
+                j += 1
+            if j - i + 1 >= min_points:
+                out.append((float(np.median(L[i : j + 1])), float(t[i]), float(t[j])))
+            i = j + 1
+        else:
+            i += 1
+    return out
+
+
+def slow_points(t: np.ndarray, L: np.ndarray, k: int) -> list[tuple[float, float, float]]:
+    """The ``k`` deepest local minima of the log-log slope |d ln L/d ln t| (t > 0): the saddles a
+    saddle-to-saddle curve pauses at. Returns (loss, time, slope) for each, in time order."""
+    t, L = np.asarray(t, float), np.asarray(L, float)
+    keep = t > 0
+    t, L = t[keep], L[keep]
+    d = np.abs(np.gradient(np.log(L), np.log(t)))
+    i = np.arange(1, len(d) - 1)
+    mins = i[(d[i] <= d[i - 1]) & (d[i] <= d[i + 1])].tolist()
+    if d[-1] <= d[-2]:
+        mins.append(len(d) - 1)
+    if d[0] <= d[1]:
+        mins.insert(0, 0)
+    best = sorted(sorted(mins, key=lambda j: d[j])[:k])
+    return [(float(L[j]), float(t[j]), float(d[j])) for j in best]
+
+
+def band_pauses(
+    t: np.ndarray, L: np.ndarray, levels: np.ndarray
+) -> list[tuple[float, float, float]]:
+    """For each theory level L_m (decreasing), the slowest point of the curve inside the loss band
+    between the midpoints to the neighbouring levels: (loss, time, |d ln L/d ln t|), or nans when
+    the curve never enters the band. A curve that pauses at L_m has its slowest point there."""
+    t, L = np.asarray(t, float), np.asarray(L, float)
+    keep = t > 0
+    t, L = t[keep], L[keep]
+    d = np.abs(np.gradient(np.log(L), np.log(t)))
+    lv = np.asarray(levels, float)
+    out = []
+    for m, v in enumerate(lv):
+        hi = math.inf if m == 0 else 0.5 * (lv[m - 1] + v)
+        lo = -math.inf if m == len(lv) - 1 else 0.5 * (lv[m + 1] + v)
+        idx = np.nonzero((L > lo) & (L <= hi))[0]
+        if idx.size == 0:
+            out.append((math.nan, math.nan, math.nan))
+            continue
+        j = int(idx[np.argmin(d[idx])])
+        out.append((float(L[j]), float(t[j]), float(d[j])))
+    return out
