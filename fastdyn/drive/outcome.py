@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class Outcome(str, Enum):
+class Outcome(str, Enum):  # noqa: UP042 — str(Outcome.X) stays "Outcome.X"; .value is the status text
     """Run outcomes; the value is the text stored in ``status`` (failures append a reason)."""
 
     RUNNING = "running"

@@ -109,11 +109,11 @@ def open_file(path: str | os.PathLike) -> h5py.File:
         raise FileFormatError(f"{p}: cannot read ({e.strerror or e})") from None
     size = p.stat().st_size
     if size == 0:
-        raise FileFormatError(f"{p}: empty file, expected a fastdyn HDF5 file")
+        raise FileFormatError(f"{p}: not a readable HDF5 file (empty file)")
     if eof is None:
-        raise FileFormatError(f"{p}: not an HDF5 file (no valid superblock)")
+        raise FileFormatError(f"{p}: not a readable HDF5 file (no HDF5 superblock: not HDF5, or its start is damaged)")
     if size < eof:
-        raise FileFormatError(f"{p}: truncated file ({size} of {eof} bytes); it was cut short (copy or disk problem)")
+        raise FileFormatError(f"{p}: not a readable HDF5 file (truncated: {size} of {eof} bytes; an interrupted copy or a full disk)")
     # A plain read-only open first: it fails fast on a damaged file, where a SWMR open retries
     # every metadata read with back-off (minutes on a bit-flipped header). Only a file whose
     # writer is still running or was killed (SWMR consistency flags set) is opened for SWMR reading.

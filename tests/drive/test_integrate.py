@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from fastdyn.drive import integrate as I
+from fastdyn.models.msfr import theory
 from fastdyn.reduce import BLOCK
 from tests.reference import msfr_ode_reference as ref
-
-from fastdyn.models.msfr import theory
 
 
 def _tasks(n, seed=0, f0_rel=1e-4):

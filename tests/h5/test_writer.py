@@ -27,7 +27,7 @@ def test_append_is_visible_to_a_reader_before_close(tmp_path):
     w = _writer(p)
     w.append(np.array([0.0, 1.0]), {"loss/test": np.array([1.0, 0.5]), "theory/loss/test": np.array([1.0, 0.4]), "tasks/f": np.zeros((2, 2))})
     # a separate process reads the file while the writer holds it open
-    code = "import fastdyn.h5 as h; r = h.load(%r); print(r.status, r['loss/test'].tolist())" % str(p)
+    code = f"import fastdyn.h5 as h; r = h.load({str(p)!r}); print(r.status, r['loss/test'].tolist())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split()[0] == "running" and "[1.0, 0.5]" in out
     w.append(np.array([2.0]), {"loss/test": np.array([0.25]), "theory/loss/test": np.array([0.2]), "tasks/f": np.ones((1, 2))})

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from fastdyn.cli import main
 
+
 def SETTINGS(n: int):
     """Reproducible (derandomized, no example database) runs of ``n`` examples."""
     return settings(max_examples=n, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))

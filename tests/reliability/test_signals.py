@@ -8,7 +8,6 @@ import time
 
 import h5py
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 import fastdyn
