@@ -20,9 +20,8 @@ from typing import Any
 
 from ..h5.reader import FileFormatError, Run, load
 
-__all__ = ["RunTable", "flatten_config", "load_many", "config_value", "INDEX_SUFFIX"]
+__all__ = ["RunTable", "flatten_config", "load_many", "config_value", "expand_paths"]
 
-INDEX_SUFFIX = ".index.json"
 _GLOB_CHARS = set("*?[")
 
 
@@ -105,7 +104,8 @@ class RunTable:
         return pd.DataFrame(self.rows, columns=self.columns)
 
 
-def _expand(paths_or_index: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+def expand_paths(paths_or_index: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """Run files named by paths, globs and sweep indexes, in the order given."""
     if isinstance(paths_or_index, str | os.PathLike):
         items: list[str | os.PathLike] = [paths_or_index]
     else:
@@ -118,7 +118,7 @@ def _expand(paths_or_index: str | os.PathLike | Iterable[str | os.PathLike]) -> 
             if not hits:
                 raise FileFormatError(f"{s}: no files match this pattern")
             out.extend(Path(h) for h in hits)
-        elif s.endswith(INDEX_SUFFIX):
+        elif _is_index(Path(s)):
             out.extend(_read_index(Path(s)))
         else:
             out.append(Path(s))
@@ -127,24 +127,51 @@ def _expand(paths_or_index: str | os.PathLike | Iterable[str | os.PathLike]) -> 
     return out
 
 
-def _read_index(path: Path) -> list[Path]:
+def _is_index(path: Path) -> bool:
+    """A sweep index: a sweep output folder holding ``index.h5``, or an HDF5 file whose root
+    attribute ``format`` is ``fastdyn-sweep`` (docs/sweeps.md)."""
+    if path.is_dir():
+        return (path / "index.h5").is_file()
+    if not path.is_file():
+        return False
+    import h5py
+
     try:
-        from ..sweep import read_index  # type: ignore[attr-defined]
-    except ImportError:
-        raise FileFormatError(
-            f"{path}: sweep index files are not supported yet (fastdyn.sweep.read_index missing)"
-        ) from None
-    return [Path(p) for p in read_index(path)]
+        with h5py.File(path, "r") as f:
+            fmt = f.attrs.get("format", "")
+    except Exception:  # noqa: BLE001 — not HDF5 or damaged: load() gives the one-line error
+        return False
+    return (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) == "fastdyn-sweep"
+
+
+def _read_index(path: Path) -> list[Path]:
+    """The complete points of a sweep index (a warning names the points left out)."""
+    import warnings
+
+    from ..sweep.index import COMPLETE, read
+
+    index = path / "index.h5" if path.is_dir() else path
+    table = read(index)
+    base = index.parent
+    done = [base / rel for rel, st in zip(table["path"], table["status"], strict=True) if st == COMPLETE]
+    left = [n for n, st in zip(table["name"], table["status"], strict=True) if st != COMPLETE]
+    if left:
+        warnings.warn(f"{index}: {len(left)} of {len(table['status'])} sweep points are not complete and are left out ({', '.join(left[:5])}{', …' if len(left) > 5 else ''})", stacklevel=3)
+    if not done:
+        raise FileFormatError(f"{index}: no complete sweep points to load")
+    return done
 
 
 def load_many(
     paths_or_index: str | os.PathLike | Iterable[str | os.PathLike], *, series: bool = True
 ) -> RunTable:
-    """Load several fastdyn files (paths, a glob, or a sweep index) into a :class:`RunTable`.
+    """Load several fastdyn files into a :class:`RunTable`: paths, globs, or sweep indexes
+    (``index.h5`` or its folder; only its complete points are loaded, the others named in a
+    warning).
 
     Raises FileFormatError (one line naming the file) for a missing or damaged file.
     """
-    return RunTable([load(p, series=series) for p in _expand(paths_or_index)])
+    return RunTable([load(p, series=series) for p in expand_paths(paths_or_index)])
 
 
 def resolved_number(value: Any) -> float:

@@ -38,12 +38,19 @@ def parse_window(text: str) -> Any:
 
 
 def load_checked(files: tuple[str, ...], allow_running: bool, y: str | None = None) -> list:
-    """Load files; a running run is a user error unless ``allow_running``; check ``y`` exists."""
+    """Load files (paths, globs or sweep indexes); a running run is a user error unless
+    ``allow_running``; check ``y`` exists."""
+    from ..analysis.load import expand_paths
     from ..h5.layout import STATUS_COMPLETE, STATUS_RUNNING
     from ..h5.reader import load
 
     runs = []
-    for f in files:
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        paths = expand_paths(files)
+    for w in rec:
+        click.echo(f"fastdyn: warning: {w.message}", err=True)
+    for f in paths:
         r = load(f)
         if r.status == STATUS_RUNNING and not allow_running:
             raise UserError(
@@ -92,7 +99,7 @@ def _describe(d: dict[str, Any], echo) -> None:
 
 
 @click.command("fit")
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1, required=True, metavar="FILE|INDEX...")
 @click.option("--x", "x", type=click.Choice(X_CHOICES), default="time", show_default=True,
               help="Resource to fit the loss against.")  # fmt: skip
 @click.option("--y", "y", default="loss/test", show_default=True, help="Series to fit.")
@@ -115,7 +122,8 @@ def _describe(d: dict[str, Any], echo) -> None:
 @guarded
 def command(files, x, y, window, offset, bootstrap, loss, at, cutoff_fraction, ci_level, seed,
             as_json, allow_running) -> None:  # fmt: skip
-    """Fit power laws to FILES (fastdyn HDF5 outputs) and compare with theory."""
+    """Fit power laws to FILES (fastdyn HDF5 outputs, globs, or sweep indexes: index.h5 or its
+    folder) and compare with theory."""
     from ..analysis import compare
 
     win = parse_window(window or ("auto" if x == "time" else "all"))

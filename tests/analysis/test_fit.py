@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
+from fastdyn.analysis import _boot as boot
 from fastdyn.analysis import (
     auto_window,
     detect_regimes,
@@ -58,17 +59,75 @@ def test_noiseless_offset_is_exact():
 
 
 def test_vectorised_bootstrap_equals_polyfit_loop():
-    # the batched solve must reproduce a naive loop over the same resampling indices
+    # the compiled bootstrap must reproduce a naive loop over the same resampling indices
+    # (boot.indices: the counter-based draws the kernels use, resample k = f(seed, k))
     rng = np.random.default_rng(3)
     x = np.logspace(0, 3, 40)
     y = 2 * x**-0.5 * np.exp(0.1 * rng.standard_normal(40))
     f = fit_power_law(x, y, bootstrap=300, seed=11)
-    idx = np.random.default_rng(11).integers(0, 40, size=(300, 40))
+    idx = boot.indices(11, 0, 300, 40)
     slopes = np.array([-np.polyfit(np.log(x[i]), np.log(y[i]), 1)[0] for i in idx])
     lo, hi = np.quantile(slopes, [0.025, 0.975])
     assert f.ci == pytest.approx((lo, hi), abs=1e-12)
     # and the analytic standard error agrees with the bootstrap spread to within 25 %
     assert f.stderr == pytest.approx(np.std(slopes), rel=0.25)
+    # the counts-matrix path (huber: batched IRLS) draws the same resamples: with a threshold far
+    # above every residual Huber is l2, so its CI equals the loop's (IRLS tolerance 1e-13)
+    hub = fit_power_law(x, y, bootstrap=300, seed=11, loss="huber", huber_scale=1e6)
+    assert hub.ci == pytest.approx((lo, hi), abs=1e-9)
+
+
+def test_bootstrap_kernels_deterministic_over_threads_and_chunks():
+    import numba
+
+    rng = np.random.default_rng(4)
+    u = rng.standard_normal(5000)
+    v = -0.7 * u + 0.1 * rng.standard_normal(5000)
+    w = rng.uniform(0.5, 2.0, 5000)
+    n_threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = boot.line_fits(7, 0, 64, u, v, w), boot.counts(7, 0, 64, 300)
+    finally:
+        numba.set_num_threads(n_threads)
+    many = boot.line_fits(7, 0, 64, u, v, w), boot.counts(7, 0, 64, 300)
+    for a, b in zip(one[0] + (one[1],), many[0] + (many[1],), strict=True):
+        assert np.array_equal(a, b)  # bit-identical, whatever the thread count
+    # resample k depends on (seed, k) only: a later block reproduces rows 40.. exactly
+    tail = boot.line_fits(7, 40, 24, u, v, w)
+    assert np.array_equal(tail[1], many[0][1][40:]) and np.array_equal(tail[0], many[0][0][40:])
+    assert np.array_equal(boot.counts(7, 40, 24, 300), many[1][40:])
+    # counts are the histogram of the indices; kernel line fit = weighted lstsq on the draws
+    idx = boot.indices(7, 0, 64, 300)
+    assert np.array_equal(many[1], np.stack([np.bincount(r, minlength=300) for r in idx]))
+    idx = boot.indices(7, 0, 3, 5000)
+    for k in range(3):
+        i = idx[k]
+        X = np.stack([np.ones(5000), u[i]], axis=1) * np.sqrt(w[i])[:, None]
+        coef = np.linalg.lstsq(X, v[i] * np.sqrt(w[i]), rcond=None)[0]
+        assert many[0][0][k] == pytest.approx(coef[0], abs=1e-12)
+        assert many[0][1][k] == pytest.approx(coef[1], abs=1e-12)
+
+
+def test_bootstrap_indices_are_uniform():
+    # 200 resamples x 1000 items = 2e5 draws: Pearson chi-square over the 1000 items has 999
+    # dof, mean 999, sd 44.7; 999 +- 6 sd brackets any sound generator (fixed seed, so this
+    # either always passes or always fails). Also uniform within a resample position.
+    idx = boot.indices(123, 0, 200, 1000)
+    assert idx.min() == 0 and idx.max() == 999
+    c = np.bincount(idx.ravel(), minlength=1000)
+    chi2 = float(np.sum((c - 200.0) ** 2 / 200.0))
+    assert abs(chi2 - 999) < 6 * 44.7, chi2
+    # different seeds, and neighbouring resamples, are not copies of each other
+    assert np.mean(boot.indices(124, 0, 200, 1000) == idx) < 0.01
+    assert np.mean(idx[1:] == idx[:-1]) < 0.01
+
+
+def test_bootstrap_seed_validation():
+    x = np.logspace(0, 2, 20)
+    for bad in (-1, 1.5, "3", 2**63):
+        with pytest.raises(ValueError, match="seed must be an integer"):
+            fit_power_law(x, x**-0.5, bootstrap=10, seed=bad)
 
 
 def _coverage(n_trials, make, **kw):
@@ -81,7 +140,9 @@ def _coverage(n_trials, make, **kw):
 
 
 def test_pairs_bootstrap_coverage():
-    # 200 seeded trials, n = 40 points, log-normal noise sigma = 0.1: measured coverage 0.95.
+    # 200 seeded trials, n = 40 points, log-normal noise sigma = 0.1: measured coverage 0.92
+    # (over 1000 trials 0.930; numpy's Generator resampling used before the counter-based kernel
+    # gave 0.938 on the same 1000 data sets: the percentile interval's small-n undercoverage).
     # Acceptance band 90-99 % (binomial sd at 95 % and 200 trials is 1.5 %).
     def make(rng):
         x = np.logspace(0, 3, 40)
@@ -92,7 +153,7 @@ def test_pairs_bootstrap_coverage():
 
 
 def test_runs_bootstrap_coverage():
-    # 2-d y, 20 seeds x 30 points, bootstrap over runs: measured coverage 0.935
+    # 2-d y, 20 seeds x 30 points, bootstrap over runs: measured coverage 0.94
     def make(rng):
         x = np.logspace(0, 3, 30)
         return x, 2 * x**-0.5 * np.exp(0.1 * rng.standard_normal((20, 30)))

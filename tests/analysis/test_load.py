@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import h5py
 import numpy as np
 import pytest
 
@@ -99,10 +100,15 @@ def test_errors_name_the_file(tmp_path):
         load_many(str(tmp_path / "nothing-here*.h5"))
     with pytest.raises(FileFormatError, match="missing.h5: no such file"):
         load_many([tmp_path / "missing.h5"])
-    idx = tmp_path / "sweep.index.json"
-    idx.write_text("[]")
-    with pytest.raises(FileFormatError, match="sweep index"):
-        load_many(idx)
+    idx = tmp_path / "index.h5"  # a sweep index (docs/sweeps.md) none of whose points has run
+    with h5py.File(idx, "w") as f:
+        f.attrs["format"] = "fastdyn-sweep"
+        f["points/name"] = np.array([b"p0", b"p1"])
+        f["points/path"] = np.array([b"points/p0.h5", b"points/p1.h5"])
+        f["points/status"] = np.array([b"pending", b"failed: diverged"])
+    with pytest.warns(UserWarning, match="2 of 2 sweep points are not complete"):
+        with pytest.raises(FileFormatError, match="index.h5: no complete sweep points"):
+            load_many(tmp_path)  # the sweep folder names its index
 
 
 def test_to_pandas(tmp_path):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from fastdyn.cli import main
@@ -62,11 +61,18 @@ def test_fit_of_index_files_equals_single_file_fit(tmp_path):
     assert ref["exponent"] > 0 and ref["theory"] == 1.5
 
 
-@pytest.mark.xfail(
-    reason="`fastdyn fit INDEX` needs load_many(index) in the fit CLI (analysis issue); remove this mark when it lands",
-    strict=False,
-)
 def test_fastdyn_fit_index(tmp_path):
     index = _d_scan(tmp_path)
     files = sorted(str(p) for p in (index.parent / "points").glob("*.h5"))
     _same_fit(_fit(files), _fit([str(index)]))
+    _same_fit(_fit(files), _fit([str(index.parent)]))  # the sweep folder names its index
+
+
+def test_load_many_reads_an_index_as_a_table(tmp_path):
+    import fastdyn
+
+    index = _d_scan(tmp_path)
+    table = fastdyn.load_many(index)
+    assert sorted(table.column("task.model_size")) == [30, 100, 300, 1000, 3000]
+    assert [r.path for r in table.runs] == read_index(index)
+    assert all(r.status == "complete" for r in table.runs)
