@@ -157,6 +157,36 @@ class Gallery:
         return summary
 
 
+def icl_train_set_minimum(config: str, sets: dict, m: int | None = None) -> float:
+    """Least-squares minimum of the in-context train loss over Γ on the run's own train set.
+
+    With the in-weight blocks at zero, linear attention predicts ŷ = x_qᵀ Γ b, b = Σ_n y_n x_n,
+    with Γ = Σ_h v_h W_K,hᵀ W_Q,h: ATTN_M (H ≥ 1 full heads) spans every D×D Γ, so its class is
+    the linear regression of y_q on the D² features vec(x_q bᵀ) and the minimum is one solve.
+    ``m`` restricts Γ to U_m C U_mᵀ (U_m: the top-m eigenvectors of the population Λ, C free
+    m×m), the class of the ATTN_S saddle M_m; since a finite-data saddle may also tilt its
+    subspace, this is an upper bound on that plateau's train loss. Loss = mean (y_q − ŷ)²,
+    fastdyn's convention (spec icl.md), so Γ = 0 gives the train set's mean y_q²."""
+    import fastdyn
+    from fastdyn.models import icl_settings as st
+
+    cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
+    data = st.load_data(cfg.settings)
+    D, N = data.D, data.N
+    xq = data.tokens[:, N, :D]
+    b = np.einsum("pn,pnd->pd", data.labels[:, :N], data.tokens[:, :N, :D])
+    yq = data.labels[:, N]
+    if m is not None:
+        U = data.eigvecs[:, np.argsort(data.eigvals)[::-1][:m]]
+        xq, b = xq @ U, b @ U
+    k = xq.shape[1]
+    if k == 0:
+        return float(np.mean(yq * yq))
+    F = (xq[:, :, None] * b[:, None, :]).reshape(len(yq), k * k)
+    coef, *_ = np.linalg.lstsq(F, yq, rcond=None)
+    return float(np.mean((yq - F @ coef) ** 2))
+
+
 def _toml(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
