@@ -158,7 +158,13 @@ class Gallery:
 
 
 def icl_train_set_minimum(config: str, sets: dict, m: int | None = None) -> float:
-    """Least-squares minimum of the in-context train loss over Γ on the run's own train set.
+    """Least-squares minimum of the in-context train loss over Γ on the run's own train set
+    (:func:`gamma_least_squares`)."""
+    return gamma_least_squares(config, sets, m)["train"]
+
+
+def gamma_least_squares(config: str, sets: dict, m: int | None = None) -> dict[str, float]:
+    """Least-squares fit of the in-context predictor ŷ = x_qᵀ Γ b on the run's own train set.
 
     With the in-weight blocks at zero, linear attention predicts ŷ = x_qᵀ Γ b, b = Σ_n y_n x_n,
     with Γ = Σ_h v_h W_K,hᵀ W_Q,h: ATTN_M (H ≥ 1 full heads) spans every D×D Γ, so its class is
@@ -166,25 +172,62 @@ def icl_train_set_minimum(config: str, sets: dict, m: int | None = None) -> floa
     ``m`` restricts Γ to U_m C U_mᵀ (U_m: the top-m eigenvectors of the population Λ, C free
     m×m), the class of the ATTN_S saddle M_m; since a finite-data saddle may also tilt its
     subspace, this is an upper bound on that plateau's train loss. Loss = mean (y_q − ŷ)²,
-    fastdyn's convention (spec icl.md), so Γ = 0 gives the train set's mean y_q²."""
+    fastdyn's convention (spec icl.md), so Γ = 0 gives the train set's mean y_q². Returns the
+    train minimum ("train") and the fitted predictor's loss on each test set ("test_ic", …)."""
     import fastdyn
     from fastdyn.models import icl_settings as st
 
     cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
     data = st.load_data(cfg.settings)
     D, N = data.D, data.N
-    xq = data.tokens[:, N, :D]
-    b = np.einsum("pn,pnd->pd", data.labels[:, :N], data.tokens[:, :N, :D])
-    yq = data.labels[:, N]
-    if m is not None:
-        U = data.eigvecs[:, np.argsort(data.eigvals)[::-1][:m]]
-        xq, b = xq @ U, b @ U
-    k = xq.shape[1]
-    if k == 0:
-        return float(np.mean(yq * yq))
-    F = (xq[:, :, None] * b[:, None, :]).reshape(len(yq), k * k)
-    coef, *_ = np.linalg.lstsq(F, yq, rcond=None)
-    return float(np.mean((yq - F @ coef) ** 2))
+    U = data.eigvecs[:, np.argsort(data.eigvals)[::-1][:m]] if m is not None else None
+
+    def features(tokens: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        xq = tokens[:, N, :D]
+        b = np.einsum("pn,pnd->pd", labels[:, :N], tokens[:, :N, :D])
+        if U is not None:
+            xq, b = xq @ U, b @ U
+        return (xq[:, :, None] * b[:, None, :]).reshape(len(xq), -1)
+
+    y = data.labels[:, N]
+    F = features(data.tokens, data.labels)
+    if F.shape[1] == 0:
+        return {"train": float(np.mean(y * y))} | {f"test_{k}": float(np.mean(lab[:, N] ** 2)) for k, (_, lab) in data.tests.items()}
+    coef, *_ = np.linalg.lstsq(F, y, rcond=None)
+    out = {"train": float(np.mean((y - F @ coef) ** 2))}
+    for name, (tok, lab) in data.tests.items():
+        out[f"test_{name}"] = float(np.mean((lab[:, N] - features(tok, lab) @ coef) ** 2))
+    return out
+
+
+def attn_m_least_squares(config: str, sets: dict) -> dict[str, float]:
+    """The converged reference of full ATTN_M (in-weight blocks included) on the run's own data.
+
+    Linear ATTN_M predicts ŷ = (1/ρ) Σ_ab S_ab (M x_q)_ab with S = Σ_j x̂_j x̂_jᵀ over all N+1
+    tokens and M_abc = Σ_i r_ia B_ibc (models/attn_m/kernels.py); with H ≥ D+1 heads M spans
+    every tensor, so the class is linear regression of y_q on the (D+1)(D+2)/2 · D features
+    S_ab x_q,c. Returns the least-squares train minimum ("train") and that predictor's loss on
+    each test set ("test_ic", "test_iw"): the t → ∞ limit of gradient descent from a small init
+    (full-rank features: a unique minimiser)."""
+    import fastdyn
+    from fastdyn.models import icl_settings as st
+    from fastdyn.models.attn_m.kernels import pack_S
+
+    cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
+    data = st.load_data(cfg.settings)
+    D, N = data.D, data.N
+
+    def features(tokens: np.ndarray) -> np.ndarray:
+        S = np.empty((tokens.shape[0], (D + 1) * (D + 2) // 2))
+        pack_S(np.ascontiguousarray(tokens), S)
+        return (S[:, :, None] * tokens[:, N, None, :D]).reshape(tokens.shape[0], -1)
+
+    F, y = features(data.tokens), data.labels[:, N]
+    coef, *_ = np.linalg.lstsq(F, y, rcond=None)
+    out = {"train": float(np.mean((y - F @ coef) ** 2))}
+    for name, (tok, lab) in data.tests.items():
+        out[f"test_{name}"] = float(np.mean((lab[:, N] - features(tok) @ coef) ** 2))
+    return out
 
 
 def _toml(v) -> str:

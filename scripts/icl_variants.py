@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _gallery import Gallery, crossing_time, plt  # noqa: E402
+from _gallery import Gallery, attn_m_least_squares, crossing_time, gamma_least_squares, plt  # noqa: E402
 
 CFG = "icl_variants.toml"
 POP = {"data.population": True, "attention.reduced": True, "data.n_test": 0}
@@ -122,10 +122,19 @@ def main(argv: list[str] | None = None) -> dict:
         ic, iw = r["loss/test_ic"], r["loss/test_iw"]
         Ls = float(np.asarray(r["theory/L_star"]))
         if c == 1.0 and not q:
-            # pure ICL training converges to Γ* (train loss ≈ L*); the IC test set (300 fresh
-            # sequences, not whitened) adds a sampling error ~ sqrt(2/300) ≈ 8% and finite P = 500
-            # an excess ~D²/P ≈ 3%; tolerance 20%
-            g.row("c = 1: IC test loss vs L*", ic[-1], Ls, 0.2, "rel")
+            # finite P = 500: the references are least-squares predictors on the same train set,
+            # scored on the same IC test set. In 3001 epochs GD from a small init has converged in
+            # the in-context directions (Γ: D² features) but not yet in the weak in-weight ones
+            # (full ATTN_M: 60 features), so the train loss is held to the Γ-class minimum
+            # (tolerance 2%) and the IC test loss must lie between the two classes' test losses
+            sets = {"data.icl_fraction": c, "data.P": 500, "data.n_test": 300}
+            gam, full = gamma_least_squares(CFG, sets), attn_m_least_squares(CFG, sets)
+            g.row("c = 1: final train loss vs the Γ-class least-squares minimum", r["loss/train"][-1], gam["train"], 0.02, "rel",
+                  note=f"full-class minimum {full['train']:.4f}")  # fmt: skip
+            lo, hi = sorted((gam["test_ic"], full["test_ic"]))
+            g.row("c = 1: IC test loss inside [Γ-class, full-class] least-squares test losses (1 = yes)",
+                  float(lo <= ic[-1] <= hi), 1.0, 0,
+                  note=f"{ic[-1]:.4f} in [{lo:.4f}, {hi:.4f}]; population L* = {Ls:.4f} ({ic[-1] / Ls - 1:+.1%})")  # fmt: skip
         else:
             g.info(f"c = {c:g}: IC test loss", ic[-1])
         g.info(f"c = {c:g}: IW test loss", iw[-1])
