@@ -21,15 +21,22 @@ from ._common import UserError, guarded, verbosity
 @click.option("--resume", "resume", type=click.Path(dir_okay=False), metavar="FILE", help="Continue an interrupted or crashed run FILE from its checkpoint (CONFIG/--set, if given, must match the file's).")
 @click.option("--force", is_flag=True, help="With --resume: accept a config that differs from the file's in result-neutral fields only (output.checkpoint_every, output.times_per_segment).")
 @click.option("--check", is_flag=True, help="Validate CONFIG (and --set) and exit: 0 valid, 2 invalid; nothing is written.")
+@click.option("--device", type=click.Choice(("cpu", "cuda")), default=None, help="Where the kernels run (overrides the config's `device`; cuda needs a GPU and numba-cuda: docs/cuda.md).")
 @click.pass_context
 @guarded
-def command(ctx: click.Context, config: str | None, output: str | None, sets: tuple[str, ...], threads: int | None, overwrite: bool, quiet: bool, resume: str | None, force: bool, check: bool) -> None:
+def command(ctx: click.Context, config: str | None, output: str | None, sets: tuple[str, ...], threads: int | None, overwrite: bool, quiet: bool, resume: str | None, force: bool, check: bool, device: str | None) -> None:
     """Run CONFIG (a TOML file or a preset name such as 'quickstart'; default: the built-in defaults)."""
     from ..config import load_config
     from ..config.presets import resolve
     from ..drive.run import simulate
 
     path = resolve(config) if config else None
+    if device is not None:
+        if device == "cuda" and not check:
+            from ..drive.device import check_available
+
+            check_available("cuda")  # before anything else: one line, exit 2, nothing written
+        sets = (*sets, f"device={device!r}".replace("'", '"'))
     if resume is not None:
         from ._resume import resume_run
 

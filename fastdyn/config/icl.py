@@ -108,6 +108,7 @@ class IclConfig:
     model: str
     seed: int
     settings: Any
+    device: str = "cpu"
 
     def sections(self) -> dict[str, Any]:
         return {TOML_OF_SECTION[f.name]: getattr(self.settings, f.name) for f in dataclasses.fields(self.settings) if f.name in TOML_OF_SECTION}
@@ -121,8 +122,8 @@ def build_icl(data: dict) -> IclConfig:
     if model not in MODELS:
         raise ConfigError(f"model: must be one of {', '.join(repr(m) for m in MODELS)}, got {model!r}")
     for k in data:
-        if k not in ("model", "seed", *SECTION_OF_TOML):
-            raise ConfigError(f"{k}: unknown key; allowed at the top level: model, seed, {', '.join(SECTION_OF_TOML)}")
+        if k not in ("model", "seed", "device", *SECTION_OF_TOML):
+            raise ConfigError(f"{k}: unknown key; allowed at the top level: model, seed, device, {', '.join(SECTION_OF_TOML)}")
     seed = _coerce("seed", "int", False, data.get("seed", 0))
     if seed < 0:
         raise ConfigError(f"seed: must be an integer ≥ 0, got {seed}")
@@ -140,12 +141,19 @@ def build_icl(data: dict) -> IclConfig:
         settings = st.ICLSettings(seed=seed, **kwargs)
     except ValueError as e:
         raise ConfigError(_rename(str(e))) from None
-    return IclConfig(model=model, seed=seed, settings=settings)
+    device = data.get("device", "cpu")
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"device: must be one of 'cpu', 'cuda', got {device!r}")
+    cfg = IclConfig(model=model, seed=seed, settings=settings, device=device)
+    from .device import check_supported
+
+    check_supported(cfg)
+    return cfg
 
 
 def to_dict(cfg: IclConfig) -> dict:
     """TOML-able dict of a validated ICL config (None values omitted)."""
-    out: dict[str, Any] = {"model": cfg.model, "seed": cfg.seed}
+    out: dict[str, Any] = {"model": cfg.model, "seed": cfg.seed, "device": cfg.device}
     for toml_name, sec in cfg.sections().items():
         d = {}
         for f in dataclasses.fields(sec):

@@ -111,6 +111,7 @@ class MsfrConfig:
 
     model: str = choice("msfr", ("msfr",))
     seed: int = integer(0, 0, 2**63 - 1, help="seed of every random draw (counts, init)")
+    device: str = choice("cpu", ("cpu", "cuda"), help="where the kernels run: cpu, or cuda (rk4/gd and the leading/first-order closed form; docs/cuda.md)")
     task: TaskSection = TaskSection()
     init: InitSection = InitSection()
     time: TimeSection = TimeSection()
@@ -119,6 +120,9 @@ class MsfrConfig:
     output: OutputSection = OutputSection()
 
     def check(self) -> None:
+        from .device import check_supported
+
+        check_supported(self)
         if self.solver.integrator == "gd":
             t_end = self.time.times[-1] if self.time.grid == "explicit" else self.time.t_max
             n = t_end / self.solver.lr

@@ -114,6 +114,7 @@ class MsfrAttnConfig:
     seed: int = integer(
         0, 0, 2**63 - 1, help="seed of every random draw (counts, data, init, minibatches)"
     )
+    device: str = choice("cpu", ("cpu", "cuda"), help="where the kernels run (msfr-attn: cpu only; docs/cuda.md)")
     task: TaskSection = TaskSection(n_tasks=1000, n_samples=10_000.0)
     init: InitSection = InitSection()
     data: DataSection = DataSection()
@@ -124,6 +125,9 @@ class MsfrAttnConfig:
     output: OutputSection = OutputSection()
 
     def check(self) -> None:
+        from .device import check_supported
+
+        check_supported(self)
         if self.task.n_samples == "inf":
             raise ConfigError(
                 "task.n_samples: msfr-attn trains on sampled sequences; give a finite number, not 'inf'"

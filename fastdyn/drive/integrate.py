@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from .. import _device
 from .._jit import PARALLEL, SERIAL
 from ..models.msfr.ode import rate_scale, task_loss, task_rhs, task_rhs_q1
 from ..reduce import BLOCK, accumulate_blocks, n_blocks
@@ -739,14 +740,17 @@ def advance(
         state.status,
         state.steps,
     )
+    on_gpu = _device.active() == "cuda"
     if integrator == "rk4":
         if not (np.isfinite(steps_per_timescale) and steps_per_timescale > 0):
             raise ValueError(f"steps_per_timescale: must be > 0, got {steps_per_timescale!r}")
-        rk4_kernel(
+        (_gpu().rk4_kernel if on_gpu else rk4_kernel)(
             *common, q, float(t0), times_arr, float(steps_per_timescale), float(settle_tol),
             int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
     elif integrator == "dopri5":
+        if on_gpu:
+            raise ValueError("solver.integrator = 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4' or 'gd', or device = 'cpu'")
         if not (np.isfinite(rtol) and rtol > 0 and np.isfinite(atol) and atol >= 0):
             raise ValueError(f"rtol/atol: need rtol > 0 and atol ≥ 0, got {rtol!r}, {atol!r}")
         dopri5_kernel(
@@ -754,11 +758,18 @@ def advance(
             float(settle_tol), int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
     else:
-        gd_kernel(
+        (_gpu().gd_kernel if on_gpu else gd_kernel)(
             *common, q, float(k0), marks_out.astype(np.float64), float(eta), float(settle_tol),
             int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
     return Segment(times_arr, test_partials, train_partials, f_track, tr, marks_out)
+
+
+def _gpu():
+    """The CUDA twins (imported on first use: numba.cuda is only loaded for device = "cuda")."""
+    from . import integrate_cuda
+
+    return integrate_cuda
 
 
 def _integrate(

@@ -21,9 +21,16 @@ def simulate(cfg: Any, output: str | os.PathLike, *, progress: bool = False, res
     The model is looked up in the registry by ``cfg.model``; nothing here special-cases one.
     ``resume`` continues the file ``output`` from its checkpoint (runners that take ``resume``).
     """
+    from .. import _device
     from ..models import registry
+    from .device import resolve
 
     entry = registry.get_model(cfg.model)
+    with _device.using(resolve(cfg)):
+        return _run(entry, cfg, output, progress, resume)
+
+
+def _run(entry: Any, cfg: Any, output: str | os.PathLike, progress: bool, resume: bool) -> str:
     if resume:
         if not supports_resume(cfg.model):
             raise ValueError(f"--resume: not supported for {cfg.model!r} runs (they keep no checkpoint)")

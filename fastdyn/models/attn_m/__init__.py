@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import _device
 from ...problems.rng import STREAM_INIT_W, generator
 from .kernels import linear_loss_and_grad, prepare_attention, softmax_loss_and_grad
 
@@ -168,7 +169,12 @@ class ICLModel:
                 idx = _all_indices(prep)
             r, B = self._heads(theta)
             dr, dB = np.empty_like(r), np.empty_like(B)
-            f = softmax_loss_and_grad if kind == "softmax" else linear_loss_and_grad
+            if _device.active() == "cuda":
+                from . import kernels_cuda as kc
+
+                f = kc.softmax_loss_and_grad if kind == "softmax" else kc.linear_loss_and_grad
+            else:
+                f = softmax_loss_and_grad if kind == "softmax" else linear_loss_and_grad
             L = f(r, B, prep, idx, dr, dB)
             self._head_grads(theta, dr, dB, grad)
         grad *= self.mask

@@ -37,6 +37,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ... import _device
 from ..._jit import PARALLEL, SERIAL
 from ...reduce import BLOCK, accumulate_blocks, n_blocks
 from ._closed_form import (
@@ -575,6 +576,11 @@ def loss_partials(
     order with :func:`fastdyn.reduce.accumulate_blocks`; chunks must start on a block boundary
     of the global task index for results independent of the chunking.
     """
+    if _device.active() == "cuda":  # the GPU twin (fastdyn.drive.device)
+        from . import theory_cuda
+
+        theory_cuda.loss_partials(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials, rtol=rtol)
+        return
     code = _level_code(level)
     t = _times(times)
     n, arrs = _tasks(lam=lam, psi=psi, rate=rate, v0x=v0x, v0y=v0y, w0x=w0x, w0y=w0y)

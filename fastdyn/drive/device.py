@@ -1,0 +1,50 @@
+"""④ Which device a run's kernels use: the ``device`` config key / ``--device`` (docs/cuda.md).
+
+``device = "cpu"`` (default) runs the numba CPU kernels. ``device = "cuda"`` runs the hot paths on
+their numba.cuda twins, each beside its CPU kernel with the same arguments:
+
+| hot path | CPU kernel | CUDA twin |
+|---|---|---|
+| MSFR closed-form loss (levels leading, first_order) | models/msfr/theory.py ``loss_partials`` | models/msfr/theory_cuda.py |
+| MSFR RK4 and GD integrators | drive/integrate.py ``rk4_kernel``, ``gd_kernel`` | drive/integrate_cuda.py |
+| ICL per-sample attention (ATTN_M, ATTN_S; linear and softmax) | models/attn_m/kernels.py | models/attn_m/kernels_cuda.py |
+
+Everything else (task tables, optimiser updates, HDF5) stays on the CPU. Paths without a twin
+are refused before anything is written, naming the field: MSFR ``solver.integrator = "dopri5"``
+and ``theory.level = "exact"``, ICL's reduced and population paths and the MLP, msfr-attn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config.device import DEVICES, check_supported
+from ..config.schema import ConfigError
+
+__all__ = ["DEVICES", "check_available", "check_supported", "resolve"]
+
+
+def check_available(name: str) -> None:
+    """ConfigError (one line) unless device ``name`` can run here."""
+    if name not in DEVICES:
+        raise ConfigError(f"device: must be one of {', '.join(repr(d) for d in DEVICES)}, got {name!r}")
+    if name == "cpu":
+        return
+    try:
+        from numba import cuda
+    except ImportError:  # pragma: no cover — numba without its CUDA target
+        raise ConfigError("device = 'cuda': numba's CUDA support is not installed (pip install 'fastdyn[cuda]'); use device = 'cpu'") from None
+    try:
+        ok = bool(cuda.is_available())
+    except Exception:  # noqa: BLE001 — a broken driver install reads as "no GPU"
+        ok = False
+    if not ok:
+        raise ConfigError("device = 'cuda': no usable CUDA GPU here (numba.cuda.is_available() is False: no GPU, no driver, or no CUDA toolkit; pip install 'fastdyn[cuda]'); use device = 'cpu'")
+
+
+def resolve(cfg: Any) -> str:
+    """The device ``cfg`` runs on, after checking that it can (ConfigError otherwise)."""
+    name = getattr(cfg, "device", "cpu")
+    check_available(name)
+    check_supported(cfg)
+    return name
