@@ -32,11 +32,12 @@ def command(ctx: click.Context, config: str | None, output: str | None, sets: tu
 
     path = resolve(config) if config else None
     if device is not None:
-        if device == "cuda" and not check:
-            from ..drive.device import check_available
+        sets = (*sets, f'device="{device}"')
+    wants_cuda = [s for s in sets if s.replace(" ", "").split("=", 1)[0] == "device"][-1:]
+    if wants_cuda and "cuda" in wants_cuda[0] and not check:
+        from ..drive.device import check_available
 
-            check_available("cuda")  # before anything else: one line, exit 2, nothing written
-        sets = (*sets, f"device={device!r}".replace("'", '"'))
+        check_available("cuda")  # before the config's own rules: one line, exit 2, nothing written
     if resume is not None:
         from ._resume import resume_run
 
