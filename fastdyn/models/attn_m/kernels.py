@@ -220,16 +220,21 @@ def linear_loss_and_grad(
     dB: np.ndarray,
 ) -> float:
     """Loss and (∂L/∂r, ∂L/∂B) of linear attention over the samples ``idx`` (written to dr, dB)."""
+    return linear_with(lin_last, lin_cum, r, B, prep, idx, dr, dB)
+
+
+def linear_with(last, cum, r, B, prep, idx, dr, dB) -> float:
+    """:func:`linear_loss_and_grad` on the per-sample kernels ``last``/``cum`` (CPU or CUDA twins)."""
     D = B.shape[2]
     NP = (D + 1) * (D + 2) // 2
     Msym = np.empty((NP, D))
     contract_M(r, B, Msym)
     partials = np.empty((n_blocks(idx.shape[0]), 1 + NP * D))
     if prep["loss"] == "last":
-        lin_last(idx, prep["Sp"], prep["xq"], prep["yq"], prep["inv_rho"], Msym, partials)
+        last(idx, prep["Sp"], prep["xq"], prep["yq"], prep["inv_rho"], Msym, partials)
         nterm = idx.shape[0]
     else:
-        lin_cum(idx, prep["tokens"], prep["labels"], prep["scale_n"], Msym, partials)
+        cum(idx, prep["tokens"], prep["labels"], prep["scale_n"], Msym, partials)
         nterm = idx.shape[0] * (prep["tokens"].shape[1] - 1)
     tot = np.zeros(1 + NP * D)
     accumulate_blocks(tot, partials)
@@ -329,12 +334,17 @@ def softmax_loss_and_grad(
     dB: np.ndarray,
 ) -> float:
     """Loss and (∂L/∂r, ∂L/∂B) of softmax attention over the samples ``idx``."""
+    return softmax_with(soft, r, B, prep, idx, dr, dB)
+
+
+def softmax_with(kernel, r, B, prep, idx, dr, dB) -> float:
+    """:func:`softmax_loss_and_grad` on the per-sample kernel ``kernel`` (CPU or CUDA twin)."""
     H, D1 = r.shape
     D = D1 - 1
     width = 1 + H * D1 + H * D1 * D
     partials = np.empty((n_blocks(idx.shape[0]), width))
     cumulative = prep["loss"] == "cumulative"
-    soft(idx, prep["tokens"], prep["labels"], cumulative, r, B, partials)
+    kernel(idx, prep["tokens"], prep["labels"], cumulative, r, B, partials)
     nterm = idx.shape[0] * ((prep["tokens"].shape[1] - 1) if cumulative else 1)
     tot = np.zeros(width)
     accumulate_blocks(tot, partials)

@@ -18,8 +18,8 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...reduce import BLOCK, accumulate_blocks, n_blocks
-from .kernels import contract_M, heads_from_T
+from ...reduce import BLOCK
+from .kernels import linear_with, softmax_with
 
 _k: dict[str, object] = {}
 _resident: dict[int, tuple[np.ndarray, object]] = {}
@@ -246,35 +246,9 @@ def soft(idx, tokens, labels, cumulative, r, B, partials) -> None:
 
 def linear_loss_and_grad(r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray, dB: np.ndarray) -> float:
     """GPU twin of :func:`.kernels.linear_loss_and_grad` (same arguments, same results)."""
-    D = B.shape[2]
-    NP = (D + 1) * (D + 2) // 2
-    Msym = np.empty((NP, D))
-    contract_M(r, B, Msym)
-    partials = np.empty((n_blocks(idx.shape[0]), 1 + NP * D))
-    if prep["loss"] == "last":
-        lin_last(idx, prep["Sp"], prep["xq"], prep["yq"], prep["inv_rho"], Msym, partials)
-        nterm = idx.shape[0]
-    else:
-        lin_cum(idx, prep["tokens"], prep["labels"], prep["scale_n"], Msym, partials)
-        nterm = idx.shape[0] * (prep["tokens"].shape[1] - 1)
-    tot = np.zeros(1 + NP * D)
-    accumulate_blocks(tot, partials)
-    heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
-    return float(tot[0] / nterm)
+    return linear_with(lin_last, lin_cum, r, B, prep, idx, dr, dB)
 
 
 def softmax_loss_and_grad(r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray, dB: np.ndarray) -> float:
     """GPU twin of :func:`.kernels.softmax_loss_and_grad`."""
-    H, D1 = r.shape
-    D = D1 - 1
-    width = 1 + H * D1 + H * D1 * D
-    partials = np.empty((n_blocks(idx.shape[0]), width))
-    cumulative = prep["loss"] == "cumulative"
-    soft(idx, prep["tokens"], prep["labels"], cumulative, r, B, partials)
-    nterm = idx.shape[0] * ((prep["tokens"].shape[1] - 1) if cumulative else 1)
-    tot = np.zeros(width)
-    accumulate_blocks(tot, partials)
-    coef = -2.0 / nterm
-    dr[:] = coef * tot[1 : 1 + H * D1].reshape(H, D1)
-    dB[:] = coef * tot[1 + H * D1 :].reshape(H, D1, D)
-    return float(tot[0] / nterm)
+    return softmax_with(soft, r, B, prep, idx, dr, dB)
