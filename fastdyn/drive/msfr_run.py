@@ -91,14 +91,7 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = F
 
     sim = integrator != "none"
     th = level != "none"
-    series: dict[str, tuple[int, ...]] = {}
-    if sim:
-        series |= {"loss/test": (), "loss/train": (), "tasks/f": (len(track),)}
-    if th:
-        series |= {"theory/loss/test": (), "theory/loss/train": (), "theory/tasks/f": (len(track),)}
-    static = {"tasks/index": track}
-    if th:
-        static["tasks/emergence"] = _emergence(problem, track, "leading" if level == "leading" else "first_order")
+    series, static = _layout(problem, track, sim, th, level)
     n_state = d if sim else 0
     ck_spec = {"y": ((4, n_state), "f8"), "h": ((n_state,), "f8"), "rprev": ((n_state,), "f8"), "status": ((n_state,), "i1"), "steps": ((n_state,), "i8"), "rejected": ((n_state,), "i8"), "position": ((2,), "i8")}
     ck = None
@@ -253,6 +246,20 @@ def _emergence(problem: MsfrProblem, track: np.ndarray, level: str) -> np.ndarra
 #: train loss, and the test loss of an MSFR run is bounded by a few times its initial value; gd past
 #: its stability bound grows geometrically and crosses this within a few dozen steps)
 EXPLODE = 1e6
+
+
+def _layout(problem: Any, track: np.ndarray, sim: bool, th: bool, level: str) -> tuple[dict, dict]:
+    """(series shapes, static arrays) of an MSFR output file: simulated and/or theory losses and
+    tracked f, the tracked task indices and (with theory) their emergence times."""
+    series: dict[str, tuple[int, ...]] = {}
+    if sim:
+        series |= {"loss/test": (), "loss/train": (), "tasks/f": (len(track),)}
+    if th:
+        series |= {"theory/loss/test": (), "theory/loss/train": (), "theory/tasks/f": (len(track),)}
+    static = {"tasks/index": track}
+    if th:
+        static["tasks/emergence"] = _emergence(problem, track, "leading" if level == "leading" else "first_order")
+    return series, static
 
 
 def _check_finite(loss: np.ndarray, times: np.ndarray, cfg: Any = None, chunks: Any = None, ref: float = 0.0) -> None:

@@ -34,7 +34,7 @@ from ..config.load import from_dict, to_toml
 from ..h5.writer import RunWriter
 from ..problems.msfr import MsfrProblem
 from ..reduce import BLOCK, accumulate_blocks, block_partials
-from .msfr_run import _check_finite, _emergence, _local_track, default_track, output_times
+from .msfr_run import _check_finite, _layout, _local_track, default_track, output_times
 from .outcome import Outcome, RunFailed
 
 
@@ -232,16 +232,7 @@ def run_split(
             m = (track > res["first"]) & (track <= res["first"] + res["n"])
             f_th[:, m] = res["f_th"][:, m]
     loss_ref = loss_ref + tail_test if sim else 0.0
-    series: dict[str, tuple[int, ...]] = {}
-    if sim:
-        series |= {"loss/test": (), "loss/train": (), "tasks/f": (len(track),)}
-    if th:
-        series |= {"theory/loss/test": (), "theory/loss/train": (), "theory/tasks/f": (len(track),)}
-    static = {"tasks/index": track}
-    if th:
-        static["tasks/emergence"] = _emergence(
-            problem, track, "leading" if level == "leading" else "first_order"
-        )
+    series, static = _layout(problem, track, sim, th, level)
     writer = RunWriter(
         output,
         model="msfr",

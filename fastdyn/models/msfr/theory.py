@@ -552,6 +552,30 @@ def f_curves(
     return out
 
 
+def partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials):
+    """Checked arguments of :func:`loss_partials` (and its CUDA twin): (level code, times, the 7
+    task arrays, wtest) as contiguous float64; ValueError naming the argument otherwise."""
+    code = _level_code(level)
+    t = _times(times)
+    n, arrs = _tasks(lam=lam, psi=psi, rate=rate, v0x=v0x, v0y=v0y, w0x=w0x, w0y=w0y)
+    wt = np.ascontiguousarray(wtest, dtype=np.float64)
+    if wt.shape != (n,):
+        raise ValueError(f"wtest must be a 1-d array of {n} tasks, got shape {wt.shape}")
+    shape = (n_blocks(n), t.shape[0])
+    for name, p in (("test_partials", test_partials), ("train_partials", train_partials)):
+        if (
+            not isinstance(p, np.ndarray)
+            or p.shape != shape
+            or p.dtype != np.float64
+            or not p.flags.c_contiguous
+            or not p.flags.writeable
+        ):
+            raise ValueError(
+                f"{name} must be a writeable C-contiguous float64 array of shape {shape}"
+            )
+    return code, t, arrs, wt
+
+
 def loss_partials(
     times: np.ndarray,
     lam: np.ndarray,
@@ -581,24 +605,7 @@ def loss_partials(
 
         theory_cuda.loss_partials(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials, rtol=rtol)
         return
-    code = _level_code(level)
-    t = _times(times)
-    n, arrs = _tasks(lam=lam, psi=psi, rate=rate, v0x=v0x, v0y=v0y, w0x=w0x, w0y=w0y)
-    wt = np.ascontiguousarray(wtest, dtype=np.float64)
-    if wt.shape != (n,):
-        raise ValueError(f"wtest must be a 1-d array of {n} tasks, got shape {wt.shape}")
-    shape = (n_blocks(n), t.shape[0])
-    for name, p in (("test_partials", test_partials), ("train_partials", train_partials)):
-        if (
-            not isinstance(p, np.ndarray)
-            or p.shape != shape
-            or p.dtype != np.float64
-            or not p.flags.c_contiguous
-            or not p.flags.writeable
-        ):
-            raise ValueError(
-                f"{name} must be a writeable C-contiguous float64 array of shape {shape}"
-            )
+    code, t, arrs, wt = partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials)
     lam_, psi_, rate_, v0x_, v0y_, w0x_, w0y_ = arrs
     _loss_partials_kernel(
         code, t, lam_, psi_, rate_, wt, v0x_, v0y_, w0x_, w0y_, float(rtol), test_partials,

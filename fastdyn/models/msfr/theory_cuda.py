@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...reduce import BLOCK, n_blocks
+from ...reduce import BLOCK
 from ._closed_form import EXACT, closed_form_setup, riccati_eval, riccati_setup
 
 _kernel = None
@@ -82,15 +82,10 @@ def loss_partials(
     global _kernel
     from . import theory
 
-    code = theory._level_code(level)
-    if code == EXACT:
+    if theory._level_code(level) == EXACT:
         raise ValueError("theory.level = 'exact' has no CUDA kernel (an adaptive ODE per task); use 'leading' or 'first_order', or device = 'cpu'")
-    t = theory._times(times)
-    n, arrs = theory._tasks(lam=lam, psi=psi, rate=rate, v0x=v0x, v0y=v0y, w0x=w0x, w0y=w0y)
-    wt = np.ascontiguousarray(wtest, dtype=np.float64)
-    shape = (n_blocks(n), t.shape[0])
-    if wt.shape != (n,) or test_partials.shape != shape or train_partials.shape != shape:
-        raise ValueError(f"loss_partials: need wtest of shape ({n},) and partials of shape {shape}")
+    code, t, arrs, wt = theory.partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials)
+    shape = test_partials.shape
     if _kernel is None:
         _kernel = _build()
     d = [cuda.to_device(a) for a in (t, *arrs[:3], wt, *arrs[3:])]
