@@ -72,3 +72,19 @@ def test_reader_rejects_non_fastdyn_files(tmp_path):
         f["a"] = 1
     with pytest.raises(FileFormatError, match="not a fastdyn file"):
         load(other)
+
+
+def test_row_by_row_appends_do_not_grow_the_file_beyond_its_data(tmp_path):
+    """SWMR-write mode never reuses freed space: a series whose chunks were rewritten on every
+    append (compressed chunks change size) left a copy behind each time, 226 MB for these 1000
+    rows. Uncompressed chunks are overwritten in place, so the file stays near its raw size."""
+    p = tmp_path / "wide.h5"
+    w = RunWriter(p, model="icl", config_toml="", seed=0, series={"params/Gamma": (8, 8)})
+    rng = np.random.default_rng(0)
+    for i in range(1000):
+        w.append(np.array([float(i)]), {"params/Gamma": rng.standard_normal((1, 8, 8)).cumsum(1)})
+    w.close("complete")
+    raw = 1000 * (64 + 1) * 8 + 1024 * 65 * 8  # the rows, plus the last chunk's unused part
+    assert p.stat().st_size < raw + 200_000  # + metadata, attributes (config, versions)
+    with h5py.File(p, "r") as f:
+        assert f["params/Gamma"].shape == (1000, 8, 8)
