@@ -192,7 +192,9 @@ def gamma_least_squares(config: str, sets: dict, m: int | None = None) -> dict[s
     y = data.labels[:, N]
     F = features(data.tokens, data.labels)
     if F.shape[1] == 0:
-        return {"train": float(np.mean(y * y))} | {f"test_{k}": float(np.mean(lab[:, N] ** 2)) for k, (_, lab) in data.tests.items()}
+        return {"train": float(np.mean(y * y))} | {
+            f"test_{k}": float(np.mean(lab[:, N] ** 2)) for k, (_, lab) in data.tests.items()
+        }
     coef, *_ = np.linalg.lstsq(F, y, rcond=None)
     out = {"train": float(np.mean((y - F @ coef) ** 2))}
     for name, (tok, lab) in data.tests.items():
@@ -241,7 +243,12 @@ def _toml(v) -> str:
 
 
 def _fmt_sets(sets: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in sets.items())
+    def short(v) -> str:
+        if isinstance(v, (list, tuple)) and len(v) > 6:
+            return f"[{v[0]}, {v[1]}, …, {v[-1]}] ({len(v)} values)"
+        return str(v)
+
+    return " ".join(f"{k}={short(v)}" for k, v in sets.items())
 
 
 def plt():
