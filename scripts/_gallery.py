@@ -324,6 +324,31 @@ def slow_points(t: np.ndarray, L: np.ndarray, k: int) -> list[tuple[float, float
     return [(float(L[j]), float(t[j]), float(d[j])) for j in best]
 
 
+def drops(
+    t: np.ndarray, L: np.ndarray, rate: float = 0.5, min_fall: float = 0.1
+) -> list[tuple[float, float, float, float]]:
+    """Loss drops: maximal runs of saves with |d ln L/d ln t| > ``rate`` (t > 0) that lower ln L by
+    at least ``min_fall``, separated by slower phases. Returns (t_start, t_end, L_before, L_after)
+    for each, in time order: one drop for an abrupt single transition, several for saddle-to-saddle."""
+    t, L = np.asarray(t, float), np.asarray(L, float)
+    keep = t > 0
+    t, L = t[keep], L[keep]
+    fast = np.abs(np.gradient(np.log(L), np.log(t))) > rate
+    out, i = [], 0
+    while i < len(L):
+        if not fast[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(L) and fast[j + 1]:
+            j += 1
+        a, b = max(i - 1, 0), min(j + 1, len(L) - 1)
+        if math.log(L[a] / L[b]) >= min_fall:
+            out.append((float(t[a]), float(t[b]), float(L[a]), float(L[b])))
+        i = j + 1
+    return out
+
+
 def band_pauses(
     t: np.ndarray, L: np.ndarray, levels: np.ndarray
 ) -> list[tuple[float, float, float]]:

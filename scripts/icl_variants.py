@@ -3,8 +3,9 @@ and the larger N = 128, D = 64 case.
 
 Base: data/configs/icl_variants.toml (ATTN_M, Fig. 1's data, P = 500). Sizes and steps are reduced
 from the paper's to fit 10 minutes on 2 cores (printed with each run):
-- softmax ATTN_M (lr 5e-3, 1001 epochs) and softmax ATTN_S (icl_fig3.toml, P = 200, 2001 epochs):
-  no closed form; final loss reported beside the linear model's L*.
+- softmax ATTN_M (P = 500) and softmax ATTN_S (icl_fig3.toml, P = 200), lr 2e-2, 10001 epochs:
+  no closed form; the loss drops (count, times, levels) and the final loss are reported beside
+  the authors' qualitative claim (one abrupt drop for ATTN_M, several for ATTN_S).
 - init scale 1e-6 … 0.3 on the white spectrum, population moments: the half-drop time against
   Eq. 10 in the rich (small-init) regime, the final loss against L* throughout; large init is lazy
   (no plateau: the drop starts at once).
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _gallery import Gallery, attn_m_least_squares, crossing_time, gamma_least_squares, plt  # noqa: E402
+from _gallery import Gallery, attn_m_least_squares, crossing_time, drops, gamma_least_squares, plt  # noqa: E402
 
 CFG = "icl_variants.toml"
 POP = {"data.population": True, "attention.reduced": True, "data.n_test": 0}
@@ -42,20 +43,26 @@ def main(argv: list[str] | None = None) -> dict:
     fig, axs = pl.subplots(2, 3, figsize=(13, 7.5))
     axs = axs.ravel()
 
-    # 1. softmax counterparts
-    sm = g.run(CFG, {"attention.softmax": True, "optim.lr": 5e-3, "data.P": 30 if q else 500,
-                     "schedule.epochs": 51 if q else 1001, "data.n_test": 20 if q else 200}, tag="softmax_attn_m")  # fmt: skip
-    ss = g.run("icl_fig3.toml", {"attention.softmax": True, "data.P": 30 if q else 200, "data.n_test": 20 if q else 200,
-                                 "schedule.epochs": 51 if q else 2001, "schedule.save_every": 20}, tag="softmax_attn_s")  # fmt: skip
+    # 1. softmax counterparts (Fig. 1 / Fig. 3 data; lr 2e-2 so that they leave the first plateau
+    # within the time limit: the first drop comes at t/τ ≈ 44, 2.2e4 epochs at the paper's 1e-3)
+    sm = g.run(CFG, {"attention.softmax": True, "optim.lr": 2e-2, "data.P": 30 if q else 500,
+                     "schedule.epochs": 2001 if q else 10001, "data.n_test": 20 if q else 200,
+                     "schedule.save_every": 10}, tag="softmax_attn_m")  # fmt: skip
+    ss = g.run("icl_fig3.toml", {"attention.softmax": True, "optim.lr": 2e-2, "data.P": 30 if q else 200,
+                                 "data.n_test": 20 if q else 200, "schedule.epochs": 2001 if q else 10001,
+                                 "schedule.save_every": 10}, tag="softmax_attn_s")  # fmt: skip
     for lab, r in (("softmax ATTN_M", sm), ("softmax ATTN_S", ss)):
-        L = r["loss/train"]
+        t, L = np.asarray(r.time), np.asarray(r["loss/train"])
         Ls = float(np.asarray(r["theory/L_star"]))
-        g.info(
-            f"{lab}: final train loss",
-            L[-1],
-            note=f"initial {L[0]:.4f}; linear-attention L* = {Ls:.4f}",
-        )
-        axs[0].plot(r.time, L, lw=2, label=lab)
+        dr = drops(t, L)
+        # the authors (response 001): softmax ATTN_M shows a single abrupt drop, softmax ATTN_S
+        # several separated by slower phases; no closed form, so these are reported, not held
+        g.info(f"{lab}: loss drops (|dlnL/dlnt| > 0.5 runs, each ≥ 10% of the loss)", len(dr),
+               note="; ".join(f"t/τ {a:.3g}–{b:.3g}: {la:.3f} → {lb:.3f}" for a, b, la, lb in dr))  # fmt: skip
+        g.info(f"{lab}: final train loss", L[-1],
+               note=f"initial {L[0]:.4f}; IC test {float(r['loss/test_ic'][-1]):.4f}; "
+                    f"linear-attention L* = {Ls:.4f}")  # fmt: skip
+        axs[0].semilogx(t[t > 0], L[t > 0], lw=2, label=lab)
         axs[0].axhline(Ls, color="gray", ls=":", lw=0.8)
     axs[0].set_title("softmax counterparts (dotted: linear L*)")
     axs[0].set_xlabel("t / τ")
