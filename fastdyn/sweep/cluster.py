@@ -130,6 +130,14 @@ def executor(
         # pre-spawn: set before the worker process starts (numba reads NUMBA_NUM_THREADS at import,
         # which may happen while the worker re-imports the main module); env: once more in the worker
         saved = {k: os.environ.get(k) for k in env}
+
+        def restore() -> None:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
         try:
             with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
                 with (
@@ -142,13 +150,15 @@ def executor(
                     ) as cl,
                     Client(cl) as client,
                 ):
+                    # The nanny, which lives in this process, put env into os.environ before
+                    # spawning (and never takes it out). Undo that as soon as the workers are up:
+                    # numba here would otherwise launch its pool with the workers' thread count,
+                    # or refuse to recompile later ("Cannot set NUMBA_NUM_THREADS ... once the
+                    # threads have been launched").
+                    restore()
                     yield client, t
-        finally:  # the nanny put env into this process too; undo that
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        finally:  # a worker restarted by its nanny sets env again
+            restore()
         return
     if scheduler in ("slurm", "pbs"):
         _need_distributed(scheduler)

@@ -161,3 +161,21 @@ def test_existing_scheduler_address(local12, dask_client, tmp_path):
     assert (
         r.exit_code == 2 and "--workers: an existing Dask scheduler has its own workers" in r.output
     )
+
+
+
+_ENV_AT_IMPORT = dict(os.environ)  # collected before the session's cluster starts
+
+
+def test_processes_cluster_leaves_this_process_env_alone(dask_client):
+    """The nanny sets the workers' NUMBA_NUM_THREADS in os.environ before spawning them; left
+    there, numba in this process launched its pool with the workers' count and later refused
+    to recompile ("Cannot set NUMBA_NUM_THREADS ... once the threads have been launched")."""
+    from fastdyn.sweep.cluster import worker_env
+
+    client, threads = dask_client
+    for k in worker_env(threads):
+        assert os.environ.get(k) == _ENV_AT_IMPORT.get(k), k
+    # the workers do have it
+    got = client.run(lambda: os.environ.get("NUMBA_NUM_THREADS"))
+    assert set(got.values()) == {str(threads)}
