@@ -150,7 +150,7 @@ def run_one(base: str, sets: list[str], variant: dict, out: Path, reuse: bool = 
     """One run through the public driver (or, with ``reuse``, the identical stored one); returns
     its final test loss, limit, lr, epochs and the run's own wall time."""
     data = apply_sets(read_toml(CONFIGS / base), sets + variant["sets"])
-    lr, epochs, facts = schedule(data, variant)
+    lr, epochs, facts = schedule(data, variant, variant.get("factor", 2.0))
     data = apply_sets(data, [f"optim.lr={lr!r}", f"schedule.epochs={epochs}"])
     cfg = from_dict(data)
     run = _stored(out, cfg) if reuse else None
