@@ -232,6 +232,44 @@ def attn_m_least_squares(config: str, sets: dict) -> dict[str, float]:
     return out
 
 
+def cumulative_least_squares(config: str, sets: dict) -> dict[str, float]:
+    """Least-squares minima of the *cumulative* train loss (mean over prefixes n = 1..N of the
+    error predicting token n+1, models/attn_m/kernels.py) on the run's own train set.
+
+    At prefix n linear ATTN_M predicts ŷ_n = (1/ρ_n) Σ_ab S_n,ab (M x_q,n)_ab, S_n = Σ_{j≤n} x̂_j x̂_jᵀ
+    plus the query's (label hidden), ρ_n = n ("N") or 1: one regression of all P·N targets on the
+    (D+1)(D+2)/2 · D features S_n,ab x_q,n,c (the full class; H ≥ D+1 heads span it), and on the
+    D² in-context features vec(x_q,n b_nᵀ)/ρ_n, b_n = Σ_{j≤n} y_j x_j (the Γ class: in-weight
+    blocks at zero). Returns {"full": …, "gamma": …}: a run that learns in context, and slowly
+    some in-weight directions, ends between the two."""
+    import fastdyn
+    from fastdyn.models import icl_settings as st
+    from fastdyn.models.attn_m.kernels import pair_index
+
+    cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
+    data = st.load_data(cfg.settings)
+    D, N = data.D, data.N
+    x, y = data.tokens[:, :, :D], data.labels
+    per_n = cfg.settings.model.attention_scale == "N"
+    a, b = pair_index(D + 1)
+    full, gam, tgt = [], [], []
+    bsum = np.cumsum(y[:, :N, None] * x[:, :N], axis=1)
+    for n in range(1, N + 1):
+        ctx = np.concatenate([x[:, :n], y[:, :n, None]], axis=2)
+        q = np.concatenate([x[:, n], np.zeros((len(x), 1))], axis=1)
+        S = np.einsum("pja,pjb->pab", ctx, ctx) + q[:, :, None] * q[:, None, :]
+        w = 1.0 / n if per_n else 1.0
+        full.append(w * (S[:, a, b][:, :, None] * x[:, n, None, :]).reshape(len(x), -1))
+        gam.append(w * (x[:, n, :, None] * bsum[:, n - 1, None, :]).reshape(len(x), -1))
+        tgt.append(y[:, n])
+    t = np.concatenate(tgt)
+    out = {}
+    for name, F in (("full", np.concatenate(full)), ("gamma", np.concatenate(gam))):
+        coef, *_ = np.linalg.lstsq(F, t, rcond=None)
+        out[name] = float(np.mean((t - F @ coef) ** 2))
+    return out
+
+
 def _toml(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
