@@ -14,6 +14,7 @@ from fastdyn.analysis import (
     fit_power_law,
     frontier,
 )
+from tests._threads import assert_bit_identical, outputs_per_thread_count
 
 # ---------------------------------------------------------------------------------------------
 # 1. noiseless and noisy single power laws
@@ -77,29 +78,49 @@ def test_vectorised_bootstrap_equals_polyfit_loop():
     assert hub.ci == pytest.approx((lo, hi), abs=1e-9)
 
 
-def test_bootstrap_kernels_deterministic_over_threads_and_chunks():
-    import numba
-
+def _boot_inputs():
     rng = np.random.default_rng(4)
     u = rng.standard_normal(5000)
     v = -0.7 * u + 0.1 * rng.standard_normal(5000)
     w = rng.uniform(0.5, 2.0, 5000)
-    n_threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = boot.line_fits(7, 0, 64, u, v, w), boot.counts(7, 0, 64, 300)
-    finally:
-        numba.set_num_threads(n_threads)
+    return u, v, w
+
+
+_THREADS_SCRIPT = """
+from fastdyn.analysis import _boot as boot
+from tests.analysis.test_fit import _boot_inputs
+
+u, v, w = _boot_inputs()
+assert 64 * u.size >= boot._PARALLEL_WORK  # 64 resamples of 5000: the parallel kernels
+OUT["a"], OUT["b"] = boot.line_fits(7, 0, 64, u, v, w)
+OUT["counts"] = boot.counts(7, 0, 64, u.size)
+OUT["indices"] = boot.indices(7, 0, 64, u.size)
+"""
+
+
+def test_bootstrap_kernels_deterministic_over_threads_and_chunks(tmp_path):
+    # bit-identical with pools of 1 and 2 numba threads (separate interpreters, NUMBA_NUM_THREADS
+    # set before numba is imported), and equal to this process's result, whatever its pool
+    outs = outputs_per_thread_count(_THREADS_SCRIPT, tmp_path)
+    assert_bit_identical(outs)
+    u, v, w = _boot_inputs()
+    here = {"indices": boot.indices(7, 0, 64, 5000), "counts": boot.counts(7, 0, 64, 5000)}
+    here["a"], here["b"] = boot.line_fits(7, 0, 64, u, v, w)
+    assert_bit_identical([outs[0], here])
     many = boot.line_fits(7, 0, 64, u, v, w), boot.counts(7, 0, 64, 300)
-    for a, b in zip(one[0] + (one[1],), many[0] + (many[1],), strict=True):
-        assert np.array_equal(a, b)  # bit-identical, whatever the thread count
-    # resample k depends on (seed, k) only: a later block reproduces rows 40.. exactly
+    # resample k depends on (seed, k) only: a later block (24 resamples: the serial kernels)
+    # reproduces rows 40.. of the parallel run exactly
     tail = boot.line_fits(7, 40, 24, u, v, w)
     assert np.array_equal(tail[1], many[0][1][40:]) and np.array_equal(tail[0], many[0][0][40:])
+    assert np.array_equal(boot.counts(7, 40, 24, 5000), here["counts"][40:])
+    assert np.array_equal(boot.indices(7, 40, 24, 5000), here["indices"][40:])
     assert np.array_equal(boot.counts(7, 40, 24, 300), many[1][40:])
     # counts are the histogram of the indices; kernel line fit = weighted lstsq on the draws
     idx = boot.indices(7, 0, 64, 300)
     assert np.array_equal(many[1], np.stack([np.bincount(r, minlength=300) for r in idx]))
+    assert np.array_equal(
+        here["counts"], np.stack([np.bincount(r, minlength=5000) for r in here["indices"]])
+    )
     idx = boot.indices(7, 0, 3, 5000)
     for k in range(3):
         i = idx[k]

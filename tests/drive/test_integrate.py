@@ -51,17 +51,30 @@ def _run(method, lam, psi, rate, v, w, times, **kw):
     return fn(lam, psi, rate, rate, v[0], v[1], w[0], w[1], times, track=np.arange(lam.size), **kw)
 
 
-# rk4 at the default 200 steps per timescale measures 4e-12 (the exact reduction's own floor);
-# dopri5 at rtol 1e-10 measures 5e-10. Acceptance point 1: ≤ 1e-8 relative to Λ.
+# Acceptance point 1 asks ≤ 1e-8 relative to Λ; the tolerances below are a few times the measured
+# errors, which are far smaller.
 METHODS = [("rk4", {}), ("dopri5", {"rtol": 1e-10})]
+
+# vs the exact reduction (1000 tasks, max over balanced and random init), measured: rk4 at the
+# default 200 steps per timescale 2.2e-12 / 4.4e-12, the reduction's own floor (its τ is
+# integrated at rtol 1e-12); dopri5 1.6e-10 / 5.1e-10, a few × its rtol 1e-10 (local error
+# control: the global error accumulates over the steps)
+TOL_EXACT = {"rk4": 2e-11, "dopri5": 2e-9}
+# vs scipy DOP853 on the 4-dim flow (6 tasks), measured: rk4 1.1e-11 (the DOP853 reference's
+# own error at rtol 1e-13, ~100× its rtol: rk4 is within 4.4e-12 of the exact reduction),
+# dopri5 1.1e-10 (its rtol 1e-10)
+TOL_SCIPY = {"rk4": 5e-11, "dopri5": 5e-10}
 
 
 @pytest.mark.parametrize(("method", "kw"), METHODS)
 def test_vs_exact_reduction(acc, method, kw):
     lam, psi, rate, v, w, bal, ex = acc
     r = _run(method, lam, psi, rate, v, w, TIMES, **kw)
+    assert np.all(np.isfinite(ex)) and np.all(np.isfinite(r.f_track))
     err = np.abs(r.f_track - ex) / lam[:, None]
-    assert err[bal].max() <= 1e-8 and err[~bal].max() <= 1e-8, (err[bal].max(), err[~bal].max())
+    print(f"{method}: max |f − exact|/Λ balanced {err[bal].max():.2e}, else {err[~bal].max():.2e}")
+    tol = TOL_EXACT[method]
+    assert err[bal].max() <= tol and err[~bal].max() <= tol, (err[bal].max(), err[~bal].max())
     # the tasks really did learn: f went from 1e-4·Λ to ≈ Λ
     assert np.all(np.abs(r.f_track[:, -1] / lam - 1) < 1e-3)
 
@@ -72,11 +85,14 @@ def test_vs_scipy(acc, method, kw):
     idx = np.array([0, 1, 2, 3, 10, 11])
     sub = (lam[idx], psi[idx], rate[idx], v[:, idx], w[:, idx])
     r = _run(method, *sub, TIMES, **kw)
+    errs = []
     for k, i in enumerate(idx):
         fr, _ = ref.solve(
             lam[i], psi[i], rate[i], np.array([v[0, i], v[1, i], w[0, i], w[1, i]]), TIMES
         )
-        assert np.abs(r.f_track[k] - fr).max() / lam[i] <= 1e-8  # acceptance point 1
+        errs.append(np.abs(r.f_track[k] - fr).max() / lam[i])
+    print(f"{method}: max |f − scipy|/Λ {max(errs):.2e}")
+    assert max(errs) <= TOL_SCIPY[method], errs
 
 
 @pytest.mark.parametrize(("method", "kw"), METHODS)
@@ -139,15 +155,14 @@ def test_wide_rates_log_horizon_settles(method, kw):
     times = np.concatenate(([0.0], np.geomspace(1e-2, 1e12, 57)))
     r = _run(method, lam, psi, rate, v, w, times, **kw)
     ex = theory.f_curves(times, lam, psi, rate, v[0], v[1], w[0], w[1], level="exact")
+    # the reference too must be finite everywhere, including long after the fast tasks converged
+    assert np.all(np.isfinite(ex)) and np.all(np.isfinite(r.f_track))
     err = np.abs(r.f_track - ex) / lam[:, None]
-    ok = np.isfinite(ex)
-    assert err[ok].max() <= 1e-8, err[ok].max()
-    # the exact reduction (theory.py, at the time of writing) returns NaN for some tasks after they
-    # converged; there the ODE must sit at f = Λ within the settling threshold
-    lam2 = np.broadcast_to(lam[:, None], ex.shape)
+    # measured: rk4 3.2e-12, dopri5 1.6e-10 (as in test_vs_exact_reduction; a settled task's
+    # frozen f is within 2·max(settle_tol, rtol)·Λ ≤ 2e-10·Λ of the flow's, inside TOL_EXACT)
+    print(f"{method}: max |f − exact|/Λ {err.max():.2e}")
+    assert err.max() <= TOL_EXACT[method], err.max()
     tol = max(I.DEFAULT_SETTLE_TOL, kw.get("rtol", 0.0))
-    assert np.all(np.abs(r.f_track - lam2)[~ok] <= 2 * tol * lam2[~ok])
-    assert np.all(np.isfinite(r.f_track))
     counts = r.state.counts()
     assert counts["settled"] > n // 3 and counts["running"] > 0, counts
     assert counts["step limit"] == counts["diverged"] == counts["stalled"] == 0

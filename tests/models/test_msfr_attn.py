@@ -7,6 +7,7 @@ import pytest
 
 from fastdyn.models.msfr_attn import kernels as K
 from fastdyn.problems import msfr_seq
+from tests._threads import assert_bit_identical, outputs_per_thread_count
 from tests.reference import msfr_attn_reference as R
 
 VARIANTS = list(itertools.product(("block", "shared"), ("merged", "separate"), (False, True)))
@@ -111,39 +112,92 @@ def test_population_loss_matches_monte_carlo(x_dist, softmax):
 
 
 def test_paper_in_context_adaptation():
-    """Converged block/merged weights from small balanced init on a new strength Λ̃ give
-    f̃ = Λ(1 + Λ̃Λ)²/(1 + Λ²)² as ψ → ∞ (author responses); checked at ψ = 1e6, tolerance O(1/ψ)."""
-    lam, psi = 0.7, 10**6
-    # ε = 0 gradient flow keeps v = w ∥ û: converged at f = ψ|u|²g² = Λ
-    g = np.sqrt(lam / (psi * (1 + lam * lam)))
-    th = g * np.array([1, lam, 1, lam]) / np.hypot(1, lam)
-    lt = 1.3
-    uv, uw = th[0] + lt * th[1], th[2] + lt * th[3]
-    ftil = psi * uv * uw + th[0] * th[2]
-    assert abs(ftil - lam * (1 + lt * lam) ** 2 / (1 + lam**2) ** 2) < 1e-5
+    """The paper's claim (author responses, spec §2): after training from small balanced init, a
+    new sequence of task s with another strength Λ̃ gives f̃ = Λ(1 + Λ̃Λ)²/(1 + Λ²)², at leading
+    order in 1/ψ. Weights trained by GD with fastdyn's kernels (block/merged, Rademacher x) on
+    sampled sequences; f̃ from the kernels' population forward, checked against the kernel's loss
+    and the dense numpy reference on sampled Λ̃ sequences."""
+    psi = np.array([30, 30, 300, 300, 3000, 3000])
+    lam = np.array([0.5, 1.5, 0.5, 1.5, 0.5, 1.5])
+    kap = psi * (1 + lam**2)
+    # counts ∝ 1/(κΛ): every task has about the same linearised GD rate 2η(#/N)κΛ ≤ 1/2 at the end
+    counts = np.round((kap * lam).max() / (kap * lam)).astype(np.int64)
+    data = msfr_seq.from_counts(counts, lam, psi, 3)
+    lay = K.Layout(6)
+    s0 = 1e-6 * np.sqrt(lam / kap)  # 1e-6 of the converged weight scale
+    ux, uy = 1 / np.sqrt(1 + lam**2), lam / np.sqrt(1 + lam**2)
+    th = K.init_params(lay, s0 * ux, s0 * uy, s0 * ux, s0 * uy, 0.0, "balanced", 0)
+    eta = 0.25 * data.n / (kap * lam * counts).max()
+    ws = K.Workspace(lay, data)
+    g = np.zeros_like(th)
+    for _ in range(400):  # |f − Λ| < 1e-14 from step 113 on: converged well before the end
+        K.loss_and_grad(th, lay, data, g, ws)
+        th -= eta * g
+    f, _ = K.population(th, lay, lam, psi, "rademacher")
+    assert np.all(np.abs(f - lam) <= 1e-14 * lam)  # converged to the fixed point (measured 1e-16)
+
+    lts = np.array([0.0, 1.3, 2.0, 5.0])
+    ftil = np.empty((lts.size, 6))
+    for j, lt in enumerate(lts):
+        # one sampled Λ̃ sequence per task through the kernel's loss, and through the dense
+        # numpy reference: with Rademacher x, ŷ = x_q f̃ and the loss is (f̃ − Λ̃)²/2 exactly
+        new = msfr_seq.from_counts(np.ones(6, dtype=np.int64), np.full(6, lt), psi, 8)
+        ftil[j], _ = K.population(th, lay, np.full(6, lt), psi, "rademacher")
+        w = K.dense_weights(th, lay)
+        for s in range(6):
+            z = R.token_matrix(new, s, 6, False)
+            yhat = R.predict(z, w["v"], w["W"], False)
+            # rounding only: measured 8.6e-15 (the reference's sums over ψ + 1 tokens) and 2.6e-16
+            assert abs(yhat * z[2 * s, -1] - ftil[j, s]) <= 1e-13 * ftil[j, s]
+            ls = K.loss_and_grad(th, lay, new, np.zeros_like(th), K.Workspace(lay, new, [s]))
+            assert abs(ls - 0.5 * (ftil[j, s] - lt) ** 2) <= 2e-15 * (ftil[j, s] + lt) ** 2
+
+    # Independent of the paper: GD multiplies v = w by polynomials in H = ψ(uuᵀ + eeᵀ/ψ), so from
+    # a start 1e-6 of the final scale the converged v is the top eigenvector x₊ of uuᵀ + eeᵀ/ψ,
+    # scaled to vᵀHv = Λ, up to its initial x₋ part: f̃ = ψ(ũᵀv)² + v_x², ũ = (1, Λ̃).
+    # Measured relative error · ψ ≤ 9.0e-7 (that x₋ part: ~1e-6 · ε, ε = 1/ψ); tolerance 4e-6/ψ
+    for s in range(6):
+        ev, x = np.linalg.eigh(np.outer([1, lam[s]], [1, lam[s]]) + np.diag([1 / psi[s], 0]))
+        v = np.sqrt(lam[s] / (psi[s] * ev[-1])) * x[:, -1]
+        ref = psi[s] * (v[0] + lts * v[1]) ** 2 + v[0] ** 2
+        assert np.all(np.abs(ftil[:, s] - ref) <= 4e-6 / psi[s] * ref), (s, ftil[:, s] - ref)
+
+    # the paper's formula holds at leading order: the deviation × ψ is bounded (spec: 0.14–0.92
+    # for its cases; here 0.049–5.41) and the same at ψ = 30, 300, 3000 (1/ψ² corrections:
+    # measured ≤ 2.7 % from 30 to 300, ≤ 0.28 % from 300 to 3000), so f̃ → the formula like 1/ψ
+    paper = lam * (1 + lts[:, None] * lam) ** 2 / (1 + lam**2) ** 2
+    c = (ftil - paper) * psi
+    assert np.all(np.abs(c) <= 10.0), c
+    c30, c300, c3000 = c[:, 0:2], c[:, 2:4], c[:, 4:6]
+    assert np.all(np.abs(c300 - c30) <= 0.1 * np.abs(c3000)), (c30, c300, c3000)
+    assert np.all(np.abs(c3000 - c300) <= 0.01 * np.abs(c3000)), (c300, c3000)
+    assert np.all(np.abs(c3000) >= 0.04)  # the O(1/ψ) correction is there, not zero
 
 
-@pytest.mark.parametrize("emb,kq", [("block", "merged"), ("shared", "separate")])
-def test_one_vs_many_threads_bit_identical(emb, kq):
-    """Above SMALL_WORK the kernels run on every thread, below on one: both bit-identical."""
-    import numba
+_THREADS_SCRIPT = """
+from fastdyn.models.msfr_attn import kernels as K
+from fastdyn.problems import msfr_seq
 
-    n = K.SMALL_WORK // 6 + 4000  # 6 tokens a sequence: just above the threshold
-    data = msfr_seq.from_counts(
-        np.array([n // 2, n // 3, n - n // 2 - n // 3]), np.array([1.0, 0.7, 0.4]), np.full(3, 5), 4
-    )
+n = K.SMALL_WORK // 6 + 4000  # 6 tokens a sequence: just above the threshold
+data = msfr_seq.from_counts(
+    np.array([n // 2, n // 3, n - n // 2 - n // 3]), np.array([1.0, 0.7, 0.4]), np.full(3, 5), 4
+)
+for emb, kq in (("block", "merged"), ("shared", "separate")):
     lay = K.Layout(3, emb, kq, 2)
     th = np.random.default_rng(1).normal(0, 0.3, lay.n_params)
-    before = numba.get_num_threads()
-    out = []
-    try:
-        for nt in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
-            numba.set_num_threads(nt)
-            g = np.zeros_like(th)
-            ws = K.Workspace(lay, data)
-            assert ws.work >= K.SMALL_WORK
-            out.append((K.loss_and_grad(th, lay, data, g, ws), g))
-    finally:
-        numba.set_num_threads(before)
-    assert out[0][0] == out[1][0] and np.array_equal(out[0][1], out[1][1])
-    assert numba.get_num_threads() == before
+    g = np.zeros_like(th)
+    ws = K.Workspace(lay, data)
+    assert ws.work >= K.SMALL_WORK  # the parallel path, on every thread of the pool
+    OUT[f"loss_{emb}"] = np.array(K.loss_and_grad(th, lay, data, g, ws))
+    OUT[f"grad_{emb}"] = g
+    assert numba.get_num_threads() == _want  # the kernel leaves the pool as it found it
+"""
+
+
+def test_one_vs_many_threads_bit_identical(tmp_path):
+    """Above SMALL_WORK the kernels run on every thread: loss and gradient are bit-identical
+    with a pool of 1 and of 2 threads (separate interpreters, NUMBA_NUM_THREADS set before numba
+    is imported)."""
+    outs = outputs_per_thread_count(_THREADS_SCRIPT, tmp_path)
+    assert_bit_identical(outs)
+    assert np.any(outs[0]["grad_block"] != 0.0) and np.any(outs[0]["grad_shared"] != 0.0)

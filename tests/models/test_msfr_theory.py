@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 import pytest
 
@@ -23,7 +22,13 @@ from fastdyn.models.msfr.theory import (
     loss_partials,
 )
 from fastdyn.reduce import BLOCK, n_blocks
-from tests.reference.msfr_reference import loss_test_naive, ode_f, riccati_naive
+from tests._threads import assert_bit_identical, outputs_per_thread_count
+from tests.reference.msfr_reference import (
+    exact_reduction_f,
+    loss_test_naive,
+    ode_f,
+    riccati_naive,
+)
 
 
 def err(x, ref, atol, rtol):
@@ -159,8 +164,12 @@ def test_leading_equals_eps0_ode_random_init(s0):
         times = np.linspace(0.0, horizon(ts[i], lam[i], psi[i], rate[i]), 60)
         f = f_curves(times, *one(i, *tasks), "leading")[0]
         ref = ode_f(times, lam[i], psi[i], rate[i], [v0x[i], v0y[i]], [w0x[i], w0y[i]], query=0.0)
-        # 1e-9 relative to Λ: the issue's bound (measured ≤ 7e-12, the DOP853 reference's level)
-        worst = max(worst, err(f, ref, 1e-9 * lam[i], 1e-9))
+        # measured max |f − ref|/(Λ + |ref|): 3.4e-12 (s0 = 1e-3), 1.8e-11 (s0 = 0.2); this is the
+        # DOP853 reference's global error (~100× its rtol 1e-13: at rtol 1e-11 it moves by
+        # 3e-11 … 4e-9), the closed form is at rounding. 1e-10: ~5× the larger (the issue's bound
+        # was 1e-9)
+        worst = max(worst, err(f, ref, 1e-10 * lam[i], 1e-10))
+    print(f"s0 = {s0}: worst error / tolerance {worst:.2e}")
     assert worst <= 1.0
 
 
@@ -237,8 +246,12 @@ def test_exact_reduction_matches_4dim_ode():
         times = np.linspace(0.0, horizon(ts[i], lam[i], psi[i], rate[i]), 80)
         f = f_curves(times, *one(i, *tasks), "exact")[0]
         ref = ode_f(times, lam[i], psi[i], rate[i], [v0x[i], v0y[i]], [w0x[i], w0y[i]], query=1.0)
-        # spec section 5: the reduction matches the ODE to ~3e-10; measured ≤ 6e-12
-        worst = max(worst, err(f, ref, 1e-9 * lam[i], 1e-9))
+        # measured max |f − ref|/(Λ + |ref|) 2.7e-12 (|f − ref| ≤ 5.5e-12·Λ; the spec quotes
+        # ~3e-10): the reduction's DP5(4) at EXACT_RTOL 1e-12 on τ (≤ 3.8e-12·Λ from the same
+        # reduction at rtol 1e-13) and the DOP853 reference at rtol 1e-13 (moves by up to 2e-10·Λ
+        # at rtol 1e-12) contribute alike. 2e-11: ~7× the measured
+        worst = max(worst, err(f, ref, 2e-11 * lam[i], 2e-11))
+    print(f"worst error / tolerance {worst:.2e}")
     assert worst <= 1.0
 
 
@@ -278,15 +291,33 @@ def test_loss_partials_equal_sum_of_curves(level):
     tp = np.empty((n_blocks(n), times.size))
     rp = np.empty_like(tp)
     loss_partials(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, tp, rp)
-    f = f_curves(times, lam, psi, rate, v0x, v0y, w0x, w0y, level)
+    if level == "exact":
+        # every task's exact_curve is also what f_curves returns, so the reference is the
+        # reduction set up and integrated independently (numpy eigh + scipy LSODA at rtol 1e-13)
+        f = np.array([
+            exact_reduction_f(times, lam[i], psi[i], rate[i], [v0x[i], v0y[i]], [w0x[i], w0y[i]])
+            for i in range(n)
+        ])  # fmt: skip
+    else:
+        # the fused kernel (logistic fast path: series / exp_nonpos by block) vs the per-task
+        # closed form (riccati_eval) of f_curves
+        f = f_curves(times, lam, psi, rate, v0x, v0y, w0x, w0y, level)
+    assert np.all(np.isfinite(f))
     r2 = (f - lam[:, None]) ** 2
     ref_t = 0.5 * (wtest[:, None] * r2).sum(axis=0)
     ref_r = 0.5 * (rate[:, None] * r2).sum(axis=0)
-    # r from the no-cancellation form vs f − Λ: differ by rounding of f (1e-16 Λ); the
-    # fast path's series/exp ≤ 1e-15 relative; summation order: 1e-13 relative covers all
-    scale = ref_t.max()
-    assert err(tp.sum(axis=0), ref_t, 1e-13 * scale, 1e-12) <= 1.0
-    assert err(rp.sum(axis=0), ref_r, 1e-13 * ref_r.max(), 1e-12) <= 1.0
+    if level == "exact":
+        # measured 4.0e-14 (test) and 4.6e-14 (train) of (peak + |ref|): the reference's own
+        # error (its f is within 1.1e-11·Λ of the kernel's, and 10× further at rtol 1e-12, so the
+        # LSODA reference dominates; the kernel's rtol is 1e-12 on τ); 2.5e-13: ~5× that
+        atol, rtol = 2.5e-13, 2.5e-13
+    else:
+        # r from the no-cancellation form vs f − Λ: differ by rounding of f (1e-16 Λ); the
+        # fast path's series/exp ≤ 1e-15 relative; summation order: 1e-13 relative covers all
+        atol, rtol = 1e-13, 1e-12
+    assert err(tp.sum(axis=0), ref_t, atol * ref_t.max(), rtol) <= 1.0
+    assert err(rp.sum(axis=0), ref_r, atol * ref_r.max(), rtol) <= 1.0
+    assert ref_t[0] > 0.0 and ref_r[-1] < 1e-6 * ref_r[0]  # the tasks do learn in the window
 
 
 def test_loss_matches_naive_numpy_balanced():
@@ -304,25 +335,39 @@ def test_loss_matches_naive_numpy_balanced():
     assert np.array_equal(lt, lr)  # wtest = rate here
 
 
-@pytest.mark.parametrize("level", ["leading", "exact"])
-def test_deterministic_across_threads_and_chunks(level):
+_THREADS_SCRIPT = """
+from fastdyn.models.msfr.theory import loss_curves
+from fastdyn.reduce import BLOCK
+from tests.models.test_msfr_theory import balanced, random_tasks
+
+for level in ("leading", "exact"):
     rng = np.random.default_rng(9)
-    n = 3 * BLOCK + 17 if level == "leading" else 2 * BLOCK + 5
+    n = 3 * BLOCK + 17 if level == "leading" else 2 * BLOCK + 5  # partial last blocks
     lam, psi, rate, v0x, v0y, w0x, w0y = random_tasks(rng, n, 1e-3)
     bx, by = balanced(lam, 1e-3)
     v0x[::2], v0y[::2], w0x[::2], w0y[::2] = bx[::2], by[::2], bx[::2], by[::2]
     wtest = rng.random(n)
     times = np.geomspace(1e-3, 1e6, 40)
     args = (times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level)
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        a = loss_curves(*args, chunk=BLOCK)
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        b = loss_curves(*args, chunk=4 * BLOCK)
-    finally:
-        numba.set_num_threads(before)
-    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    for chunk in (BLOCK, 4 * BLOCK):
+        lt, lr = loss_curves(*args, chunk=chunk)
+        OUT[f"{level}_{chunk}_test"], OUT[f"{level}_{chunk}_train"] = lt, lr
+"""
+
+
+def test_deterministic_across_threads_and_chunks(tmp_path):
+    """L_test and L_train of both kernels (the logistic fast path and general Riccati at
+    "leading", the adaptive reduction at "exact") are bit-identical with pools of 1 and 2 numba
+    threads (separate interpreters, NUMBA_NUM_THREADS set before numba is imported) and with
+    chunks of 1 and 4 blocks."""
+    outs = outputs_per_thread_count(_THREADS_SCRIPT, tmp_path)
+    assert_bit_identical(outs)
+    one = outs[0]
+    for level in ("leading", "exact"):
+        for kind in ("test", "train"):
+            a, b = one[f"{level}_{BLOCK}_{kind}"], one[f"{level}_{4 * BLOCK}_{kind}"]
+            assert a.tobytes() == b.tobytes(), (level, kind)
+            assert a[0] > 0.0 and a[-1] < 1e-6 * a[0]  # a real curve: the tasks learn
 
 
 # --- acceptance 7: closed-form scaling slopes (alpha = 2, beta = 0.3, gamma = 0.25) -------
