@@ -7,11 +7,10 @@ the package version.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .analysis.load import load_many  # noqa: E402
-from .config import load_config  # noqa: E402
-from .drive.run import simulate  # noqa: E402
-from .h5.reader import load  # noqa: E402
+from ._version import __version__
+from .analysis.load import load_many
+from .config import load_config
+from .drive.run import simulate
+from .h5.reader import load
 
 __all__ = ["__version__", "load", "load_config", "load_many", "simulate"]

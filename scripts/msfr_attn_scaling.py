@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from fastdyn.analysis import fit_power_law  # noqa: E402
 from fastdyn.config.load import apply_sets, from_dict, read_toml, to_toml  # noqa: E402
-from fastdyn.drive.msfr_attn_run import run_msfr_attn  # noqa: E402
+from fastdyn.drive.run import simulate as run_msfr_attn  # noqa: E402
 from fastdyn.h5.reader import load  # noqa: E402
 from fastdyn.models.msfr import scaling  # noqa: E402
 from fastdyn.problems.msfr import MsfrProblem  # noqa: E402

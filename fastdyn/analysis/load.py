@@ -148,7 +148,7 @@ def _read_index(path: Path) -> list[Path]:
     """The complete points of a sweep index (a warning names the points left out)."""
     import warnings
 
-    from ..sweep.index import COMPLETE, read
+    from ..h5.sweep_index import COMPLETE, read
 
     index = path / "index.h5" if path.is_dir() else path
     table = read(index)

@@ -201,9 +201,11 @@ def _split(sw, out_dir: Path, parts, scheduler, workers, resources, threads, say
     if not (isinstance(name, str) and name.endswith(".h5") and "/" not in name):
         raise UserError(f"split.file: must be a file name ending in .h5, got {name!r}")
     cfg = from_dict(sw.base)
-    if cfg.model != "msfr":
+    from ..models.registry import get_model
+
+    if get_model(cfg.model).kind != "ode":
         raise UserError(
-            f"split: only MSFR runs (model = 'msfr') can be split by task, got model = {cfg.model!r}"
+            f"split: only ODE / closed-form runs (per-task state) can be split by task, got model = {cfg.model!r}"
         )
     out = out_dir / name
     if out.exists():

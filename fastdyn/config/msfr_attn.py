@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .msfr import InitSection, TaskSection
-from .schema import ConfigError, choice, flag, integer, integers, number
+from .schema import ConfigError, choice, every, flag, integer, integers, number
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,7 @@ class OutputSection:
 
     track: tuple = integers((), 1, help="tasks s whose f_s(t) are stored; [] = 1, 3, 10, 30, … ≤ D")
     save_weights: bool = flag(True, help="store the final flat parameter vector /params/theta")
+    checkpoint_every: float | str = every(60.0, help='resume state (weights, optimiser state) written to /checkpoint at a save step every this many seconds (60, "60s") or optimiser steps ("100 steps"); 0 = at every save')
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+#: the optimisers of ``drive/optim.py``, by the name an ``[optim]`` section gives
+OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
+
 
 class ConfigError(ValueError):
     """A user error in a config: the message is one line naming the field and what is allowed."""

@@ -22,25 +22,13 @@ import numpy as np
 
 from ..config.load import to_toml
 from ..h5.writer import RunWriter
-from ..models import _spec
-from ..problems.msfr import MsfrProblem, TaskChunk
+from ..problems.msfr import MsfrProblem, TaskChunk, default_track
 from ..reduce import BLOCK, accumulate_blocks, block_partials
 from .checkpoint import Schedule, StopSignals, write_error
 from .outcome import Outcome, RunFailed
+from .progress import Progress
 
 TABLE_CACHE_BYTES = 1 << 30
-
-
-def default_track(d: int) -> np.ndarray:
-    """1, 3, 10, 30, 100, … (≤ D): tasks spread over the decades of s."""
-    out = []
-    k = 1
-    while k <= d:
-        out.append(k)
-        if 3 * k <= d:
-            out.append(3 * k)
-        k *= 10
-    return np.array(sorted(set(out)), dtype=np.int64)
 
 
 def output_times(time_cfg: Any, integrator: str, lr: float) -> tuple[np.ndarray, np.ndarray | None]:
@@ -69,7 +57,7 @@ class _Chunks:
             yield ch
 
 
-def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = False) -> str:
+def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = False, model: str | None = None) -> str:
     """Run an MSFR config into ``output``; returns the final status text. With ``resume`` the
     file ``output`` (same config, checked by the caller) is continued from its checkpoint: the
     rows after it are dropped and recomputed, so the file ends bit-identical to an uninterrupted
@@ -101,7 +89,7 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = F
         writer = RunWriter(
             output,
             checkpoint=ck_spec,
-            model="msfr",
+            model=model or cfg.model,
             config_toml=to_toml(cfg),
             seed=cfg.seed,
             series=series,
@@ -119,7 +107,7 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = F
     # divergence reference: the loss with every f_s = 0 (a pure function of the task table)
     loss_ref = sum(float(np.sum(ch.wtest * ch.lam * ch.lam)) / 2 for ch in chunks) + tail_test if sim else 0.0
     seg = max(1, int(cfg.output.times_per_segment))
-    bar = _Progress(len(times), progress)
+    bar = Progress(len(times), progress)
     bar.update(a0)
     t_kernel = 0.0
     sched = Schedule(cfg.output.checkpoint_every, a0)
@@ -321,25 +309,6 @@ def _restore(state: Any, ck: dict[str, np.ndarray], chunks: _Chunks, times: np.n
                 state.k_at[first] = int(ck["position"][1])
 
 
-class _Progress:
-    """A click progress bar on stderr, or nothing."""
-
-    def __init__(self, total: int, show: bool):
-        self.bar = None
-        if show:
-            import click
-
-            self.bar = click.progressbar(length=total, label="simulate", file=None, show_eta=True)
-            self.bar.__enter__()
-
-    def update(self, k: int) -> None:
-        if self.bar is not None:
-            self.bar.update(k)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
-
-
-_spec.register(_spec.ModelEntry(name="msfr", kind="ode", summary="multitask sparse feature regression: per-task v/w gradient flow and closed forms", run=run_msfr))
+def run_ode(entry: Any, cfg: Any, output: Path, *, progress: bool = False, resume: bool = False) -> str:
+    """The ODE / closed-form driver's entry: runs ``cfg`` of the registered ODE model ``entry``."""
+    return run_msfr(cfg, output, progress=progress, resume=resume, model=entry.name)

@@ -193,9 +193,11 @@ def run_split(
     """Run MSFR config ``cfg`` as ``parts`` task ranges (on ``executor``, else one after another
     in this process) and write ``output`` bit-identical to the single-process run; returns the
     status text."""
-    if cfg.model != "msfr":
+    from ..models.registry import get_model
+
+    if get_model(cfg.model).kind != "ode":
         raise ValueError(
-            f"split: only MSFR runs (model = 'msfr') can be split by task, got {cfg.model!r}"
+            f"split: only ODE / closed-form runs (per-task state) can be split by task, got {cfg.model!r}"
         )
     t_wall = _time.time()
     text = to_toml(cfg)
@@ -235,7 +237,7 @@ def run_split(
     series, static = _layout(problem, track, sim, th, level)
     writer = RunWriter(
         output,
-        model="msfr",
+        model=cfg.model,
         config_toml=text,
         seed=cfg.seed,
         series=series,

@@ -20,9 +20,8 @@ import numpy as np
 from numba import njit
 
 from .._jit import SERIAL
+from ..config.schema import OPTIMIZERS
 from ..problems.rng import STREAM_MINIBATCH, generator
-
-OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
 
 
 @njit(**SERIAL)

@@ -1,25 +1,38 @@
-"""④ The one entry point that runs any registered model from a validated config into a file."""
+"""④ The one entry point that runs any registered model from a validated config into a file.
+
+The model is looked up in the registry by ``cfg.model`` and handed to the driver of its kind:
+trained models (a registered ``setup``) to :func:`fastdyn.drive.trained.run_trained`, ODE /
+closed-form models to the ODE driver. Nothing here names a model.
+"""
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 
 def supports_resume(model: str) -> bool:
-    """Whether the registered runner of ``model`` can continue a file from its checkpoint."""
+    """Whether runs of ``model`` can continue a file from its checkpoint (KeyError: unknown)."""
     from ..models import registry
 
-    return "resume" in inspect.signature(registry.get_model(model).run).parameters
+    return registry.get_model(model).kind in ("ode", "trained")
 
 
-def simulate(cfg: Any, output: str | os.PathLike, *, progress: bool = False, resume: bool = False) -> str:
+def tools() -> SimpleNamespace:
+    """Drive-level functions a model's setup may call (models never import ``drive``)."""
+    from .integrate import integrate_gd
+
+    return SimpleNamespace(integrate_gd=integrate_gd)
+
+
+def simulate(
+    cfg: Any, output: str | os.PathLike, *, progress: bool = False, resume: bool = False
+) -> str:
     """Run ``cfg`` (a validated config dataclass), stream it to ``output``; returns the status text.
 
-    The model is looked up in the registry by ``cfg.model``; nothing here special-cases one.
-    ``resume`` continues the file ``output`` from its checkpoint (runners that take ``resume``).
+    ``resume`` continues the file ``output`` from its checkpoint.
     """
     from .. import _device
     from ..models import registry
@@ -27,12 +40,12 @@ def simulate(cfg: Any, output: str | os.PathLike, *, progress: bool = False, res
 
     entry = registry.get_model(cfg.model)
     with _device.using(resolve(cfg)):
-        return _run(entry, cfg, output, progress, resume)
+        if entry.kind == "trained":
+            from .trained import run_trained
 
+            return run_trained(
+                entry, cfg, Path(output), progress=progress, resume=resume, tools=tools()
+            )
+        from .msfr_run import run_ode
 
-def _run(entry: Any, cfg: Any, output: str | os.PathLike, progress: bool, resume: bool) -> str:
-    if resume:
-        if not supports_resume(cfg.model):
-            raise ValueError(f"--resume: not supported for {cfg.model!r} runs (they keep no checkpoint)")
-        return entry.run(cfg, Path(output), progress=progress, resume=True)
-    return entry.run(cfg, Path(output), progress=progress)
+        return run_ode(entry, cfg, Path(output), progress=progress, resume=resume)

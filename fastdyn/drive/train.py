@@ -21,7 +21,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..models.icl_setup import diagnostics, observer
 from .optim import Optimizer, minibatch_indices
+
+__all__ = ["EXPLODE", "DivergedError", "diagnostics", "hessian_lambda_max", "train"]
 
 #: a training loss above this many times its value at the first save is taken as exploding (GD
 #: below its stability bound does not raise the loss; past it the loss grows geometrically and
@@ -78,15 +81,6 @@ def hessian_lambda_max(model, prep: dict, theta: np.ndarray, iters: int = 30, se
     return lam
 
 
-def diagnostics(model, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
-    """value_weights, Gamma (paper units) and Gamma_eig (see module doc)."""
-    G = model.kappa * model.gamma(theta)
-    out = {"value_weights": model.value_weights(theta), "Gamma": G}
-    if eigvecs is not None:
-        out["Gamma_eig"] = np.einsum("ad,ab,bd->d", eigvecs, G, eigvecs)
-    return out
-
-
 def train(
     model,
     prep: dict,
@@ -103,6 +97,7 @@ def train(
     first_step: int = 0,
     on_checkpoint: Callable[[int, np.ndarray, Optimizer], None] | None = None,
     resumed: bool = False,
+    observe: Callable[[np.ndarray], tuple[dict[str, float], dict[str, np.ndarray]]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Train ``theta`` in place; returns the recorded series (one row per save step):
     ``step`` (int64), ``loss/train``, ``loss/test_ic``, ``loss/test_iw`` (present sets),
@@ -115,6 +110,10 @@ def train(
     run continues bit-identically. ``on_checkpoint(step, theta, optimizer)`` is called after each
     save, before the update (it may raise to stop the run). Raises :class:`DivergedError` for a
     non-finite loss or gradient, or a loss above EXPLODE × the first recorded one.
+
+    ``observe(theta) -> (losses, weights)`` replaces what is measured at a save (default: the
+    ``tests`` losses and the ICL weights and diagnostics above); its losses are recorded as
+    ``loss/<name>`` and its weights passed to ``on_save``.
     """
     save_steps = np.unique(np.asarray(save_steps, dtype=np.int64))
     if save_steps.size and (save_steps[0] < first_step or save_steps[-1] > n_steps):
@@ -132,15 +131,14 @@ def train(
         full and optimizer.name == "gd" and hasattr(model, "fused_gd") and prep["kind"] == "stats"
     )
 
+    look = observer(model, tests, eigvecs) if observe is None else observe
+
     def save(step: int, train_loss: float) -> None:
-        losses = {"train": float(train_loss)}
-        for name, tp in tests.items():
-            losses[f"test_{name}"] = model.loss_value(theta, tp)
-        w = model.to_arrays(theta)
-        w.update(diagnostics(model, theta, eigvecs))
+        extra, w = look(theta)
+        losses = {"train": float(train_loss), **extra}
         rec["step"].append(step)
         for k, v in losses.items():
-            rec[f"loss/{k}"].append(v)
+            rec.setdefault(f"loss/{k}", []).append(v)
         for k in ("value_weights", "Gamma", "Gamma_eig"):
             if k in w:
                 rec.setdefault(k, []).append(w[k])

@@ -37,7 +37,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from . import layout
 
 CHECKPOINT = "checkpoint"

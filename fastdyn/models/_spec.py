@@ -22,21 +22,61 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class ModelEntry:
     """One registered model.
 
-    ``run`` drives a whole simulation of this model from a validated config and writes through the
-    given writer; ``kind`` is ``"ode"`` or ``"trained"``; ``extras`` holds model-specific callables
+    ``kind`` is ``"ode"`` or ``"trained"``. A trained model registers ``setup(cfg, tools) ->
+    TrainedSetup`` and the trained-model driver runs it (``tools`` carries the drive-level
+    functions a setup may need, e.g. a reference integrator, so models never import ``drive``);
+    an ODE model registers ``run`` (its run loop). ``extras`` holds model-specific callables
     (kernels, theory functions) that tests and benchmarks reach by name.
     """
 
     name: str
     kind: str
     summary: str
-    run: Callable[..., Any]
+    run: Callable[..., Any] | None = None
+    setup: Callable[..., TrainedSetup] | None = None
     extras: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+@dataclass
+class TrainedSetup:
+    """What a trained model hands the trained-model driver (``drive/trained.py``) for one run.
+
+    Built by the entry's ``setup(cfg, tools)`` from a validated config; the driver owns the
+    optimiser, the step loop, streaming, checkpoints, resume, signals, divergence, progress and
+    status. Time is ``t = time_per_step · step``.
+
+    - ``model``: ``n_params``, ``loss_and_grad(theta, prep, grad, idx) -> loss`` (``idx`` None: the
+      full training set), ``loss_value(theta, prep)``; optionally ``fused_gd``.
+    - ``observe(theta) -> (losses, weights)``: what is measured at a save besides the train loss.
+    - ``row(i, step, losses, weights) -> {series: row}``: row ``i`` of every series in ``series``.
+    - ``final(theta) -> {path: array}``: datasets written when the run ends.
+    """
+
+    model: Any
+    prep: dict
+    theta: np.ndarray
+    optim: Any  # a config section: name, lr, beta1, beta2, eps, weight_decay, momentum
+    batch_size: int | None
+    epochs: int
+    save_steps: np.ndarray
+    time_per_step: float
+    seed: int
+    series: dict[str, tuple[int, ...]]
+    observe: Callable[[np.ndarray], tuple[dict[str, float], dict[str, np.ndarray]]]
+    row: Callable[[int, int, dict[str, float], dict[str, np.ndarray]], dict[str, np.ndarray]]
+    final: Callable[[np.ndarray], dict[str, np.ndarray]]
+    static: dict[str, np.ndarray] = field(default_factory=dict)
+    scales: dict[str, tuple[str, int]] | None = None
+    extra_attrs: dict[str, Any] = field(default_factory=dict)
+    time_units: str | None = None
+    checkpoint_every: Any = 60.0
 
 
 _REGISTRY: dict[str, ModelEntry] = {}

@@ -1,4 +1,5 @@
-"""Settings of one in-context-regression training run and :func:`run_icl`, which does the run.
+"""Settings of one in-context-regression training run, the model it builds and its theory series
+(runs: :func:`fastdyn.drive.icl_run.run_icl` in memory, the trained-model driver into a file).
 
 Frozen dataclasses (defaults: spec §5, Fig. 1 — ATTN_M, D = 4, N = 31, H = 8, P = 5000,
 init 1e-6, lr 1e-3, 6001 full-batch GD epochs). Every field is validated on construction and a bad
@@ -7,13 +8,11 @@ value raises ``ValueError("section.field: what is allowed, got X")``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..drive.optim import OPTIMIZERS, make_optimizer
-from ..drive.train import train
+from ..config.schema import OPTIMIZERS
 from ..problems import icl as icl_data
 
 MODELS = ("attn-m", "attn-s", "mlp-cubic")
@@ -313,85 +312,3 @@ def theory_series(
             out["eq10_sigma"] = sig
             out["eq10_loss"] = tm.eq10_loss(sig, float(lam[0]), model.D, N)
     return out
-
-
-def run_icl(
-    settings: ICLSettings,
-    on_save: Callable[[int, dict[str, float], dict[str, np.ndarray]], None] | None = None,
-    data: icl_data.ICLData | None = None,
-    on_checkpoint: Callable | None = None,
-    resume: dict | None = None,
-) -> dict:
-    """Do the whole run. ``on_save(step, losses, weights)`` is called at every save step (see
-    :func:`fastdyn.drive.train.train`). Returns a dict with ``series`` (the recorded arrays:
-    step, loss/…, value_weights, Gamma, Gamma_eig), ``time`` (t/τ = 2η·step), ``theory``
-    (:func:`theory_series`), ``weights`` (final, paper layout), ``theta`` (final flat vector),
-    ``model`` (the model object), ``data`` (the ICLData, or None for the population),
-    ``optimizer_state``, ``n_trained`` and ``status`` ("complete"). A divergence raises
-    :class:`fastdyn.drive.train.DivergedError` ("diverged at step k: …").
-    ``on_checkpoint(step, theta, optimizer)`` is passed to :func:`fastdyn.drive.train.train`;
-    ``resume = {"theta", "step", "optimizer"}`` continues from a checkpoint taken at save step
-    ``step`` (the data, the initial weights' shapes and the minibatches are regenerated from the
-    seed; the weights and the optimiser moments come from the checkpoint)."""
-    s = settings
-    seed = s.seed
-    given = data
-    data = None
-    tests = {}
-    if s.data.population:
-        eigvals = icl_data.spectrum_eigenvalues(
-            s.data.D, s.data.spectrum, s.data.exponent, s.data.eigenvalues, s.data.normalize_trace
-        )
-        dseed = seed if s.data.seed is None else s.data.seed
-        eigvecs = icl_data.rotation(s.data.D, dseed) if s.data.rotate else np.eye(s.data.D)
-        model = build_model(s)
-        prep = model.prepare_population(eigvals, eigvecs)
-    else:
-        data = given if given is not None else load_data(s)
-        model = build_model(s, data.D, data.N)
-        prep = model.prepare(data.tokens, data.labels)
-        tests = {k: model.prepare_eval(*v) for k, v in data.tests.items()}
-        eigvals, eigvecs = data.eigvals, data.eigvecs
-    if s.init.from_file:
-        try:
-            with np.load(s.init.from_file, allow_pickle=False) as f:
-                arrays = {k: f[k] for k in f.files}
-        except (OSError, ValueError) as e:
-            raise ValueError(
-                f"init.from_file: cannot read {s.init.from_file!r} as .npz ({e})"
-            ) from None
-        theta = model.from_arrays(arrays)
-    else:
-        theta = model.init(
-            s.init.scheme, s.init.scale, seed if s.init.seed is None else s.init.seed
-        )
-    o = s.optim
-    opt = make_optimizer(
-        o.name, model.n_params, o.lr, beta1=o.beta1, beta2=o.beta2, eps=o.eps,
-        weight_decay=o.weight_decay, momentum=o.momentum,
-    )  # fmt: skip
-    steps = s.schedule.steps()
-    first = 0
-    if resume is not None:
-        theta[...] = resume["theta"]
-        opt.load_state(resume["optimizer"])
-        first = int(resume["step"])
-        steps = steps[steps >= first]
-    series = train(
-        model, prep, theta, opt, s.schedule.epochs, steps, on_save, tests=tests, eigvecs=eigvecs,
-        batch_size=o.batch_size if o.name == "sgd" else None, seed=seed, first_step=first,
-        on_checkpoint=on_checkpoint, resumed=resume is not None,
-    )  # fmt: skip
-    time = 2.0 * o.lr * series["step"]
-    return {
-        "series": series,
-        "time": time,
-        "theory": theory_series(model, eigvals, eigvecs, s, time),
-        "weights": model.to_arrays(theta),
-        "theta": theta,
-        "model": model,
-        "data": data,
-        "optimizer_state": opt.state_dict(),
-        "n_trained": model.n_trained,
-        "status": "complete",
-    }

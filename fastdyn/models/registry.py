@@ -1,4 +1,9 @@
-"""Import every model package so that each registers itself; then look models up by name."""
+"""Import every model package so that each registers itself; then look models up by name.
+
+Only model packages are imported here (``models`` never imports ``drive``): trained models register
+a ``setup`` that the trained-model driver runs; the ODE model registers its kind, and
+``drive/run.py`` hands it to the ODE driver.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +17,11 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from ..drive import (
-        msfr_attn_run,  # noqa: F401  (registers "msfr-attn")
-        msfr_run,  # noqa: F401  (registers "msfr")
+    from . import (
+        icl_registry,  # noqa: F401  (registers "attn-m", "attn-s", "mlp-cubic")
+        msfr,  # noqa: F401  (registers "msfr")
+        msfr_attn,  # noqa: F401  (registers "msfr-attn")
     )
-
-    try:
-        from . import icl_registry  # noqa: F401  (registers "attn-m", "attn-s", "mlp-cubic")
-    except ImportError:
-        pass
 
 
 def get_model(name: str) -> ModelEntry:

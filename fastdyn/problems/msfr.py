@@ -28,6 +28,18 @@ INIT_BALANCED = 0
 INIT_RANDOM = 1
 
 
+def default_track(d: int) -> np.ndarray:
+    """1, 3, 10, 30, 100, … (≤ D): tasks spread over the decades of s."""
+    out = []
+    k = 1
+    while k <= d:
+        out.append(k)
+        if 3 * k <= d:
+            out.append(3 * k)
+        k *= 10
+    return np.array(sorted(set(out)), dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class TaskChunk:
     """Per-task arrays (structure of arrays) for tasks s = first+1 … first+n (1-based)."""

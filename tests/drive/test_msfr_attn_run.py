@@ -9,7 +9,7 @@ import pytest
 
 from fastdyn.config.load import from_dict
 from fastdyn.config.schema import ConfigError
-from fastdyn.drive.msfr_attn_run import run_msfr_attn
+from fastdyn.drive.run import simulate as run_msfr_attn
 
 
 def _run(tmp_path, name="r.h5", **sections):

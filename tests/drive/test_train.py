@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fastdyn.drive.icl_run import run_icl
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import DivergedError, train
 from fastdyn.models import _spec
@@ -24,7 +25,6 @@ from fastdyn.models.icl_settings import (
     ModelSettings,
     OptimSettings,
     ScheduleSettings,
-    run_icl,
 )
 from fastdyn.problems.icl import generate
 
@@ -71,8 +71,7 @@ def test_registry_entries():
     for name in ("attn-m", "attn-s", "mlp-cubic"):
         e = _spec.get(name)
         assert e.kind == "trained"
-    out = _spec.get("mlp-cubic").extras["run_settings"](_small(), None)
-    assert out["model"].name == "mlp-cubic"
+        assert e.setup is not None and e.run is None
 
 
 def test_divergence_names_step_and_cause():

@@ -60,11 +60,11 @@ def test_resume_refuses_a_different_config_and_needs_force_for_a_neutral_one(msf
     assert_same_series(fastdyn.load(msfr_reference[0]), fastdyn.load(p))  # segmentation-neutral
 
 
-def test_resume_refuses_msfr_attn_runs(tmp_path):
+def test_resume_refuses_a_file_of_an_unknown_model(tmp_path):
     p = tmp_path / "a.h5"
-    w = RunWriter(p, model="msfr-attn", config_toml='model = "msfr-attn"\n', seed=0, series={"loss/test": ()})
+    w = RunWriter(p, model="no-such-model", config_toml='model = "no-such-model"\n', seed=0, series={"loss/test": ()})
     w.close("interrupted")
-    _one_line_error(_invoke("simulate", "--resume", str(p)), 2, "resuming 'msfr-attn' runs is not supported")
+    _one_line_error(_invoke("simulate", "--resume", str(p)), 2, "unknown model")
 
 
 _CRASH = textwrap.dedent(

@@ -1,0 +1,138 @@
+"""④ The trained-model driver: one run loop for every model registered with a ``setup``.
+
+The model's :class:`fastdyn.models._spec.TrainedSetup` says what to train and what to record; this
+module owns everything else, once, for every trained model:
+
+- the optimiser (``drive/optim.py``) and the step loop (:func:`fastdyn.drive.train.train`);
+- streaming: each save step's row is appended and flushed as soon as it is measured, so a reader
+  (or a kill -9) sees every row up to the last save;
+- checkpoints at save steps (``output.checkpoint_every``): the flat weights, the optimiser's
+  moments and step counter and ``position = [step, rows]``; minibatches are a pure function of
+  (seed, step), so ``--resume`` continues bit-identically;
+- SIGINT/SIGTERM: finish the step, checkpoint, status ``interrupted``, exit 130/143;
+- divergence (:class:`fastdyn.drive.train.DivergedError`: status ``failed: diverged at step …``);
+- progress on stderr, timings and the final status.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config.load import to_toml
+from ..h5.writer import RunWriter
+from ..models._spec import TrainedSetup
+from .checkpoint import Schedule, StopSignals, write_error
+from .optim import Optimizer, make_optimizer
+from .outcome import Outcome, RunFailed
+from .progress import Progress
+from .train import DivergedError, train
+
+
+class _Stop(Exception):
+    """Raised from the checkpoint hook to end training after a signal (status in args[0])."""
+
+
+def optimizer_for(job: TrainedSetup) -> Optimizer:
+    """The optimiser the config's ``[optim]`` section names, sized for the model."""
+    o = job.optim
+    return make_optimizer(
+        o.name, job.model.n_params, o.lr, beta1=o.beta1, beta2=o.beta2, eps=o.eps,
+        weight_decay=o.weight_decay, momentum=o.momentum,
+    )  # fmt: skip
+
+
+def checkpoint_spec(job: TrainedSetup, opt: Optimizer) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """The resume state: weights, optimiser state, position = [step, rows written]."""
+    opt_shapes = {f"optim_{k}": (v.shape, v.dtype) for k, v in opt.state.items()}
+    return {"theta": ((job.model.n_params,), "f8"), "position": ((2,), "i8"), **opt_shapes}
+
+
+def run_trained(
+    entry: Any,
+    cfg: Any,
+    output: Path,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    tools: Any = None,
+) -> str:
+    """Train the model of ``entry`` per ``cfg`` into ``output``; returns the final status text.
+    With ``resume`` the file ``output`` (same config, checked by the caller) continues from its
+    checkpoint; the rows after it are dropped and recomputed, bit-identically."""
+    t_wall = _time.time()
+    job: TrainedSetup = entry.setup(cfg, tools)
+    opt = optimizer_for(job)
+    ck = None
+    if resume:
+        writer, ck = RunWriter.reopen(output)
+    else:
+        writer = RunWriter(
+            output, model=entry.name, config_toml=to_toml(cfg), seed=cfg.seed, series=job.series,
+            static=job.static, scales=job.scales, with_step=True, extra_attrs=job.extra_attrs,
+            time_units=job.time_units, checkpoint=checkpoint_spec(job, opt),
+        )  # fmt: skip
+    theta = job.theta
+    first = 0
+    steps = np.unique(np.asarray(job.save_steps, dtype=np.int64))
+    if ck is not None:
+        theta[...] = ck["theta"]
+        opt.load_state({k[6:]: v for k, v in ck.items() if k.startswith("optim_")})
+        first = int(ck["position"][0])
+        steps = steps[steps >= first]
+    row = {"i": writer.n_rows}
+    sched = Schedule(job.checkpoint_every, first)
+    stop = StopSignals().__enter__()
+    bar = Progress(len(job.save_steps), progress, label="train")
+    bar.update(writer.n_rows)
+    total = job.epochs
+
+    def on_checkpoint(step: int, th: np.ndarray, o: Optimizer) -> None:
+        if stop.requested or sched.due(step):
+            state = {f"optim_{k}": v for k, v in o.state.items()}
+            writer.checkpoint({"theta": th, "position": np.array([step, writer.n_rows]), **state})
+            sched.done(step)
+        if stop.requested:
+            raise _Stop(stop.status(f"after step {step} of {total}", output))
+
+    def on_save(step: int, losses: dict[str, float], weights: dict[str, np.ndarray]) -> None:
+        i = row["i"]
+        rows = job.row(i, step, losses, weights)
+        writer.append(np.array([job.time_per_step * step]), rows, np.array([step]))
+        row["i"] = i + 1
+        bar.update(1)
+
+    timings = lambda: {"total": _time.time() - t_wall}  # noqa: E731
+    try:
+        train(
+            job.model, job.prep, theta, opt, job.epochs, steps, on_save, batch_size=job.batch_size,
+            seed=job.seed, first_step=first, on_checkpoint=on_checkpoint, resumed=ck is not None,
+            observe=job.observe,
+        )  # fmt: skip
+    except _Stop as e:
+        status = str(e)
+        writer.close(status, timings())
+        return status
+    except OSError as e:  # the disk is full or the file system went away: keep what was flushed
+        writer.abandon()
+        raise RunFailed(write_error(output, e)) from None
+    except DivergedError as e:
+        status = Outcome.FAILED.text(str(e).splitlines()[0])
+        writer.close(status, timings())
+        return status
+    except KeyboardInterrupt:
+        writer.close(Outcome.INTERRUPTED.text(), timings())
+        raise
+    except BaseException as e:
+        writer.close(
+            Outcome.FAILED.text(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        )
+        raise
+    finally:
+        stop.__exit__()
+        bar.close()
+    writer.close(Outcome.COMPLETE.text(), timings(), datasets=job.final(theta))
+    return Outcome.COMPLETE.text()

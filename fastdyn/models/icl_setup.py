@@ -1,0 +1,171 @@
+"""③ The in-context regression models' setup for the trained-model driver.
+
+:func:`prepare` builds the model object, its prepared training data (or population moments), the
+test sets and the initial weights from :class:`fastdyn.models.icl_settings.ICLSettings`;
+:func:`setup` wraps them with the file layout into a :class:`TrainedSetup`.
+
+Series (axis 0 = save step; ``/time`` = t/τ = 2η·step, ``/step`` the optimiser step):
+``/loss/train`` (and ``/loss/test_ic``, ``/loss/test_iw`` when test sets exist),
+``/params/value_weights`` (H), ``/params/Gamma`` (D×D, paper units), ``/params/Gamma_eig`` (D: the
+projections e_dᵀΓe_d on the eigenvectors of Λ, largest eigenvalue first) and, where the paper's
+Eq. 10 applies (ATTN_M / MLP, Λ ∝ I, last-token loss), ``/theory/loss/train``. Static:
+``/theory/plateaus`` (L(M_m), m = 0..D), ``/theory/L_star``, ``/theory/Gamma_star``,
+``/theory/eigvals``, the final weights in paper layout under ``/params/final/``, and with
+``data.save`` the data set under ``/data/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..config.schema import ConfigError
+from ..problems import icl as icl_data
+from ._spec import TrainedSetup
+from .icl_settings import ICLSettings, build_model, load_data, theory_series
+
+#: the weights that are recorded as series at every save, not as final datasets
+_SERIES_WEIGHTS = ("value_weights", "Gamma", "Gamma_eig")
+
+
+@dataclass
+class Prepared:
+    """One ICL run's model, training data and initial weights."""
+
+    model: Any
+    prep: dict
+    tests: dict[str, dict]
+    eigvals: np.ndarray
+    eigvecs: np.ndarray
+    theta: np.ndarray
+    data: icl_data.ICLData | None
+
+
+def read_npz(path: str, field: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file (ValueError naming ``field`` when it cannot be read)."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise ValueError(f"{field}: file {path!r} not found") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(
+            f"{field}: cannot read {path!r} as .npz ({str(e).splitlines()[0]})"
+        ) from None
+
+
+def prepare(s: ICLSettings, data: icl_data.ICLData | None = None) -> Prepared:
+    """Model, prepared data, test sets and initial weights of ``s`` (``data``: already loaded)."""
+    tests: dict[str, dict] = {}
+    if s.data.population:
+        eigvals = icl_data.spectrum_eigenvalues(
+            s.data.D, s.data.spectrum, s.data.exponent, s.data.eigenvalues, s.data.normalize_trace
+        )
+        dseed = s.seed if s.data.seed is None else s.data.seed
+        eigvecs = icl_data.rotation(s.data.D, dseed) if s.data.rotate else np.eye(s.data.D)
+        model = build_model(s)
+        prep = model.prepare_population(eigvals, eigvecs)
+        data = None
+    else:
+        data = data if data is not None else load_data(s)
+        model = build_model(s, data.D, data.N)
+        prep = model.prepare(data.tokens, data.labels)
+        tests = {k: model.prepare_eval(*v) for k, v in data.tests.items()}
+        eigvals, eigvecs = data.eigvals, data.eigvecs
+    if s.init.from_file:
+        theta = model.from_arrays(read_npz(s.init.from_file, "init.from_file"))
+    else:
+        theta = model.init(
+            s.init.scheme, s.init.scale, s.seed if s.init.seed is None else s.init.seed
+        )
+    return Prepared(model, prep, tests, eigvals, eigvecs, theta, data)
+
+
+def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
+    """``value_weights`` (H,), ``Gamma`` (D, D) = κ Σ_i v_i U_i (paper units) and, given the
+    eigenvectors of Λ (columns, eigenvalues decreasing), ``Gamma_eig`` (D,) = e_dᵀ Γ e_d."""
+    G = model.kappa * model.gamma(theta)
+    out = {"value_weights": model.value_weights(theta), "Gamma": G}
+    if eigvecs is not None:
+        out["Gamma_eig"] = np.einsum("ad,ab,bd->d", eigvecs, G, eigvecs)
+    return out
+
+
+def observer(model: Any, tests: dict[str, dict], eigvecs: np.ndarray | None):
+    """``observe(theta) -> (losses, weights)`` at a save: the test-set losses ``test_<name>``,
+    the weights in paper layout and their :func:`diagnostics`."""
+
+    def observe(theta: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        losses = {f"test_{name}": model.loss_value(theta, tp) for name, tp in tests.items()}
+        w = model.to_arrays(theta)
+        w.update(diagnostics(model, theta, eigvecs))
+        return losses, w
+
+    return observe
+
+
+def batch_size(s: ICLSettings) -> int | None:
+    """Minibatch size of the step loop (None: full batch; only sgd draws minibatches)."""
+    return s.optim.batch_size if s.optim.name == "sgd" else None
+
+
+def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
+    """The trained-model driver's view of a validated ICL config (``fastdyn.config.icl``)."""
+    s = cfg.settings
+    try:  # data and weights files are read and checked before any output is created
+        p = prepare(s)
+    except ValueError as e:  # a bad data/weights file or data settings: the user's to fix
+        raise ConfigError(str(e).splitlines()[0]) from None
+    model, data = p.model, p.data
+    steps = s.schedule.steps()
+    times = 2.0 * s.optim.lr * steps
+    theory = theory_series(model, p.eigvals, p.eigvecs, s, times)
+    tests = [] if data is None else sorted(data.tests)
+    D, H = model.D, model.H
+    series: dict[str, tuple[int, ...]] = {"loss/train": ()}
+    series |= {f"loss/test_{k}": () for k in tests}
+    series |= {"params/value_weights": (H,), "params/Gamma": (D, D), "params/Gamma_eig": (D,)}
+    eq10 = theory.get("eq10_loss")
+    if eq10 is not None:
+        series["theory/loss/train"] = ()
+    static = {
+        "theory/plateaus": np.asarray(theory["plateau_losses"]),
+        "theory/L_star": np.asarray(theory["L_star"]),
+        "theory/Gamma_star": np.asarray(theory["Gamma_star"]),
+        "theory/eigvals": np.asarray(theory["eigvals"]),
+    }
+    if s.data.save and data is not None:
+        static["data/tokens"] = data.tokens
+        static["data/labels"] = data.labels
+        for k, (xt, yt) in data.tests.items():
+            static[f"data/test_{k}/tokens"] = xt
+            static[f"data/test_{k}/labels"] = yt
+
+    def row(
+        i: int, step: int, losses: dict[str, float], weights: dict[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        rows = {"loss/train": np.array([losses["train"]])}
+        for k in tests:
+            rows[f"loss/test_{k}"] = np.array([losses[f"test_{k}"]])
+        for k in _SERIES_WEIGHTS:
+            rows[f"params/{k}"] = np.asarray(weights[k])[None]
+        if eq10 is not None:
+            rows["theory/loss/train"] = np.array([eq10[i]])
+        return rows
+
+    def final(theta: np.ndarray) -> dict[str, np.ndarray]:
+        return {
+            f"params/final/{k}": np.asarray(v)
+            for k, v in model.to_arrays(theta).items()
+            if k not in _SERIES_WEIGHTS
+        }
+
+    return TrainedSetup(
+        model=model, prep=p.prep, theta=p.theta, optim=s.optim, batch_size=batch_size(s),
+        epochs=s.schedule.epochs, save_steps=steps, time_per_step=2.0 * s.optim.lr, seed=s.seed,
+        series=series, observe=observer(model, p.tests, p.eigvecs), row=row, final=final,
+        static=static, extra_attrs={"n_trained": int(model.n_trained)},
+        time_units="t/tau (paper time, 2*lr*step)", checkpoint_every=s.output.checkpoint_every,
+    )  # fmt: skip
