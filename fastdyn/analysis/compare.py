@@ -3,7 +3,7 @@
 Resources (``x``): ``time`` (one run's loss curve), ``model_size`` and ``n_samples`` (the final loss,
 or the loss at a fixed time, of several runs against their config value), ``compute`` (the
 compute-optimal frontier C = t·D of a grid of runs with different model sizes, via
-:func:`fastdyn.analysis.fit.frontier`). Exponents are p in L ∝ x^-p throughout.
+:func:`fastdyn.analysis.frontiers.frontier`). Exponents are p in L ∝ x^-p throughout.
 
 Theory lookups: for MSFR runs the exponent of spec msfr.md §6 from the config stored in the file
 (:func:`fastdyn.models.msfr.scaling.exponents`); time fits with ``window="auto"`` also end where the
@@ -23,8 +23,11 @@ import numpy as np
 
 from ..h5.reader import Run
 from ..models.msfr import scaling
-from . import fit as _fit
+from ._common import _f
+from .frontiers import Frontier, frontier
 from .load import config_value, resolved_number
+from .power_law import PowerLawFit, fit_power_law
+from .window import auto_window
 
 __all__ = [
     "RESOURCES",
@@ -186,13 +189,13 @@ def msfr_cutoff_time(run: Run, fraction: float = DEFAULT_CUTOFF_FRACTION) -> flo
 
 @dataclass(frozen=True, eq=False)
 class FitReport:
-    """One fit: the data fitted, the :class:`~fastdyn.analysis.fit.PowerLawFit`, its theory."""
+    """One fit: the data, the :class:`~fastdyn.analysis.power_law.PowerLawFit`, its theory."""
 
     x_name: str
     y_name: str
     x: np.ndarray = field(repr=False)
     y: np.ndarray = field(repr=False)
-    fit: _fit.PowerLawFit
+    fit: PowerLawFit
     window_mode: str
     theory: Theory | None
     cutoff: float | None
@@ -220,10 +223,10 @@ class FitReport:
             "ci_level": f["ci_level"],
             "window": f["window"],
             "window_mode": self.window_mode,
-            "theory": None if self.theory is None else _fit._f(self.theory.exponent),
+            "theory": None if self.theory is None else _f(self.theory.exponent),
             "theory_source": None if self.theory is None else self.theory.source,
-            "difference": _fit._f(self.difference),
-            "cutoff": _fit._f(self.cutoff),
+            "difference": _f(self.difference),
+            "cutoff": _f(self.cutoff),
             "warnings": list(self.warnings),
             "fit": f,
         }
@@ -240,14 +243,14 @@ def _do_fit(
     loss: str,
     seed: int,
     ci: float,
-) -> tuple[_fit.PowerLawFit, str, list[str]]:
+) -> tuple[PowerLawFit, str, list[str]]:
     notes: list[str] = []
     keep = (x > 0) & (y > 0)
     x, y = x[keep], y[keep]
     if isinstance(window, str) and window == "auto":
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
-            win = _fit.auto_window(x, y, cutoff_x=cutoff)
+            win = auto_window(x, y, cutoff_x=cutoff)
         notes += [str(w.message) for w in rec]
         if cutoff is not None and any("cutoff" in n for n in notes):
             notes.append(f"fit window ends at the {cutoff_name}")
@@ -263,9 +266,7 @@ def _do_fit(
                 f"the window extends past the {cutoff_name}: the finite-task "
                 "cutoff steepens the curve there"
             )
-    f = _fit.fit_power_law(
-        x, y, win, offset=offset, bootstrap=bootstrap, seed=seed, ci=ci, loss=loss
-    )
+    f = fit_power_law(x, y, win, offset=offset, bootstrap=bootstrap, seed=seed, ci=ci, loss=loss)
     return f, mode, notes
 
 
@@ -379,9 +380,9 @@ def scan(
 
 @dataclass(frozen=True, eq=False)
 class FrontierReport:
-    """A compute-optimal frontier (:class:`~fastdyn.analysis.fit.Frontier`) and its theory."""
+    """A compute-optimal frontier (:class:`~fastdyn.analysis.frontiers.Frontier`) and its theory."""
 
-    frontier: _fit.Frontier
+    frontier: Frontier
     D: np.ndarray
     times: list[np.ndarray] = field(repr=False)
     losses: list[np.ndarray] = field(repr=False)
@@ -391,7 +392,7 @@ class FrontierReport:
     paths: tuple[str, ...]
 
     @property
-    def fit(self) -> _fit.PowerLawFit:
+    def fit(self) -> PowerLawFit:
         return self.frontier.fit_L  # type: ignore[return-value]
 
     @property
@@ -452,9 +453,7 @@ def compute_frontier(
     ts, Ls = zip(*(_series(r, y) for r in runs), strict=True)
     notes: list[str] = []
     th = _shared_theory(runs, "compute", notes)
-    fr = _fit.frontier(
-        list(ts), Ds[order], list(Ls), n_C=n_C, bootstrap=bootstrap, seed=seed, ci=ci
-    )
+    fr = frontier(list(ts), Ds[order], list(Ls), n_C=n_C, bootstrap=bootstrap, seed=seed, ci=ci)
     _emit(notes)
     return FrontierReport(
         fr, Ds[order], list(ts), list(Ls), y, th, tuple(notes), tuple(str(r.path) for r in runs)
