@@ -30,7 +30,6 @@ def _timed(fn):
 
 def closed_form(n: int):
     import fastdyn
-    from fastdyn import _device
     from fastdyn.models.msfr import theory
     from fastdyn.problems.msfr import MsfrProblem
 
@@ -39,23 +38,21 @@ def closed_form(n: int):
     times = np.geomspace(1e-1, 1e12, 64)
     chunk = 1 << 22
 
-    def run():
+    def run(dev):
         lt = np.zeros(times.size)
         for lo in range(0, n, chunk):
             ch = prob.chunk(lo, min(chunk, n - lo))
-            a, _ = theory.loss_curves(times, ch.lam, ch.psi, ch.rate, ch.wtest, ch.v0x, ch.v0y, ch.w0x, ch.w0y, "leading", chunk=chunk)
+            a, _ = theory.loss_curves(times, ch.lam, ch.psi, ch.rate, ch.wtest, ch.v0x, ch.v0y, ch.w0x, ch.w0y, "leading", chunk=chunk, device=dev)
             lt += a
         return lt
 
     out = {}
     for dev in ("cpu", "cuda"):
-        with _device.using(dev):
-            out[dev] = _timed(run)
+        out[dev] = _timed(lambda dev=dev: run(dev))
     return out
 
 
 def rk4(n: int):
-    from fastdyn import _device
     from fastdyn.drive import integrate
 
     rng = np.random.default_rng(0)
@@ -64,39 +61,37 @@ def rk4(n: int):
     v0 = [np.full(n, 1e-3) + 1e-6 * rng.standard_normal(n) for _ in range(4)]
     times = np.geomspace(1e-1, 1e3, 16)
 
-    def run():
+    def run(dev):
         st = integrate.TaskState.fresh(*[a.copy() for a in v0])
-        seg = integrate.advance("rk4", lam, psi, rate, wt, st, times, steps_per_timescale=20.0)
+        seg = integrate.advance("rk4", lam, psi, rate, wt, st, times, steps_per_timescale=20.0, device=dev)
         return seg.test_partials.sum(axis=0)
 
     out = {}
     for dev in ("cpu", "cuda"):
-        with _device.using(dev):
-            out[dev] = _timed(run)
+        out[dev] = _timed(lambda dev=dev: run(dev))
     return out
 
 
 def icl_fig4(epochs: int, P: int = 80000):
     """Full-batch GD epochs of the Fig. 4 model on its P = 80000 training set (per-sample kernels)."""
     import fastdyn
-    from fastdyn import _device
     from fastdyn.models import icl_settings as st
 
     cfg = fastdyn.load_config(ROOT / "data/configs/icl_fig4.toml", ["data.n_test=0", f"data.P={P}"])
     data = st.load_data(cfg.settings)
     out = {}
     for dev in ("cpu", "cuda"):
-        with _device.using(dev):
-            model = st.build_model(cfg.settings, data.D, data.N)
-            prep = model.prepare(data.tokens, data.labels)
-            theta = np.random.default_rng(0).normal(0.0, 5e-3, model.n_params)
-            g = np.empty(model.n_params)
-            model.loss_and_grad(theta, prep, g)  # warm up: compilation, device copies of the data
-            t = time.perf_counter()
-            for _ in range(epochs):
-                L = model.loss_and_grad(theta, prep, g)
-                theta = theta - cfg.settings.optim.lr * g
-            out[dev] = (time.perf_counter() - t, np.array([L]))
+        model = st.build_model(cfg.settings, data.D, data.N)
+        model.device = dev
+        prep = model.prepare(data.tokens, data.labels)
+        theta = np.random.default_rng(0).normal(0.0, 5e-3, model.n_params)
+        g = np.empty(model.n_params)
+        model.loss_and_grad(theta, prep, g)  # warm up: compilation, device copies of the data
+        t = time.perf_counter()
+        for _ in range(epochs):
+            L = model.loss_and_grad(theta, prep, g)
+            theta = theta - cfg.settings.optim.lr * g
+        out[dev] = (time.perf_counter() - t, np.array([L]))
     return out
 
 

@@ -54,7 +54,6 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from .. import _device
 from .._jit import PARALLEL, SERIAL
 from ..models.msfr.ode import rate_scale, task_loss, task_rhs, task_rhs_q1
 from ..reduce import BLOCK, accumulate_blocks, n_blocks
@@ -67,6 +66,15 @@ from .steppers import (
     euler_step,
     rk4_step,
 )
+from .task_status import (  # noqa: F401  (public names of this module too)
+    STATUS_DIVERGED,
+    STATUS_FROZEN,
+    STATUS_NAMES,
+    STATUS_RUNNING,
+    STATUS_SETTLED,
+    STATUS_STALLED,
+    STATUS_STEP_LIMIT,
+)
 
 _INLINE = dict(SERIAL, inline="always")
 
@@ -74,14 +82,6 @@ _INLINE = dict(SERIAL, inline="always")
 LANES: int = 16
 #: how many lock-step iterations between checks whether any lane is still active
 _CHECK_EVERY = 16
-
-STATUS_RUNNING = 0
-STATUS_SETTLED = 1
-STATUS_FROZEN = 2
-STATUS_STEP_LIMIT = 3
-STATUS_DIVERGED = 4
-STATUS_STALLED = 5
-STATUS_NAMES = ("running", "settled", "frozen", "step limit", "diverged", "stalled")
 
 INTEGRATORS = ("rk4", "dopri5", "gd")
 
@@ -670,9 +670,11 @@ def advance(
     test_partials: np.ndarray | None = None,
     train_partials: np.ndarray | None = None,
     f_track: np.ndarray | None = None,
+    device: str = "cpu",
 ) -> Segment:
     """Advance ``state`` (in place) of one chunk of tasks from time ``t0`` through the output
     ``times`` with ``integrator`` ∈ {"rk4", "dopri5", "gd"} and return the segment's outputs.
+    ``device = "cuda"`` runs the rk4 and gd kernels' CUDA twins (``integrate_cuda.py``).
 
     Parameters are per-task float64 arrays (Λ, ψ, rate = #_s/N, wtest = P(s)); the chunk's first
     task must sit on a block boundary for the partials to combine across chunks. ``query=False``
@@ -740,7 +742,7 @@ def advance(
         state.status,
         state.steps,
     )
-    on_gpu = _device.active() == "cuda"
+    on_gpu = device == "cuda"
     if integrator == "rk4":
         if not (np.isfinite(steps_per_timescale) and steps_per_timescale > 0):
             raise ValueError(f"steps_per_timescale: must be > 0, got {steps_per_timescale!r}")
@@ -877,13 +879,16 @@ def advance_chunk(
     train_partials: np.ndarray,
     f_track: np.ndarray,
     query: bool = True,
+    device: str = "cpu",
 ) -> None:
     """Advance chunk ``ch`` of ``state`` through one segment of output ``times`` (gd: step indices
     ``steps``), adding into the given partials and writing ``f_track``. ``solver`` has attributes
-    rtol, atol, steps_per_timescale, lr, settle_tol (config [solver])."""
+    rtol, atol, steps_per_timescale, lr, settle_tol (config [solver]); ``device``: "cpu" or
+    "cuda"."""
     view = state.tasks.view(ch.first, ch.first + ch.n)
     kw: dict[str, Any] = dict(
         query=query,
+        device=device,
         settle_tol=float(solver.settle_tol),
         track=track_local,
         test_partials=test_partials,

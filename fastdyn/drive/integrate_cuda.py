@@ -26,7 +26,7 @@ from numba import cuda
 
 from ..models.msfr.ode import rate_scale, task_loss, task_rhs, task_rhs_q1
 from ..reduce import BLOCK
-from .integrate import (
+from .task_status import (
     STATUS_DIVERGED,
     STATUS_FROZEN,
     STATUS_RUNNING,

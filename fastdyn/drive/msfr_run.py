@@ -57,7 +57,7 @@ class _Chunks:
             yield ch
 
 
-def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = False, model: str | None = None) -> str:
+def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = False, model: str | None = None, device: str = "cpu") -> str:
     """Run an MSFR config into ``output``; returns the final status text. With ``resume`` the
     file ``output`` (same config, checked by the caller) is continued from its checkpoint: the
     rows after it are dropped and recomputed, so the file ends bit-identical to an uninterrupted
@@ -126,7 +126,7 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = F
         if not resume:
             checkpoint(0)
         t0 = _time.time()
-        th_all = _theory_all(chunks, times, track, level, tail_test, tail_train) if th else None
+        th_all = _theory_all(chunks, times, track, level, tail_test, tail_train, device) if th else None
         t_kernel += _time.time() - t0
         for a in range(a0, len(times), seg):
             tt = times[a : a + seg]
@@ -139,7 +139,7 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = F
                 loc = _local_track(track, ch)
                 pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
                 ft = np.zeros((len(loc[0]), k))
-                integrate.advance_chunk(cfg.solver, integrator, ch, state, tt, None if steps is None else steps[a : a + seg], loc[0], pt, pr, ft)
+                integrate.advance_chunk(cfg.solver, integrator, ch, state, tt, None if steps is None else steps[a : a + seg], loc[0], pt, pr, ft, device=device)
                 accumulate_blocks(tot["test"], pt)
                 accumulate_blocks(tot["train"], pr)
                 f_sim[:, loc[1]] = ft.T
@@ -186,7 +186,7 @@ def run_msfr(cfg: Any, output: Path, *, progress: bool = False, resume: bool = F
     return Outcome.COMPLETE.text()
 
 
-def _theory_all(chunks: _Chunks, times: np.ndarray, track: np.ndarray, level: str, tail_test: float, tail_train: float) -> dict[str, np.ndarray]:
+def _theory_all(chunks: _Chunks, times: np.ndarray, track: np.ndarray, level: str, tail_test: float, tail_train: float, device: str = "cpu") -> dict[str, np.ndarray]:
     """The closed form on the whole output grid in one pass over the tasks.
 
     The closed form needs no state, so one pass serves every segment; the exact level's adaptive
@@ -200,7 +200,7 @@ def _theory_all(chunks: _Chunks, times: np.ndarray, track: np.ndarray, level: st
     f = np.full((T, len(track)), np.nan)
     for ch in chunks:
         pt, pr = block_partials(ch.n, T), block_partials(ch.n, T)
-        theory.loss_partials(times, ch.lam, ch.psi, ch.rate, ch.wtest, ch.v0x, ch.v0y, ch.w0x, ch.w0y, level, pt, pr)
+        theory.loss_partials(times, ch.lam, ch.psi, ch.rate, ch.wtest, ch.v0x, ch.v0y, ch.w0x, ch.w0y, level, pt, pr, device=device)
         accumulate_blocks(tot_t, pt)
         accumulate_blocks(tot_r, pr)
         loc = _local_track(track, ch)
@@ -309,6 +309,7 @@ def _restore(state: Any, ck: dict[str, np.ndarray], chunks: _Chunks, times: np.n
                 state.k_at[first] = int(ck["position"][1])
 
 
-def run_ode(entry: Any, cfg: Any, output: Path, *, progress: bool = False, resume: bool = False) -> str:
-    """The ODE / closed-form driver's entry: runs ``cfg`` of the registered ODE model ``entry``."""
-    return run_msfr(cfg, output, progress=progress, resume=resume, model=entry.name)
+def run_ode(entry: Any, cfg: Any, output: Path, *, progress: bool = False, resume: bool = False, device: str = "cpu") -> str:
+    """The ODE / closed-form driver's entry: runs ``cfg`` of the registered ODE model ``entry``
+    with its kernels on ``device`` ("cpu" or "cuda", from :func:`fastdyn.drive.device.resolve`)."""
+    return run_msfr(cfg, output, progress=progress, resume=resume, model=entry.name, device=device)

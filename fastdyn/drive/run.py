@@ -2,7 +2,8 @@
 
 The model is looked up in the registry by ``cfg.model`` and handed to the driver of its kind:
 trained models (a registered ``setup``) to :func:`fastdyn.drive.trained.run_trained`, ODE /
-closed-form models to the ODE driver. Nothing here names a model.
+closed-form models to the ODE driver. The device (``drive/device.py``) is passed down as an
+argument. Nothing here names a model.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ def supports_resume(model: str) -> bool:
     return registry.get_model(model).kind in ("ode", "trained")
 
 
-def tools() -> SimpleNamespace:
-    """Drive-level functions a model's setup may call (models never import ``drive``)."""
+def tools(device: str = "cpu") -> SimpleNamespace:
+    """What a model's setup gets from the driver (models never import ``drive``): the device its
+    kernels run on and drive-level functions it may call (a reference integrator)."""
     from .integrate import integrate_gd
 
-    return SimpleNamespace(integrate_gd=integrate_gd)
+    return SimpleNamespace(device=device, integrate_gd=integrate_gd)
 
 
 def simulate(
@@ -34,18 +36,17 @@ def simulate(
 
     ``resume`` continues the file ``output`` from its checkpoint.
     """
-    from .. import _device
     from ..models import registry
     from .device import resolve
 
     entry = registry.get_model(cfg.model)
-    with _device.using(resolve(cfg)):
-        if entry.kind == "trained":
-            from .trained import run_trained
+    device = resolve(cfg)
+    if entry.kind == "trained":
+        from .trained import run_trained
 
-            return run_trained(
-                entry, cfg, Path(output), progress=progress, resume=resume, tools=tools()
-            )
-        from .msfr_run import run_ode
+        return run_trained(
+            entry, cfg, Path(output), progress=progress, resume=resume, tools=tools(device)
+        )
+    from .msfr_run import run_ode
 
-        return run_ode(entry, cfg, Path(output), progress=progress, resume=resume)
+    return run_ode(entry, cfg, Path(output), progress=progress, resume=resume, device=device)

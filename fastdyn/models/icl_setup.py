@@ -119,6 +119,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     except ValueError as e:  # a bad data/weights file or data settings: the user's to fix
         raise ConfigError(str(e).splitlines()[0]) from None
     model, data = p.model, p.data
+    model.device = getattr(tools, "device", "cpu")
     steps = s.schedule.steps()
     times = 2.0 * s.optim.lr * steps
     theory = theory_series(model, p.eigvals, p.eigvecs, s, times)

@@ -17,7 +17,6 @@ import pytest
 
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run through tests/cuda/test_cuda_sim.py"
 
-from fastdyn import _device  # noqa: E402
 from fastdyn.drive import integrate  # noqa: E402
 from fastdyn.models.attn_m import AttnM  # noqa: E402
 from fastdyn.models.attn_s import AttnS  # noqa: E402
@@ -80,12 +79,11 @@ def test_integrators(integrator, kw, query):
     out = {}
     for dev in ("cpu", "cuda"):
         st = integrate.TaskState.fresh(*[a.copy() for a in v0])
-        with _device.using(dev):
-            s1 = integrate.advance(integrator, lam, psi, rate, wt, st, times, track=[1, 7], query=query, settle_tol=1e-6, **kw)
-            # a second segment continues from the state the first left (step sizes, counts)
-            more = times[-1] * np.array([1.5, 3.0])
-            k0 = int(round(times[-1] / kw["eta"])) if integrator == "gd" else 0
-            s2 = integrate.advance(integrator, lam, psi, rate, wt, st, more, t0=times[-1], k0=k0, track=[1, 7], query=query, settle_tol=1e-6, **kw)
+        s1 = integrate.advance(integrator, lam, psi, rate, wt, st, times, track=[1, 7], query=query, settle_tol=1e-6, device=dev, **kw)
+        # a second segment continues from the state the first left (step sizes, counts)
+        more = times[-1] * np.array([1.5, 3.0])
+        k0 = int(round(times[-1] / kw["eta"])) if integrator == "gd" else 0
+        s2 = integrate.advance(integrator, lam, psi, rate, wt, st, more, t0=times[-1], k0=k0, track=[1, 7], query=query, settle_tol=1e-6, device=dev, **kw)
         out[dev] = (s1, s2, st)
     (a1, a2, sa), (b1, b2, sb) = out["cpu"], out["cuda"]
     for x, y, name in ((a1, b1, "segment 1"), (a2, b2, "segment 2")):
@@ -101,8 +99,8 @@ def test_integrators(integrator, kw, query):
 def test_dopri5_refused_on_cuda():
     lam, psi, rate, wt, v0 = _tasks(4, 3)
     st = integrate.TaskState.fresh(*v0)
-    with _device.using("cuda"), pytest.raises(ValueError, match="dopri5.*no CUDA kernel"):
-        integrate.advance("dopri5", lam, psi, rate, wt, st, np.array([1.0]))
+    with pytest.raises(ValueError, match="dopri5.*no CUDA kernel"):
+        integrate.advance("dopri5", lam, psi, rate, wt, st, np.array([1.0]), device="cuda")
 
 
 def _icl_models():
@@ -121,9 +119,9 @@ def test_icl_loss_and_grad(name, model):
     prep = model.prepare(data.tokens, data.labels)
     g_cpu, g_gpu = np.empty(model.n_params), np.empty(model.n_params)
     L_cpu = model.loss_and_grad(theta, prep, g_cpu)
-    with _device.using("cuda"):
-        L_gpu = model.loss_and_grad(theta, prep, g_gpu)
-        L_gpu2 = model.loss_and_grad(theta, prep, np.empty(model.n_params))  # device arrays reused
+    model.device = "cuda"
+    L_gpu = model.loss_and_grad(theta, prep, g_gpu)
+    L_gpu2 = model.loss_and_grad(theta, prep, np.empty(model.n_params))  # device arrays reused
     _close(L_gpu, L_cpu, f"{name} loss")
     _close(g_gpu, g_cpu, f"{name} gradient")
     assert L_gpu2 == L_gpu and np.any(g_cpu != 0)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import _device
 from ...problems.rng import STREAM_INIT_W, generator
 from .kernels import linear_loss_and_grad, prepare_attention, softmax_loss_and_grad
 
@@ -36,7 +35,10 @@ class ICLModel:
     ``softmax``, ``attention_scale`` ("N": ρ = N, "1": ρ = 1), ``loss`` ("last" | "cumulative":
     the mean over prefix lengths n = 1..N of the squared error of predicting token n+1 from the
     first n tokens, ρ_n = n or 1), ``reduced`` (sufficient-statistics path), ``ic_only``.
+    ``device`` ("cpu" | "cuda", set by the driver) picks the per-sample kernels or their CUDA twins.
     """
+
+    device: str = "cpu"
 
     name = "icl"
     has_softmax = True
@@ -169,7 +171,7 @@ class ICLModel:
                 idx = _all_indices(prep)
             r, B = self._heads(theta)
             dr, dB = np.empty_like(r), np.empty_like(B)
-            if _device.active() == "cuda":
+            if self.device == "cuda":
                 from . import kernels_cuda as kc
 
                 f = kc.softmax_loss_and_grad if kind == "softmax" else kc.linear_loss_and_grad

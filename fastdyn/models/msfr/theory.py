@@ -37,13 +37,11 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ... import _device
 from ..._jit import PARALLEL, SERIAL
 from ...reduce import BLOCK, accumulate_blocks, n_blocks
+from ._args import LEVELS, _level_code, _tasks, _times, partials_args  # noqa: F401
 from ._closed_form import (
     EXACT,
-    FIRST_ORDER,
-    LEADING,
     closed_form_setup,
     exact_curve,
     exp_nonpos,
@@ -64,7 +62,6 @@ __all__ = [
 ]
 
 #: theory levels by config name → kernel code
-LEVELS: dict[str, int] = {"leading": LEADING, "first_order": FIRST_ORDER, "exact": EXACT}
 
 #: default relative tolerance of the exact reduction's τ integration
 EXACT_RTOL: float = 1e-12
@@ -479,48 +476,6 @@ def n_blocks_jit(n):
 _TASK_NAMES = ("lam", "psi", "rate", "v0x", "v0y", "w0x", "w0y")
 
 
-def _level_code(level: str) -> int:
-    try:
-        return LEVELS[level]
-    except (KeyError, TypeError):
-        allowed = ", ".join(repr(k) for k in LEVELS)
-        raise ValueError(f"level must be one of {allowed}, got {level!r}") from None
-
-
-def _times(times) -> np.ndarray:
-    t = np.ascontiguousarray(times, dtype=np.float64)
-    if t.ndim != 1 or t.size == 0:
-        raise ValueError(f"times must be a non-empty 1-d array, got shape {t.shape}")
-    if not np.all(np.isfinite(t)) or t[0] < 0.0:
-        raise ValueError("times must be finite and ≥ 0")
-    if np.any(np.diff(t) < 0.0):
-        raise ValueError("times must be non-decreasing")
-    return t
-
-
-def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
-    out = []
-    n = None
-    for name, a in arrays.items():
-        x = np.ascontiguousarray(a, dtype=np.float64)
-        if x.ndim != 1:
-            raise ValueError(f"{name} must be a 1-d per-task array, got shape {x.shape}")
-        if n is None:
-            n = x.shape[0]
-        elif x.shape[0] != n:
-            raise ValueError(f"{name} has {x.shape[0]} tasks, expected {n} (like the others)")
-        out.append(x)
-    names = list(arrays)
-    for name, x in zip(names, out, strict=True):
-        if not np.all(np.isfinite(x)):
-            raise ValueError(f"{name} must be finite for every task")
-    if np.any(~(out[names.index("psi")] > 0.0)):
-        raise ValueError("psi must be > 0 for every task")
-    if np.any(~(out[names.index("rate")] >= 0.0)):
-        raise ValueError("rate must be ≥ 0 for every task")
-    return int(n or 0), out
-
-
 def f_curves(
     times: np.ndarray,
     lam: np.ndarray,
@@ -552,30 +507,6 @@ def f_curves(
     return out
 
 
-def partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials):
-    """Checked arguments of :func:`loss_partials` (and its CUDA twin): (level code, times, the 7
-    task arrays, wtest) as contiguous float64; ValueError naming the argument otherwise."""
-    code = _level_code(level)
-    t = _times(times)
-    n, arrs = _tasks(lam=lam, psi=psi, rate=rate, v0x=v0x, v0y=v0y, w0x=w0x, w0y=w0y)
-    wt = np.ascontiguousarray(wtest, dtype=np.float64)
-    if wt.shape != (n,):
-        raise ValueError(f"wtest must be a 1-d array of {n} tasks, got shape {wt.shape}")
-    shape = (n_blocks(n), t.shape[0])
-    for name, p in (("test_partials", test_partials), ("train_partials", train_partials)):
-        if (
-            not isinstance(p, np.ndarray)
-            or p.shape != shape
-            or p.dtype != np.float64
-            or not p.flags.c_contiguous
-            or not p.flags.writeable
-        ):
-            raise ValueError(
-                f"{name} must be a writeable C-contiguous float64 array of shape {shape}"
-            )
-    return code, t, arrs, wt
-
-
 def loss_partials(
     times: np.ndarray,
     lam: np.ndarray,
@@ -591,8 +522,10 @@ def loss_partials(
     train_partials: np.ndarray,
     *,
     rtol: float = EXACT_RTOL,
+    device: str = "cpu",
 ) -> None:
     """Per-block partial sums of L_test and L_train on the time grid, fused (no n × T array).
+    ``device = "cuda"`` runs the GPU twin (:mod:`fastdyn.models.msfr.theory_cuda`).
 
     test_partials[b, k] = Σ_{i in block b} wtest_i (f_i(t_k) − Λ_i)²/2 and train_partials the
     same with rate_i, block b = tasks [b·BLOCK, (b+1)·BLOCK) of this chunk, summed in task order.
@@ -600,7 +533,7 @@ def loss_partials(
     order with :func:`fastdyn.reduce.accumulate_blocks`; chunks must start on a block boundary
     of the global task index for results independent of the chunking.
     """
-    if _device.active() == "cuda":  # the GPU twin (fastdyn.drive.device)
+    if device == "cuda":  # the GPU twin (fastdyn.drive.device)
         from . import theory_cuda
 
         theory_cuda.loss_partials(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials, rtol=rtol)
@@ -627,6 +560,7 @@ def loss_curves(
     *,
     chunk: int = 256 * BLOCK,
     rtol: float = EXACT_RTOL,
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(L_test(t_k), L_train(t_k)) summed over all given tasks, in chunks of ``chunk`` tasks.
 
@@ -648,7 +582,7 @@ def loss_curves(
         m = sl[0].shape[0]
         tp = np.empty((n_blocks(m), t.shape[0]))
         rp = np.empty_like(tp)
-        loss_partials(t, *sl, level, tp, rp, rtol=rtol)
+        loss_partials(t, *sl, level, tp, rp, rtol=rtol, device=device)
         accumulate_blocks(lt, tp)
         accumulate_blocks(lr, rp)
     return lt, lr

@@ -20,6 +20,7 @@ import numpy as np
 from numba import cuda
 
 from ...reduce import BLOCK
+from ._args import _level_code, partials_args
 from ._closed_form import EXACT, closed_form_setup, riccati_eval, riccati_setup
 
 _kernel = None
@@ -80,11 +81,9 @@ def loss_partials(
     """GPU twin of :func:`fastdyn.models.msfr.theory.loss_partials` (``rtol`` is accepted for
     the same signature; it only matters at the exact level, which has no GPU twin)."""
     global _kernel
-    from . import theory
-
-    if theory._level_code(level) == EXACT:
+    if _level_code(level) == EXACT:
         raise ValueError("theory.level = 'exact' has no CUDA kernel (an adaptive ODE per task); use 'leading' or 'first_order', or device = 'cpu'")
-    code, t, arrs, wt = theory.partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials)
+    code, t, arrs, wt = partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials)
     shape = test_partials.shape
     if _kernel is None:
         _kernel = _build()

@@ -1,0 +1,79 @@
+"""Checked arguments of the MSFR closed-form kernels, shared by the CPU kernels (``theory.py``)
+and their CUDA twins (``theory_cuda.py``), so neither imports the other's module for them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...reduce import n_blocks
+from ._closed_form import EXACT, FIRST_ORDER, LEADING
+
+LEVELS: dict[str, int] = {"leading": LEADING, "first_order": FIRST_ORDER, "exact": EXACT}
+
+
+def _level_code(level: str) -> int:
+    try:
+        return LEVELS[level]
+    except (KeyError, TypeError):
+        allowed = ", ".join(repr(k) for k in LEVELS)
+        raise ValueError(f"level must be one of {allowed}, got {level!r}") from None
+
+
+def _times(times) -> np.ndarray:
+    t = np.ascontiguousarray(times, dtype=np.float64)
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"times must be a non-empty 1-d array, got shape {t.shape}")
+    if not np.all(np.isfinite(t)) or t[0] < 0.0:
+        raise ValueError("times must be finite and ≥ 0")
+    if np.any(np.diff(t) < 0.0):
+        raise ValueError("times must be non-decreasing")
+    return t
+
+
+def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
+    out = []
+    n = None
+    for name, a in arrays.items():
+        x = np.ascontiguousarray(a, dtype=np.float64)
+        if x.ndim != 1:
+            raise ValueError(f"{name} must be a 1-d per-task array, got shape {x.shape}")
+        if n is None:
+            n = x.shape[0]
+        elif x.shape[0] != n:
+            raise ValueError(f"{name} has {x.shape[0]} tasks, expected {n} (like the others)")
+        out.append(x)
+    names = list(arrays)
+    for name, x in zip(names, out, strict=True):
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"{name} must be finite for every task")
+    if np.any(~(out[names.index("psi")] > 0.0)):
+        raise ValueError("psi must be > 0 for every task")
+    if np.any(~(out[names.index("rate")] >= 0.0)):
+        raise ValueError("rate must be ≥ 0 for every task")
+    return int(n or 0), out
+
+
+def partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials):
+    """Checked arguments of :func:`loss_partials` (and its CUDA twin): (level code, times, the 7
+    task arrays, wtest) as contiguous float64; ValueError naming the argument otherwise."""
+    code = _level_code(level)
+    t = _times(times)
+    n, arrs = _tasks(lam=lam, psi=psi, rate=rate, v0x=v0x, v0y=v0y, w0x=w0x, w0y=w0y)
+    wt = np.ascontiguousarray(wtest, dtype=np.float64)
+    if wt.shape != (n,):
+        raise ValueError(f"wtest must be a 1-d array of {n} tasks, got shape {wt.shape}")
+    shape = (n_blocks(n), t.shape[0])
+    for name, p in (("test_partials", test_partials), ("train_partials", train_partials)):
+        if (
+            not isinstance(p, np.ndarray)
+            or p.shape != shape
+            or p.dtype != np.float64
+            or not p.flags.c_contiguous
+            or not p.flags.writeable
+        ):
+            raise ValueError(
+                f"{name} must be a writeable C-contiguous float64 array of shape {shape}"
+            )
+    return code, t, arrs, wt
+
+
