@@ -12,159 +12,292 @@ TOML layout (defaults: spec/icl.md §5, Fig. 1)::
     [schedule]      epochs, save_every, save_steps
     [output]        checkpoint_every (seconds, "60s", or "<n> steps"; 0 = at every save)
 
-The sections are the frozen dataclasses of :mod:`fastdyn.models.icl_settings`, which own their
-range checks; this module checks keys and types and turns their ValueErrors into ConfigErrors.
-(``[attention]`` holds what the settings call ``model``: TOML cannot have both ``model = "…"``
-and a ``[model]`` table.)
+:class:`IclConfig` is the whole file; :attr:`IclConfig.settings` is the same run as the
+:class:`ICLSettings` that the models and ``run_icl`` take (its ``model`` section is ``[attention]``
+plus the model's name: TOML cannot have both ``model = "…"`` and a ``[model]`` table). Every
+section is a :class:`~fastdyn.config.schema.Section`, so building one directly in Python checks it
+with the same rules and one-line errors, named as in the TOML (``attention.H: …``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import typing
-from typing import Any
+from dataclasses import dataclass, fields
 
-from .schema import ConfigError
+import numpy as np
 
+from .schema import (
+    OPTIMIZERS,
+    ConfigError,
+    Section,
+    choice,
+    every,
+    flag,
+    integer,
+    integers,
+    number,
+    numbers,
+    text,
+)
+
+#: the ICL models, by the name a config's ``model`` gives
 MODELS = ("attn-m", "attn-s", "mlp-cubic")
-SECTION_OF_TOML = {"data": "data", "attention": "model", "init": "init", "optim": "optim", "schedule": "schedule", "output": "output"}
-TOML_OF_SECTION = {v: k for k, v in SECTION_OF_TOML.items()}
+#: the token covariance spectra of ``problems/icl.py``
+SPECTRA = ("linear", "white", "power", "explicit")
 
 
-def _kind(annotation: str) -> tuple[str, bool]:
-    """('int'|'float'|'bool'|'str'|'tuple[int]'|'tuple[float]', optional) from an annotation string."""
-    a = annotation.replace(" ", "")
-    optional = a.endswith("|None")
-    a = a.removesuffix("|None")
-    if a.startswith("tuple[int"):
-        return "tuple[int]", optional
-    if a.startswith("tuple[float"):
-        return "tuple[float]", optional
-    return a, optional
+@dataclass(frozen=True)
+class DataSettings(Section):
+    """[data]: the data set (spec icl.md §1)."""
+
+    _prefix = "data."
+
+    D: int = integer(4, 1, 10**6, help="token dimension: x ∈ R^D")
+    N: int = integer(
+        31, 1, 10**6, help="context length (N labelled tokens and a query)", units="tokens"
+    )
+    P: int = integer(5000, 1, 10**10, help="training sequences")
+    spectrum: str = choice(
+        "linear",
+        SPECTRA,
+        help="eigenvalues of Λ: linear ∝ D..1, white (all equal), power d^-exponent, explicit (data.eigenvalues)",
+    )
+    exponent: float = number(1.0, help="power spectrum: λ_d ∝ d^-exponent")
+    eigenvalues: tuple[float, ...] = numbers(
+        (), help="explicit spectrum: the D positive eigenvalues of Λ"
+    )
+    rotate: bool = flag(True, help="rotate Λ's eigenbasis by a random orthogonal matrix")
+    normalize_trace: bool = flag(True, help="scale the eigenvalues to tr Λ = 1")
+    center: bool = flag(True, help="centre the tokens across sequences (per position)")
+    whiten: bool = flag(True, help="whiten the fresh task vectors (zero mean, identity covariance)")
+    icl_fraction: float = number(
+        1.0,
+        0.0,
+        1.0,
+        help="fraction of sequences with a fresh task vector; the rest use the in-weight w_fix",
+    )
+    n_test: int = integer(
+        0, 0, 10**10, help="sequences in each of the in-context and in-weight test sets; 0 = none"
+    )
+    population: bool = flag(False, help="train on the population moments (needs attention.reduced)")
+    from_file: str | None = text(
+        None,
+        optional=True,
+        help=".npz data set (x, y, optional test arrays) instead of drawing one",
+    )
+    save: bool = flag(False, help="store the data set in the output file")
+    seed: int | None = integer(
+        None, 0, optional=True, help="seed of the data draw; omitted = the run's seed"
+    )
+
+    def check(self) -> None:
+        if self.spectrum == "explicit" and (
+            len(self.eigenvalues) != self.D or any(v <= 0 for v in self.eigenvalues)
+        ):
+            raise ConfigError(
+                f"data.eigenvalues: need {self.D} positive finite numbers for spectrum 'explicit', got {list(self.eigenvalues)}"
+            )
+        if self.population and self.from_file:
+            raise ConfigError(
+                f"data.population: cannot be combined with data.from_file = {self.from_file!r}"
+            )
 
 
-def _coerce(name: str, kind: str, optional: bool, v: Any) -> Any:
-    bad = ConfigError(f"{name}: must be {_describe(kind, optional)}, got {v!r}"[:200])
-    if v is None and optional:
-        return None
-    if kind == "bool":
-        if not isinstance(v, bool):
-            raise bad
-        return v
-    if kind == "str":
-        if isinstance(v, int) and not isinstance(v, bool):
-            return str(v)  # attention_scale = 1 means "1"; the settings check the allowed values
-        if not isinstance(v, str):
-            raise bad
-        return v
-    if kind == "int":
-        if isinstance(v, bool) or not isinstance(v, int | float) or (isinstance(v, float) and not (math.isfinite(v) and v == int(v))):
-            raise bad
-        return int(v)
-    if kind == "float":
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(float(v)):
-            raise bad
-        return float(v)
-    if kind in ("tuple[int]", "tuple[float]"):
-        if not isinstance(v, list | tuple):
-            raise bad
-        return tuple(_coerce(name, kind[6:-1], False, x) for x in v)
-    return v
+@dataclass(frozen=True)
+class AttentionSettings(Section):
+    """[attention]: the architecture (spec icl.md §2); the model itself is the top-level ``model``."""
+
+    _prefix = "attention."
+
+    H: int = integer(8, 1, 10**6, help="heads (hidden units for mlp-cubic)")
+    R: int = integer(1, 1, 10**6, help="key/query rank of every head (attn-s)")
+    softmax: bool = flag(False, help="softmax attention (attn-m, attn-s)")
+    attention_scale: str = choice(
+        "N", ("N", "1"), help='ρ in 1/ρ: "N" (the paper) or "1" (the reference code)'
+    )
+    loss: str = choice(
+        "last",
+        ("last", "cumulative"),
+        help="last token, or the mean over prefixes n = 1..N of the error predicting token n+1",
+    )
+    reduced: bool = flag(
+        False, help="sufficient-statistics path (spec icl.md §3; linear models only)"
+    )
+    ic_only: bool = flag(
+        False, help="hold the in-weight blocks at zero (scalar key entries for attn-s)"
+    )
+
+    def check(self) -> None:
+        if self.softmax and self.reduced:
+            raise ConfigError(
+                "attention.reduced: the reduced path exists for linear models only, got true with softmax"
+            )
 
 
-def _describe(kind: str, optional: bool) -> str:
-    d = {"bool": "true or false", "str": "a string", "int": "an integer", "float": "a finite number", "tuple[int]": "a list of integers", "tuple[float]": "a list of finite numbers"}.get(kind, kind)
-    return d + (" (or omitted)" if optional else "")
+@dataclass(frozen=True)
+class ModelSettings(AttentionSettings):
+    """[attention] with the model's ``name`` (the top-level ``model`` of the TOML)."""
+
+    name: str = choice("attn-m", MODELS, key="model", help="the model")
+
+    def check(self) -> None:
+        super().check()
+        if self.softmax and self.name == "mlp-cubic":
+            raise ConfigError(
+                "attention.softmax: only for attn-m and attn-s, got true with mlp-cubic"
+            )
 
 
-def _build_section(cls: type, data: Any, toml_name: str) -> Any:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{toml_name}: must be a table")
-    hints = {f.name: f.type for f in dataclasses.fields(cls)}
-    for k in data:
-        if k not in hints:
-            raise ConfigError(f"{toml_name}.{k}: unknown key; allowed in [{toml_name}]: {', '.join(hints)}")
-    kwargs = {}
-    for k, v in data.items():
-        kind, optional = _kind(str(hints[k]))
-        kwargs[k] = _coerce(f"{toml_name}.{k}", kind, optional, v)
-    try:
-        return cls(**kwargs)
-    except ValueError as e:
-        raise ConfigError(_rename(str(e))) from None
+@dataclass(frozen=True)
+class InitSettings(Section):
+    """[init]: initial weights (spec icl.md §2)."""
+
+    _prefix = "init."
+
+    scheme: str = choice(
+        "reference", ("paper", "reference"), help="initialisation scheme of spec icl.md §2"
+    )
+    scale: float = number(1e-6, 0.0, help="standard deviation of the initial weights")
+    from_file: str | None = text(
+        None,
+        optional=True,
+        help=".npz with the paper-layout arrays (W_V, W_KQ | W_V, W_K, W_Q | W1, w2) instead of drawing them",
+    )
+    seed: int | None = integer(
+        None,
+        0,
+        optional=True,
+        help="seed of the initial weights; omitted = the run's seed",
+    )
 
 
-def _rename(msg: str) -> str:
-    """Settings name the architecture section ``model.``; the TOML calls it ``attention.``."""
-    msg = msg.splitlines()[0] if msg else msg
-    return ("attention." + msg[6:]) if msg.startswith("model.") else msg.replace("model.", "attention.")
+@dataclass(frozen=True)
+class OptimSettings(Section):
+    """[optim]: drive/optim.py optimisers."""
+
+    _prefix = "optim."
+
+    name: str = choice("gd", OPTIMIZERS, help="optimiser")
+    lr: float = number(1e-3, 0.0, lo_open=True, help="learning rate η (paper time t/τ = 2η·step)")
+    batch_size: int | None = integer(
+        None, 1, 10**10, optional=True, help="sgd: sequences per minibatch; omitted = full batch"
+    )
+    momentum: float = number(0.0, 0.0, 1.0, hi_open=True, help="sgd heavy-ball μ")
+    beta1: float = number(0.9, 0.0, 1.0, hi_open=True, help="adam β1")
+    beta2: float = number(0.999, 0.0, 1.0, hi_open=True, help="adam β2")
+    eps: float = number(1e-8, 0.0, lo_open=True, help="adam ε")
+    weight_decay: float = number(
+        0.0, 0.0, help="adam: L2 in the gradient; adamw: decoupled decay λ"
+    )
 
 
-@dataclasses.dataclass(frozen=True)
-class IclConfig:
-    """A validated in-context regression config: the model name, the seed and the settings."""
+@dataclass(frozen=True)
+class ScheduleSettings(Section):
+    """[schedule]: saves at steps 0, ``save_every``, … and at ``epochs`` (the weights after that
+    many updates), or at ``save_steps`` when given."""
 
-    model: str
-    seed: int
-    settings: Any
-    device: str = "cpu"
+    _prefix = "schedule."
 
-    def sections(self) -> dict[str, Any]:
-        return {TOML_OF_SECTION[f.name]: getattr(self.settings, f.name) for f in dataclasses.fields(self.settings) if f.name in TOML_OF_SECTION}
+    epochs: int = integer(
+        6001, 1, 10**12, help="optimiser updates (full batch: epochs)", units="steps"
+    )
+    save_every: int = integer(10, 1, 10**12, help="steps between saves", units="steps")
+    save_steps: tuple[int, ...] = integers((), 0, help="explicit save steps (override save_every)")
 
+    def check(self) -> None:
+        bad = [s for s in self.save_steps if s > self.epochs]
+        if bad:
+            raise ConfigError(
+                f"schedule.save_steps: must be ≤ schedule.epochs ({self.epochs}), got {bad[0]}"
+            )
 
-def build_icl(data: dict) -> IclConfig:
-    """Validate an ICL config dict."""
-    from ..models import icl_settings as st
-
-    model = data.get("model")
-    if model not in MODELS:
-        raise ConfigError(f"model: must be one of {', '.join(repr(m) for m in MODELS)}, got {model!r}")
-    for k in data:
-        if k not in ("model", "seed", "device", *SECTION_OF_TOML):
-            raise ConfigError(f"{k}: unknown key; allowed at the top level: model, seed, device, {', '.join(SECTION_OF_TOML)}")
-    seed = _coerce("seed", "int", False, data.get("seed", 0))
-    if seed < 0:
-        raise ConfigError(f"seed: must be an integer ≥ 0, got {seed}")
-    classes = {"data": st.DataSettings, "model": st.ModelSettings, "init": st.InitSettings, "optim": st.OptimSettings, "schedule": st.ScheduleSettings, "output": st.OutputSettings}
-    kwargs = {}
-    for toml_name, attr in SECTION_OF_TOML.items():
-        sec = dict(data.get(toml_name, {})) if isinstance(data.get(toml_name, {}), dict) else data.get(toml_name)
-        if attr == "model":
-            if isinstance(sec, dict) and "name" in sec:
-                raise ConfigError("attention.name: unknown key; the model is the top-level `model`")
-            if isinstance(sec, dict):
-                sec["name"] = model
-        kwargs[attr] = _build_section(classes[attr], sec, toml_name)
-    try:
-        settings = st.ICLSettings(seed=seed, **kwargs)
-    except ValueError as e:
-        raise ConfigError(_rename(str(e))) from None
-    device = data.get("device", "cpu")
-    if device not in ("cpu", "cuda"):
-        raise ConfigError(f"device: must be one of 'cpu', 'cuda', got {device!r}")
-    cfg = IclConfig(model=model, seed=seed, settings=settings, device=device)
-    from .device import check_supported
-
-    check_supported(cfg)
-    return cfg
+    def steps(self) -> np.ndarray:
+        """The save steps, increasing."""
+        if self.save_steps:
+            return np.unique(np.asarray(self.save_steps, dtype=np.int64))
+        s = np.arange(0, self.epochs + 1, self.save_every, dtype=np.int64)
+        return np.unique(np.append(s, self.epochs))
 
 
-def to_dict(cfg: IclConfig) -> dict:
-    """TOML-able dict of a validated ICL config (None values omitted)."""
-    out: dict[str, Any] = {"model": cfg.model, "seed": cfg.seed, "device": cfg.device}
-    for toml_name, sec in cfg.sections().items():
-        d = {}
-        for f in dataclasses.fields(sec):
-            v = getattr(sec, f.name)
-            if toml_name == "attention" and f.name == "name":
-                continue
-            if v is None:
-                continue
-            d[f.name] = list(v) if isinstance(v, tuple) else v
-        out[toml_name] = d
-    return out
+@dataclass(frozen=True)
+class OutputSettings(Section):
+    """[output]: resume state."""
+
+    _prefix = "output."
+
+    checkpoint_every: float | str = every(
+        60.0,
+        help='resume state written at the first save this many seconds (60, "60s") or optimiser steps ("500 steps") after the last one; 0 = at every save',
+    )
 
 
-_ = typing  # annotations are read as strings
+def _check_run(model: ModelSettings, data: DataSettings, optim: OptimSettings) -> None:
+    """Rules across sections of one ICL run."""
+    if model.name == "attn-s":
+        if model.R > data.D:
+            raise ConfigError(f"attention.R: must be ≤ data.D = {data.D} for attn-s, got {model.R}")
+        if model.H * model.R < data.D:
+            raise ConfigError(
+                f"attention.H: H*R must be ≥ data.D = {data.D} for attn-s, got H*R = {model.H * model.R}"
+            )
+    if data.population and not model.reduced:
+        raise ConfigError("data.population: needs attention.reduced = true, got reduced = false")
+    if optim.batch_size is not None and not data.population and optim.batch_size > data.P:
+        raise ConfigError(f"optim.batch_size: must be ≤ data.P = {data.P}, got {optim.batch_size}")
+
+
+@dataclass(frozen=True)
+class ICLSettings(Section):
+    """One ICL run as the models and ``run_icl`` take it: the sections, the model (``[attention]``
+    plus the name) and the run's ``seed``."""
+
+    data: DataSettings = DataSettings()
+    model: ModelSettings = ModelSettings()
+    init: InitSettings = InitSettings()
+    optim: OptimSettings = OptimSettings()
+    schedule: ScheduleSettings = ScheduleSettings()
+    seed: int = integer(0, 0, help="seed of every random draw (data, init, minibatches)")
+    output: OutputSettings = OutputSettings()
+
+    def check(self) -> None:
+        _check_run(self.model, self.data, self.optim)
+
+
+@dataclass(frozen=True)
+class IclConfig(Section):
+    """A whole ICL config file; :attr:`settings` is the run it describes."""
+
+    model: str = choice("attn-m", MODELS, help="the model")
+    seed: int = integer(0, 0, help="seed of every random draw (data, init, minibatches)")
+    device: str = choice(
+        "cpu", ("cpu", "cuda"), help="where the kernels run (cuda: attn-m, attn-s; docs/cuda.md)"
+    )
+    data: DataSettings = DataSettings()
+    attention: AttentionSettings = AttentionSettings()
+    init: InitSettings = InitSettings()
+    optim: OptimSettings = OptimSettings()
+    schedule: ScheduleSettings = ScheduleSettings()
+    output: OutputSettings = OutputSettings()
+
+    def check(self) -> None:
+        if type(self.attention) is not AttentionSettings:
+            raise ConfigError(
+                "attention: must be an AttentionSettings (the model's name is the top-level `model`)"
+            )
+        _check_run(self.model_settings, self.data, self.optim)
+        from .device import check_supported
+
+        check_supported(self)
+
+    @property
+    def model_settings(self) -> ModelSettings:
+        """``[attention]`` with the model's name."""
+        a = self.attention
+        return ModelSettings(name=self.model, **{f.name: getattr(a, f.name) for f in fields(a)})
+
+    @property
+    def settings(self) -> ICLSettings:
+        """The run as :class:`ICLSettings` (what ``run_icl`` and the models take)."""
+        return ICLSettings(
+            data=self.data, model=self.model_settings, init=self.init, optim=self.optim,
+            schedule=self.schedule, seed=self.seed, output=self.output,
+        )  # fmt: skip

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .schema import ConfigError, Rule
+from .schema import ConfigError, Rule, Section
 
 _SCHEMAS: dict[str, type] = {}
 
@@ -31,9 +31,14 @@ def schema_for(model: str) -> type:
 
 def _ensure_schemas() -> None:
     if "msfr" not in _SCHEMAS:
+        from .icl import MODELS, IclConfig
         from .msfr import MsfrConfig
+        from .msfr_attn import MsfrAttnConfig
 
         register_schema("msfr", MsfrConfig)
+        register_schema("msfr-attn", MsfrAttnConfig)  # trained attention on sampled MSFR sequences
+        for m in MODELS:  # in-context regression (config/icl.py)
+            register_schema(m, IclConfig)
 
 
 def build(cls: type, data: Any, prefix: str = "") -> Any:
@@ -53,8 +58,8 @@ def build(cls: type, data: Any, prefix: str = "") -> Any:
         elif name in data:
             rule: Rule = f.metadata["rule"]
             kwargs[name] = rule.coerce(prefix + name, data[name])
-    obj = cls(**kwargs)
-    if hasattr(obj, "check"):
+    obj = cls(**kwargs)  # a Section checks itself on construction
+    if hasattr(obj, "check") and not isinstance(obj, Section):
         obj.check()
     return obj
 
@@ -113,16 +118,6 @@ def from_dict(data: dict) -> Any:
     model = data.get("model", "msfr")
     if not isinstance(model, str):
         raise ConfigError(f"model: must be a string naming the model, got {model!r}")
-    from .icl import MODELS, build_icl
-
-    if model in MODELS:
-        return build_icl(data)
-    if model == "msfr-attn":  # trained attention on sampled MSFR sequences (config/msfr_attn.py)
-        from .msfr_attn import MsfrAttnConfig
-
-        return build(MsfrAttnConfig, data)
-    if model != "msfr":
-        raise ConfigError(f"model: must be one of 'msfr', {', '.join(repr(m) for m in MODELS)}, got {model!r}")
     return build(schema_for(model), data)
 
 
@@ -133,15 +128,13 @@ def load_config(path: str | Path | None = None, sets: list[str] | tuple[str, ...
 
 
 def to_dict(cfg: Any) -> dict:
-    """The resolved config as plain TOML-able values (tuples → lists)."""
-    from .icl import IclConfig
-    from .icl import to_dict as icl_to_dict
-
-    if isinstance(cfg, IclConfig):
-        return icl_to_dict(cfg)
+    """The resolved config as plain TOML-able values (tuples → lists; ``None``, a field left
+    unset, is omitted)."""
     out = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
+        if v is None:
+            continue
         out[f.name] = to_dict(v) if dataclasses.is_dataclass(v) else (list(v) if isinstance(v, tuple) else v)
     return out
 

@@ -5,11 +5,17 @@ A field is declared with one of :func:`number`, :func:`integer`, :func:`choice`,
 table into the dataclass, rejecting unknown keys, wrong types, non-finite numbers and values out of
 range with one line that names the field (``task.n_tasks: must be an integer ≥ 1, got 0``).
 Cross-field rules live in each section's ``check()`` method and raise :class:`ConfigError`.
+
+A section that derives from :class:`Section` also validates when constructed directly in Python
+(``DataSettings(P=0)`` raises the same one-line ConfigError as ``--set data.P=0``): its
+``__post_init__`` runs every field's rule, stores the canonical value and calls ``check()``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import numbers as _numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +30,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    """What a field accepts. ``kind`` is one of number, integer, choice, flag, numbers, integers, text, every."""
+    """What a field accepts. ``kind`` is one of number, integer, choice, flag, numbers, integers, text, every.
+    ``optional``: ``None`` is accepted too (a default meaning "not given"; TOML cannot write it)."""
 
     kind: str
     lo: float | None = None
@@ -35,6 +42,7 @@ class Rule:
     extra: tuple = ()  # extra accepted string literals for numeric fields (e.g. "inf", "all")
     help: str = ""
     units: str = ""
+    optional: bool = False
 
     def describe(self) -> str:
         """Human description of the allowed values, used in error messages and `--help`."""
@@ -60,6 +68,8 @@ class Rule:
     def coerce(self, name: str, value: Any) -> Any:
         """Validate ``value`` for field ``name`` and return it in canonical form."""
         bad = ConfigError(f"{name}: must be {self.describe()}, got {_show(value)}")
+        if value is None and self.optional:
+            return None
         if self.kind == "flag":
             if not isinstance(value, bool):
                 raise bad
@@ -75,6 +85,8 @@ class Rule:
                 raise ConfigError(str(e)) from None
             return x if unit == "seconds" else f"{int(x)} steps"
         if self.kind == "choice":
+            if isinstance(value, int) and not isinstance(value, bool) and str(value) in self.options:
+                return str(value)  # attention_scale = 1 means "1"
             if not isinstance(value, str) or value not in self.options:
                 raise bad
             return value
@@ -88,8 +100,12 @@ class Rule:
                 return tuple(scalar.coerce(name, v) for v in value)
             except ConfigError:
                 raise bad from None
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, _numbers.Real):
             raise bad
+        if isinstance(value, _numbers.Integral):  # numpy integers from Python callers
+            value = int(value)
+        elif not isinstance(value, int | float):
+            value = float(value)
         if self.kind == "integer":
             if isinstance(value, float):
                 if not (math.isfinite(value) and value == int(value)):
@@ -115,10 +131,11 @@ def _show(value: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _field(default: Any, rule: Rule) -> Any:
+def _field(default: Any, rule: Rule, key: str | None = None) -> Any:
     if isinstance(default, list):
         default = tuple(default)
-    return field(default=default, metadata={"rule": rule})
+    meta = {"rule": rule} if key is None else {"rule": rule, "key": key}
+    return field(default=default, metadata=meta)
 
 
 def number(default: float, lo=None, hi=None, *, lo_open=False, hi_open=False, extra=(), help="", units="") -> Any:
@@ -126,14 +143,15 @@ def number(default: float, lo=None, hi=None, *, lo_open=False, hi_open=False, ex
     return _field(default, Rule("number", lo, hi, lo_open, hi_open, extra=tuple(extra), help=help, units=units))
 
 
-def integer(default: int, lo=None, hi=None, *, extra=(), help="", units="") -> Any:
-    """An integer field with optional bounds."""
-    return _field(default, Rule("integer", lo, hi, extra=tuple(extra), help=help, units=units))
+def integer(default: int | None, lo=None, hi=None, *, extra=(), optional=False, help="", units="") -> Any:
+    """An integer field with optional bounds (``optional``: also ``None``, "not given")."""
+    return _field(default, Rule("integer", lo, hi, extra=tuple(extra), help=help, units=units, optional=optional))
 
 
-def choice(default: str, options, *, help="") -> Any:
-    """A string field restricted to ``options``."""
-    return _field(default, Rule("choice", options=tuple(options), help=help))
+def choice(default: str, options, *, help="", key: str | None = None) -> Any:
+    """A string field restricted to ``options`` (``key``: the name errors give, when it is not
+    ``<section>.<field>``)."""
+    return _field(default, Rule("choice", options=tuple(options), help=help), key)
 
 
 def flag(default: bool, *, help="") -> Any:
@@ -141,9 +159,9 @@ def flag(default: bool, *, help="") -> Any:
     return _field(default, Rule("flag", help=help))
 
 
-def text(default: str, *, help="") -> Any:
-    """A free string field (paths)."""
-    return _field(default, Rule("text", help=help))
+def text(default: str | None, *, optional=False, help="") -> Any:
+    """A free string field (paths; ``optional``: also ``None``, "not given")."""
+    return _field(default, Rule("text", help=help, optional=optional))
 
 
 def numbers(default, lo=None, hi=None, *, lo_open=False, help="", units="") -> Any:
@@ -199,3 +217,29 @@ def parse_every(value: Any, field: str = "output.checkpoint_every") -> tuple[str
 def integers(default, lo=None, hi=None, *, help="") -> Any:
     """A list of integers (stored as a tuple)."""
     return _field(default, Rule("integers", lo, hi, help=help))
+
+
+class Section:
+    """Base of config sections that validate on construction, from TOML or directly in Python.
+
+    Subclasses are frozen dataclasses whose fields are declared with the rules above (or hold a
+    nested section, whose default is an instance of its class). ``_prefix`` is the section's TOML
+    name with a dot (``"data."``; ``""`` at the top level): errors name ``<prefix><field>``, or a
+    field's own ``key``. Cross-field rules go in :meth:`check`.
+    """
+
+    _prefix = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            rule = f.metadata.get("rule")
+            if rule is not None:
+                key = f.metadata.get("key") or self._prefix + f.name
+                object.__setattr__(self, f.name, rule.coerce(key, value))
+            elif dataclasses.is_dataclass(f.default) and not isinstance(value, type(f.default)):
+                raise ConfigError(f"{self._prefix}{f.name}: must be a {type(f.default).__name__}, got {_show(value)}")
+        self.check()
+
+    def check(self) -> None:
+        """Cross-field rules (ConfigError naming the field); none by default."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config.icl import SPECTRA  # the spectra a config may name
 from .rng import STREAM_DATA, generator
 
 #: sub-streams of STREAM_DATA
@@ -39,8 +40,6 @@ _SUB_WFIX = 1
 _SUB_TRAIN = 2
 _SUB_TEST_IC = 3
 _SUB_TEST_IW = 4
-
-SPECTRA = ("linear", "white", "power", "explicit")
 
 
 @dataclass

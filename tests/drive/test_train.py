@@ -176,62 +176,62 @@ def test_bit_identical_for_1_and_2_threads():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: DataSettings(N=0), r"^data.N: must be a positive integer, got 0$"),
-        (lambda: DataSettings(P=-5), r"^data.P: must be a positive integer, got -5$"),
-        (lambda: ModelSettings(H=0), r"^model.H: must be a positive integer, got 0$"),
+        (lambda: DataSettings(N=0), r"^data.N: must be an integer ≥ 1 and ≤ 1000000, got 0$"),
+        (lambda: DataSettings(P=-5), r"^data.P: must be an integer ≥ 1 and ≤ 10000000000, got -5$"),
+        (lambda: ModelSettings(H=0), r"^attention.H: must be an integer ≥ 1 and ≤ 1000000, got 0$"),
         (
             lambda: ModelSettings(name="gpt"),
-            r"^model.name: one of attn-m, attn-s, mlp-cubic, got 'gpt'$",
+            r"^model: must be one of 'attn-m', 'attn-s', 'mlp-cubic', got 'gpt'$",
         ),
         (
             lambda: ModelSettings(attention_scale="sqrt"),
-            r"^model.attention_scale: one of N, 1, got 'sqrt'$",
+            r"^attention.attention_scale: must be one of 'N', '1', got 'sqrt'$",
         ),
-        (lambda: ModelSettings(loss="mean"), r"^model.loss: one of last, cumulative, got 'mean'$"),
+        (lambda: ModelSettings(loss="mean"), r"^attention.loss: must be one of 'last', 'cumulative', got 'mean'$"),
         (
             lambda: ModelSettings(name="mlp-cubic", softmax=True),
-            r"^model.softmax: only for attn-m and attn-s",
+            r"^attention.softmax: only for attn-m and attn-s",
         ),
         (
             lambda: ModelSettings(softmax=True, reduced=True),
-            r"^model.reduced: the reduced path exists for linear models only",
+            r"^attention.reduced: the reduced path exists for linear models only",
         ),
         (
             lambda: ICLSettings(model=ModelSettings(name="attn-s", H=4, R=5)),
-            r"^model.R: must be <= data.D = 4, got 5$",
+            r"^attention.R: must be ≤ data.D = 4 for attn-s, got 5$",
         ),
         (
             lambda: ICLSettings(model=ModelSettings(name="attn-s", H=3, R=1)),
-            r"^model.H: H\*R must be >= data.D = 4 for attn-s, got H\*R = 3$",
+            r"^attention.H: H\*R must be ≥ data.D = 4 for attn-s, got H\*R = 3$",
         ),
         (
             lambda: ICLSettings(data=DataSettings(population=True)),
-            r"^data.population: needs model.reduced = true",
+            r"^data.population: needs attention.reduced = true",
         ),
         (
             lambda: InitSettings(scheme="xavier"),
-            r"^init.scheme: one of paper, reference, got 'xavier'$",
+            r"^init.scheme: must be one of 'paper', 'reference', got 'xavier'$",
         ),
         (
             lambda: InitSettings(scale=float("nan")),
-            r"^init.scale: must be a finite number >= 0.0, got nan$",
+            r"^init.scale: must be a finite number ≥ 0, got nan$",
         ),
-        (lambda: OptimSettings(lr=0.0), r"^optim.lr: must be a finite number > 0.0, got 0.0$"),
+        (lambda: OptimSettings(lr=0.0), r"^optim.lr: must be a finite number > 0, got 0.0$"),
         (
             lambda: OptimSettings(name="lbfgs"),
-            r"^optim.name: one of gd, sgd, adam, adamw, got 'lbfgs'$",
+            r"^optim.name: must be one of 'gd', 'sgd', 'adam', 'adamw', got 'lbfgs'$",
         ),
         (
             lambda: ScheduleSettings(epochs=0),
-            r"^schedule.epochs: must be a positive integer, got 0$",
+            r"^schedule.epochs: must be an integer ≥ 1 and ≤ 1000000000000, got 0$",
         ),
         (
             lambda: ScheduleSettings(epochs=10, save_steps=(11,)),
-            r"^schedule.save_steps: integers in \[0, 10\], got 11$",
+            r"^schedule.save_steps: must be ≤ schedule.epochs \(10\), got 11$",
         ),
         (
             lambda: DataSettings(icl_fraction=2.0),
-            r"^data.icl_fraction: must be a finite number >= 0.0 and <= 1.0, got 2.0$",
+            r"^data.icl_fraction: must be a finite number ≥ 0 and ≤ 1, got 2.0$",
         ),
     ],
 )

@@ -68,10 +68,10 @@ def test_bad_rank_and_heads():
     with pytest.raises(ValueError, match=r"^model.R: must be <= D = 4, got 5$"):
         AttnS(4, 4, 7, R=5)
     with pytest.raises(
-        ValueError, match=r"^model.H: H\*R must be >= data.D = 4 for attn-s, got H\*R = 2$"
+        ValueError, match=r"^attention.H: H\*R must be ≥ data.D = 4 for attn-s, got H\*R = 2$"
     ):
         ICLSettings(data=DataSettings(D=4), model=ModelSettings(name="attn-s", H=1, R=2))
-    with pytest.raises(ValueError, match=r"^model.R: must be <= data.D = 4, got 5$"):
+    with pytest.raises(ValueError, match=r"^attention.R: must be ≤ data.D = 4 for attn-s, got 5$"):
         ICLSettings(data=DataSettings(D=4), model=ModelSettings(name="attn-s", H=4, R=5))
     with pytest.raises(ValueError, match=r"^model.H: must be a positive integer, got 0$"):
         AttnS(4, 0, 7, R=1)
