@@ -185,7 +185,7 @@ def _summary(counts: dict[str, int]) -> str:
 def _split(sw, out_dir: Path, parts, scheduler, workers, resources, threads, say) -> None:
     from ..config.load import from_dict
     from ..drive.checkpoint import exit_code
-    from ..drive.msfr_split import plan, run_split
+    from ..drive.split import plan, run_split
     from ..sweep import cluster
 
     unknown = set(sw.split) - {"parts", "file"}
@@ -201,20 +201,15 @@ def _split(sw, out_dir: Path, parts, scheduler, workers, resources, threads, say
     if not (isinstance(name, str) and name.endswith(".h5") and "/" not in name):
         raise UserError(f"split.file: must be a file name ending in .h5, got {name!r}")
     cfg = from_dict(sw.base)
-    from ..models.registry import get_model
-
-    if get_model(cfg.model).kind != "ode":
-        raise UserError(
-            f"split: only ODE / closed-form runs (per-task state) can be split by task, got model = {cfg.model!r}"
-        )
+    try:
+        spans = plan(cfg, parts)
+    except ValueError as e:
+        raise UserError(str(e).splitlines()[0]) from None
     out = out_dir / name
     if out.exists():
         raise UserError(f"--output {out_dir}: {name} exists; remove it or choose another -o")
     out_dir.mkdir(parents=True, exist_ok=True)
-    spans = plan(cfg, parts)
-    say(
-        f"split run: D = {cfg.task.d} tasks in {len(spans)} parts of whole {cfg.output.chunk_tasks}-task chunks"
-    )
+    say(f"split run: {sum(n for _f, n in spans)} tasks in {len(spans)} parts of whole chunks")
     with cluster.executor(scheduler, workers, resources, log=say) as (ex, t):
         status = run_split(cfg, out, parts, ex, threads or t)
     say(f"{out}: {status}")

@@ -838,7 +838,7 @@ def integrate_gd(
 
 
 # ----------------------------------------------------------------------------------------------
-# driver-facing state over all represented tasks (used by drive/msfr_run.py)
+# driver-facing state over all represented tasks (used by the MSFR setup, models/msfr/setup.py)
 # ----------------------------------------------------------------------------------------------
 
 

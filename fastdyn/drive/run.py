@@ -24,9 +24,12 @@ def supports_resume(model: str) -> bool:
 def tools(device: str = "cpu") -> SimpleNamespace:
     """What a model's setup gets from the driver (models never import ``drive``): the device its
     kernels run on and drive-level functions it may call (a reference integrator)."""
-    from .integrate import integrate_gd
+    from . import integrate, integrate_soa, saveat
 
-    return SimpleNamespace(device=device, integrate_gd=integrate_gd)
+    return SimpleNamespace(
+        device=device, integrate=integrate, integrate_gd=integrate.integrate_gd,
+        integrate_soa=integrate_soa, saveat=saveat,
+    )  # fmt: skip
 
 
 def simulate(
@@ -47,6 +50,6 @@ def simulate(
         return run_trained(
             entry, cfg, Path(output), progress=progress, resume=resume, tools=tools(device)
         )
-    from .msfr_run import run_ode
+    from .ode_run import run_ode
 
-    return run_ode(entry, cfg, Path(output), progress=progress, resume=resume, device=device)
+    return run_ode(entry, cfg, Path(output), progress=progress, resume=resume, tools=tools(device))

@@ -29,18 +29,18 @@ import numpy as np
 class ModelEntry:
     """One registered model.
 
-    ``kind`` is ``"ode"`` or ``"trained"``. A trained model registers ``setup(cfg, tools) ->
-    TrainedSetup`` and the trained-model driver runs it (``tools`` carries the drive-level
-    functions a setup may need, e.g. a reference integrator, so models never import ``drive``);
-    an ODE model registers ``run`` (its run loop). ``extras`` holds model-specific callables
-    (kernels, theory functions) that tests and benchmarks reach by name.
+    ``kind`` is ``"ode"`` or ``"trained"``; ``setup(cfg, tools)`` returns a :class:`TrainedSetup`
+    or an :class:`OdeSetup` that the driver of that kind runs (``tools`` carries the device and
+    the drive-level functions a setup may need, e.g. the integrators, so models never import
+    ``drive``). ``extras`` holds model-specific callables (kernels, theory functions) that tests
+    and benchmarks reach by name.
     """
 
     name: str
     kind: str
     summary: str
     run: Callable[..., Any] | None = None
-    setup: Callable[..., TrainedSetup] | None = None
+    setup: Callable[..., TrainedSetup | OdeSetup] | None = None
     extras: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
 
@@ -76,6 +76,58 @@ class TrainedSetup:
     scales: dict[str, tuple[str, int]] | None = None
     extra_attrs: dict[str, Any] = field(default_factory=dict)
     time_units: str | None = None
+    checkpoint_every: Any = 60.0
+
+
+@dataclass
+class OdeSetup:
+    """What an ODE / closed-form model hands the ODE driver (``drive/ode_run.py``) for one run.
+
+    Tasks 1..``n_tasks`` are independent; their tables come in chunks of whole blocks
+    (``spans``, ``chunk(first, n)``: an object with ``first``, ``n`` and the kernels' per-task
+    arrays), so sums over tasks are per-block partials added in block order (``fastdyn.reduce``)
+    and the output does not depend on threads, chunking or a split into parts. The driver owns the
+    loop over output segments and chunks, streaming, checkpoints, resume, signals, divergence,
+    progress and status; the model supplies:
+
+    - ``advance(chunk, state, times, steps, local_track, test_partials, train_partials, f)``:
+      integrate the chunk's tasks of ``state`` through one segment of output times (gd: steps),
+      adding the block partials of L_test and L_train and writing f of the tracked tasks;
+    - ``theory(chunk, times, local_track) -> (test_partials, train_partials, f)``: the closed form;
+    - ``new_state(chunks, n)``: the state of ``n`` tasks holding ``chunks`` (each chunk's ``first``
+      counted from the state's first task; chunks are dataclasses with ``first`` and ``n``),
+      ``save_state(state) -> {name: array}`` (shapes in ``checkpoint``),
+      ``restore(state, arrays, chunks, rows_done, last_step)`` (ValueError if they do not fit);
+    - ``summary(state) -> {name: count}`` (additive integrator counts, stored as ``solver_<name>``
+      root attributes) and ``failure(counts) -> text or None`` (tasks that did not finish);
+    - ``zero_loss(chunk)``: the chunk's test loss with every f = 0 (the divergence reference) and
+      ``cause(chunks)``: the likely cause of a divergence, for the message.
+
+    Output series (the ODE format): ``loss/test``, ``loss/train``, ``tasks/f`` when ``simulate``,
+    ``theory/loss/…``, ``theory/tasks/f`` when ``theory`` is given; ``tasks/index`` plus ``static``.
+    """
+
+    n_tasks: int
+    spans: list[tuple[int, int]]
+    chunk: Callable[[int, int], Any]
+    times: np.ndarray
+    steps: np.ndarray | None
+    track: np.ndarray
+    tail: tuple[float, float]
+    simulate: bool
+    advance: Callable[..., None]
+    new_state: Callable[[Any], Any]
+    save_state: Callable[[Any], dict[str, np.ndarray]]
+    restore: Callable[..., None]
+    summary: Callable[[Any], dict[str, int]]
+    failure: Callable[[dict[str, int]], str | None]
+    zero_loss: Callable[[Any], float]
+    cause: Callable[[Any], str]
+    checkpoint: dict[str, tuple[tuple[int, ...], Any]]
+    theory: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+    static: dict[str, np.ndarray] = field(default_factory=dict)
+    extra_attrs: dict[str, Any] = field(default_factory=dict)
+    times_per_segment: int = 1
     checkpoint_every: Any = 60.0
 
 

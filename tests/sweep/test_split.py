@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from fastdyn import simulate
 from fastdyn.cli import main
 from fastdyn.config import from_dict, load_config, to_toml
-from fastdyn.drive.msfr_split import plan, run_part, run_split
+from fastdyn.drive.split import plan, run_part, run_split
 
 from .conftest import write_sweep
 

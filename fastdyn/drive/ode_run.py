@@ -1,0 +1,238 @@
+"""④ The ODE / closed-form driver: output times in segments, tasks in chunks, the model's kernels.
+
+The model's :class:`fastdyn.models._spec.OdeSetup` says what the tasks are and how to advance and
+evaluate them; this module owns everything else, once, for every ODE model:
+
+- the closed form (stateless) first, on the whole output grid in one pass over the tasks;
+- then, for each segment of output times (``times_per_segment``) and each chunk of tasks (whole
+  blocks of ``reduce.BLOCK``), the model advances the chunk's state to the segment's times; the
+  per-block partial losses are added in block order (so the result does not depend on threads,
+  chunk size or a split into parts, ``drive/split.py``), the constant loss of the tasks beyond the
+  model size is added, and the segment's rows are appended to the file and flushed;
+- checkpoints at segment boundaries (the model's state arrays plus ``position = [rows, step]``),
+  ``--resume`` (bit-identical), SIGINT/SIGTERM, divergence (a non-finite loss, or one above
+  ``EXPLODE`` × the loss with every f = 0), progress, timings and the final status.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config.load import to_toml
+from ..h5.writer import RunWriter
+from ..models._spec import OdeSetup
+from ..reduce import accumulate_blocks, block_partials
+from .checkpoint import Schedule, StopSignals, write_error
+from .outcome import Outcome, RunFailed
+from .progress import Progress
+
+#: a loss this many times its value with every f = 0 is taken as exploding (gradient flow never
+#: raises the train loss, and the test loss of a small-init run is bounded by a few times its
+#: initial value; gd past its stability bound grows geometrically and crosses this within a few
+#: dozen steps)
+EXPLODE = 1e6
+
+
+def local_track(track: np.ndarray, ch: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(local indices in the chunk, positions in the track list) of tracked tasks in chunk ``ch``
+    (``track`` holds 1-based task indices)."""
+    s0 = ch.first + 1
+    m = (track >= s0) & (track < s0 + ch.n)
+    return (track[m] - s0).astype(np.int64), np.nonzero(m)[0]
+
+
+def layout(job: OdeSetup) -> tuple[dict[str, tuple[int, ...]], dict[str, np.ndarray]]:
+    """(series shapes, static arrays) of an ODE output file."""
+    nt = len(job.track)
+    series: dict[str, tuple[int, ...]] = {}
+    if job.simulate:
+        series |= {"loss/test": (), "loss/train": (), "tasks/f": (nt,)}
+    if job.theory is not None:
+        series |= {"theory/loss/test": (), "theory/loss/train": (), "theory/tasks/f": (nt,)}
+    return series, {"tasks/index": job.track, **job.static}
+
+
+def check_finite(
+    job: OdeSetup, chunks: Any, loss: np.ndarray, times: np.ndarray, ref: float
+) -> None:
+    """RunFailed for a non-finite loss in the segment, or one above EXPLODE × ``ref``."""
+    bad = ~np.isfinite(loss)
+    if ref > 0:
+        bad |= loss > EXPLODE * ref
+    if bad.any():
+        i = int(np.argmax(bad))
+        what = (
+            "non-finite loss"
+            if not np.isfinite(loss[i])
+            else f"loss {loss[i]:.3g} > {EXPLODE:g} × its initial value"
+        )
+        raise RunFailed(f"diverged at t = {times[i]:g}: {what}; {job.cause(chunks)}")
+
+
+def theory_all(job: OdeSetup, chunks: Any) -> dict[str, np.ndarray]:
+    """The closed form on the whole output grid in one pass over the tasks."""
+    T = len(job.times)
+    tot_t, tot_r = np.zeros(T), np.zeros(T)
+    f = np.full((T, len(job.track)), np.nan)
+    for ch in chunks:
+        loc = local_track(job.track, ch)
+        pt, pr, ft = job.theory(ch, job.times, loc[0])
+        accumulate_blocks(tot_t, pt)
+        accumulate_blocks(tot_r, pr)
+        if len(loc[0]):
+            f[:, loc[1]] = ft.T
+    return {"test": tot_t + job.tail[0], "train": tot_r + job.tail[1], "f": f}
+
+
+def advance_segment(
+    job: OdeSetup, chunks: Any, state: Any, a: int, k: int
+) -> dict[str, np.ndarray]:
+    """Advance every chunk through output times a … a+k−1; the segment's loss and f rows
+    (block partials summed in block order, plus the tail)."""
+    tt = job.times[a : a + k]
+    st = None if job.steps is None else job.steps[a : a + k]
+    tot_t, tot_r = np.zeros(k), np.zeros(k)
+    f = np.full((k, len(job.track)), np.nan)
+    for ch in chunks:
+        loc = local_track(job.track, ch)
+        pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
+        ft = np.zeros((len(loc[0]), k))
+        job.advance(ch, state, tt, st, loc[0], pt, pr, ft)
+        accumulate_blocks(tot_t, pt)
+        accumulate_blocks(tot_r, pr)
+        f[:, loc[1]] = ft.T
+    return {"loss/test": tot_t + job.tail[0], "loss/train": tot_r + job.tail[1], "tasks/f": f}
+
+
+class Chunks:
+    """The chunks of a run, in order (the model's ``chunk`` may cache its tables)."""
+
+    def __init__(self, job: OdeSetup, spans: list[tuple[int, int]] | None = None):
+        self.job = job
+        self.spans = list(job.spans if spans is None else spans)
+
+    def __iter__(self):
+        for first, n in self.spans:
+            yield self.job.chunk(first, n)
+
+
+def run_ode(
+    entry: Any,
+    cfg: Any,
+    output: Path,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    tools: Any = None,
+) -> str:
+    """Run ``cfg`` of the registered ODE model ``entry`` into ``output``; returns the final
+    status text. With ``resume`` the file ``output`` (same config, checked by the caller) is
+    continued from its checkpoint: the rows after it are dropped and recomputed, so the file ends
+    bit-identical to an uninterrupted run's."""
+    t_wall = _time.time()
+    job: OdeSetup = entry.setup(cfg, tools)
+    times, steps = job.times, job.steps
+    chunks = Chunks(job)
+    series, static = layout(job)
+    ck = None
+    if resume:
+        writer, ck = RunWriter.reopen(output)
+    else:
+        writer = RunWriter(
+            output, checkpoint={**job.checkpoint, "position": ((2,), "i8")}, model=entry.name,
+            config_toml=to_toml(cfg), seed=cfg.seed, series=series, static=static,
+            scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
+            extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": job.tail[0], "tail_loss_train": job.tail[1], **job.extra_attrs},
+        )  # fmt: skip
+    state = job.new_state(chunks, job.n_tasks) if job.simulate else None
+    a0 = 0
+    if ck is not None:
+        a0 = int(ck["position"][0])
+        if job.simulate:
+            try:
+                job.restore(state, ck, chunks, a0, int(ck["position"][1]))
+            except ValueError as e:
+                raise RunFailed(str(e)) from None
+    loss_ref = sum(job.zero_loss(ch) for ch in chunks) + job.tail[0] if job.simulate else 0.0
+    seg = max(1, int(job.times_per_segment))
+    bar = Progress(len(times), progress)
+    bar.update(a0)
+    t_kernel = 0.0
+    sched = Schedule(job.checkpoint_every, a0)
+    stop = StopSignals().__enter__()
+    timings = lambda: {"kernels": t_kernel, "total": _time.time() - t_wall}  # noqa: E731
+
+    def checkpoint(rows: int) -> None:
+        k_last = int(steps[rows - 1]) if steps is not None and rows > 0 else 0
+        arrays = {"position": np.array([rows, k_last])}
+        if job.simulate:
+            arrays |= job.save_state(state)
+        writer.checkpoint(arrays)
+        sched.done(rows)
+
+    try:
+        if not resume:
+            checkpoint(0)
+        t0 = _time.time()
+        th_all = theory_all(job, chunks) if job.theory is not None else None
+        t_kernel += _time.time() - t0
+        for a in range(a0, len(times), seg):
+            tt = times[a : a + seg]
+            k = len(tt)
+            rows: dict[str, np.ndarray] = {}
+            if job.simulate:
+                t0 = _time.time()
+                rows = advance_segment(job, chunks, state, a, k)
+                t_kernel += _time.time() - t0
+                check_finite(job, chunks, rows["loss/test"], tt, loss_ref)
+            if th_all is not None:
+                rows |= {
+                    "theory/loss/test": th_all["test"][a : a + k],
+                    "theory/loss/train": th_all["train"][a : a + k],
+                    "theory/tasks/f": th_all["f"][a : a + k],
+                }
+            writer.append(tt, rows, None if steps is None else steps[a : a + seg])
+            bar.update(k)
+            if a + k < len(times) and (stop.requested or sched.due(a + k)):
+                checkpoint(a + k)
+            if stop.requested and a + k < len(times):
+                status = stop.status(
+                    f"after output time {a + k} of {len(times)} (t = {tt[-1]:g})", output
+                )
+                writer.close(status, timings())
+                return status
+    except OSError as e:  # the disk is full or the file system went away: keep what was flushed
+        writer.abandon()
+        raise RunFailed(write_error(output, e)) from None
+    except KeyboardInterrupt:
+        writer.close(Outcome.INTERRUPTED.text(), timings())
+        raise
+    except RunFailed as e:
+        status = Outcome.FAILED.text(str(e))
+        writer.close(status, timings())
+        return status
+    except BaseException as e:
+        writer.close(
+            Outcome.FAILED.text(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"),
+            {"kernels": t_kernel},
+        )
+        raise
+    finally:
+        stop.__exit__()
+        bar.close()
+    return finish(job, writer, job.summary(state) if state is not None else {}, timings())
+
+
+def finish(
+    job: OdeSetup, writer: RunWriter, counts: dict[str, int], timings: dict[str, float]
+) -> str:
+    """Close ``writer`` with the final status: complete, or failed when the model says tasks did
+    not finish; the integrator counts go to ``solver_<name>`` root attributes."""
+    failure = job.failure(counts) if counts else None
+    status = Outcome.FAILED.text(failure) if failure else Outcome.COMPLETE.text()
+    writer.close(status, timings, attrs={f"solver_{k}": v for k, v in counts.items()})
+    return status

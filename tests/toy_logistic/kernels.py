@@ -1,0 +1,29 @@
+"""The toy's per-task kernels (p = (r, K, w): rate, target, test weight; y = (f,))."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def rhs(p, y, dy):
+    """df/dt = r f (K − f)."""
+    dy[0] = p[0] * y[0] * (p[1] - y[0])
+
+
+@njit(cache=True)
+def observe(p, y):
+    return y[0]
+
+
+@njit(cache=True)
+def loss(p, y):
+    """(w (f − K)²/2, r (f − K)²/2)."""
+    e = y[0] - p[1]
+    return p[2] * e * e / 2.0, p[0] * e * e / 2.0
+
+
+def closed_form(t: np.ndarray, r: np.ndarray, K: np.ndarray, f0: float) -> np.ndarray:
+    """f(t) = K f0 / (f0 + (K − f0) e^{−r K t}) for every task (rows) and time (columns)."""
+    return K[:, None] * f0 / (f0 + (K[:, None] - f0) * np.exp(-np.outer(r * K, t)))
