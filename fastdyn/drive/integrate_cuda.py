@@ -1,14 +1,14 @@
-"""CUDA twins of :func:`fastdyn.drive.integrate.rk4_kernel` and :func:`~.gd_kernel`.
+"""CUDA twins of :func:`fastdyn.drive.integrate_kernels.rk4_kernel` and :func:`~.gd_kernel`.
 
 Same arguments in the same order, same in-place updates of the task state, the per-block
 partials and ``f_track``. Two launches per call:
 
 1. one thread per task runs that task exactly as one lane of the CPU's lock-step lanes does
-   (:func:`fastdyn.drive.integrate._lane_block`): the same start-up (frozen tasks, nominal step
-   1/(spt·σ_s) or η), the same sub-steps per output interval, the same settling rule, step limit
-   and divergence check, with the right-hand side, rate scale and loss terms compiled for the
-   device from the CPU's own Python source (:mod:`fastdyn.models.msfr.ode`); it writes its test
-   and train loss terms per output time into device scratch arrays;
+   (:func:`fastdyn.drive.integrate_kernels._lane_block`): the same start-up (frozen tasks,
+   nominal step 1/(spt·σ_s) or η), the same sub-steps per output interval, the same settling
+   rule, step limit and divergence check, with the right-hand side, rate scale and loss terms
+   compiled for the device from the CPU's own Python source (:mod:`fastdyn.models.msfr.ode`); it
+   writes its test and train loss terms per output time into device scratch arrays;
 2. one thread per (block, output time) adds its block's terms in task order onto the partials,
    the CPU's order, so the reduction is fixed whatever the launch configuration.
 
@@ -197,14 +197,16 @@ def _run(is_gd, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, step
 
 def rk4_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times,
                spt, settle_tol, max_steps, tpos, test_part, train_part, f_track):  # fmt: skip
-    """GPU twin of :func:`fastdyn.drive.integrate.rk4_kernel` (same arguments, same results)."""
+    """GPU twin of :func:`fastdyn.drive.integrate_kernels.rk4_kernel` (same arguments, same
+    results)."""
     _run(False, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times,
          spt, 0.0, settle_tol, max_steps, tpos, test_part, train_part, f_track)  # fmt: skip
 
 
 def gd_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout, eta,
               settle_tol, max_steps, tpos, test_part, train_part, f_track):  # fmt: skip
-    """GPU twin of :func:`fastdyn.drive.integrate.gd_kernel` (same arguments, same results)."""
+    """GPU twin of :func:`fastdyn.drive.integrate_kernels.gd_kernel` (same arguments, same
+    results)."""
     _run(True, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout,
          0.0, eta, settle_tol, max_steps, tpos, test_part, train_part, f_track)  # fmt: skip
 

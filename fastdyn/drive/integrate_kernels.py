@@ -1,0 +1,340 @@
+"""The numba kernels of :mod:`fastdyn.drive.integrate`: one chunk of tasks, state updated in place.
+
+``@njit(parallel=True)`` kernels (:func:`rk4_kernel`, :func:`gd_kernel`, :func:`dopri5_kernel`)
+``prange`` over fixed-size blocks of BLOCK tasks; each block runs a serial per-block kernel that
+adds its tasks' loss terms in task order into the block's row of the partials, so the results
+are bit-identical for any thread count. rk4 and gd (:func:`_lane_block`) run LANES tasks in
+lock-step (:mod:`fastdyn.drive.lanes`); dopri5 (:func:`_dopri5_block`) runs one task at a time
+with its own adaptive steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .._jit import PARALLEL, SERIAL
+from ..models.msfr.ode import rate_scale, task_loss, task_rhs
+from ..reduce import BLOCK
+from .lanes import (
+    _NW,
+    _OALIVE,
+    _OF,
+    _OHH,
+    _OHNOM,
+    _OLAM,
+    _ON,
+    _ONST,
+    _OPSI,
+    _OQ,
+    _ORATE,
+    _ORPREV,
+    _OTHR,
+    _OWT,
+    _OY0,
+    _OY1,
+    _OY2,
+    _OY3,
+    LANES,
+    _lanes_advance,
+    _lanes_rhs,
+)
+from .steppers import _rms, dopri5_controller, dopri5_step, error_norm
+from .task_status import (
+    STATUS_DIVERGED,
+    STATUS_FROZEN,
+    STATUS_RUNNING,
+    STATUS_SETTLED,
+    STATUS_STALLED,
+    STATUS_STEP_LIMIT,
+)
+
+# ----------------------------------------------------------------------------------------------
+# serial per-block kernels
+# ----------------------------------------------------------------------------------------------
+
+
+@njit(**SERIAL)
+def _lane_block(
+    is_gd,
+    b,
+    lam,
+    psi,
+    rate,
+    wtest,
+    vx,
+    vy,
+    wx,
+    wy,
+    hnom,
+    rprev,
+    status,
+    steps,
+    q,
+    mark0,
+    marks,
+    spt,
+    eta,
+    settle_tol,
+    max_steps,
+    tpos,
+    test_part,
+    train_part,
+    f_track,
+):
+    """One block of rk4 (marks = output times, mark0 = start time) or gd (marks = output step
+    indices as floats, mark0 = start step) in groups of LANES tasks."""
+    n = lam.shape[0]
+    lo = b * BLOCK
+    hi = min(lo + BLOCK, n)
+    nt = marks.shape[0]
+    W = np.zeros(_NW * LANES)
+    limit = np.zeros(LANES, dtype=np.bool_)
+    fmax = float(max_steps)
+    for g0 in range(lo, hi, LANES):
+        m = min(LANES, hi - g0)
+        W[:] = 0.0
+        for l in range(LANES):
+            W[_OPSI + l] = 1.0
+        for l in range(m):
+            i = g0 + l
+            W[_OLAM + l] = lam[i]
+            W[_OPSI + l] = psi[i]
+            W[_OQ + l] = q
+            W[_ORATE + l] = rate[i]
+            W[_OWT + l] = wtest[i]
+            W[_ORPREV + l] = rprev[i]
+            W[_OTHR + l] = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
+            W[_ONST + l] = float(steps[i])
+            W[_OHNOM + l] = hnom[i]
+            W[_OY0 + l] = vx[i]
+            W[_OY1 + l] = vy[i]
+            W[_OY2 + l] = wx[i]
+            W[_OY3 + l] = wy[i]
+            if status[i] == STATUS_RUNNING:
+                p = (lam[i], psi[i], q, rate[i])
+                sig = rate_scale(p, (vx[i], vy[i], wx[i], wy[i]))
+                if not (sig > 0.0) or not np.isfinite(sig):
+                    status[i] = STATUS_FROZEN
+                else:
+                    W[_OALIVE + l] = 1.0
+                    if not (hnom[i] > 0.0):
+                        W[_OHNOM + l] = eta if is_gd else 1.0 / (spt * sig)
+        _lanes_rhs(W)
+        prev = mark0
+        for j in range(nt):
+            mj = marks[j]
+            dt = mj - prev
+            prev = mj
+            nmax = 0.0
+            for l in range(LANES):
+                limit[l] = False
+                W[_ON + l] = 0.0
+                if W[_OALIVE + l] > 0.5 and dt > 0.0:
+                    hn = W[_OHNOM + l]
+                    if is_gd:
+                        nf = dt
+                        hh = eta
+                    else:
+                        nf = np.ceil(dt / hn)
+                        hh = dt / nf
+                    budget = fmax - W[_ONST + l]
+                    if nf > budget:
+                        nf = budget
+                        hh = eta if is_gd else hn
+                        limit[l] = True
+                    W[_ON + l] = nf
+                    W[_OHH + l] = hh
+                    nmax = max(nmax, nf)
+            if nmax > 0.0:
+                _lanes_advance(is_gd, W, int(nmax), q)
+            for l in range(m):
+                i = g0 + l
+                if W[_OALIVE + l] > 0.5:
+                    fin = (
+                        np.isfinite(W[_OF + l])
+                        and np.isfinite(W[_OY0 + l])
+                        and np.isfinite(W[_OY1 + l])
+                        and np.isfinite(W[_OY2 + l])
+                        and np.isfinite(W[_OY3 + l])
+                    )
+                    if not fin:
+                        status[i] = STATUS_DIVERGED
+                        W[_OALIVE + l] = 0.0
+                    elif limit[l]:
+                        status[i] = STATUS_STEP_LIMIT
+                        W[_OALIVE + l] = 0.0
+                elif status[i] == STATUS_RUNNING:
+                    status[i] = STATUS_SETTLED
+                f = W[_OF + l]
+                te, tr = task_loss(f - W[_OLAM + l], W[_ORATE + l], W[_OWT + l])
+                test_part[b, j] += te
+                train_part[b, j] += tr
+                k = tpos[i]
+                if k >= 0:
+                    f_track[k, j] = f
+        for l in range(m):
+            i = g0 + l
+            vx[i] = W[_OY0 + l]
+            vy[i] = W[_OY1 + l]
+            wx[i] = W[_OY2 + l]
+            wy[i] = W[_OY3 + l]
+            steps[i] = np.int64(W[_ONST + l])
+            rprev[i] = W[_ORPREV + l]
+            hnom[i] = W[_OHNOM + l]
+
+
+@njit(**SERIAL)
+def _dopri5_block(
+    b,
+    lam,
+    psi,
+    rate,
+    wtest,
+    vx,
+    vy,
+    wx,
+    wy,
+    hstate,
+    rprev,
+    status,
+    steps,
+    rejected,
+    q,
+    t0,
+    times,
+    rtol,
+    atol,
+    settle_tol,
+    max_steps,
+    tpos,
+    test_part,
+    train_part,
+    f_track,
+):
+    """One block of dopri5, one task at a time (own adaptive steps), sums in task order."""
+    n = lam.shape[0]
+    lo = b * BLOCK
+    hi = min(lo + BLOCK, n)
+    nt = times.shape[0]
+    fout = np.empty(nt)
+    for i in range(lo, hi):
+        lm = lam[i]
+        p = (lm, psi[i], q, rate[i])
+        y = (vx[i], vy[i], wx[i], wy[i])
+        k, f = task_rhs(p, y)
+        thr = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
+        alive = status[i] == STATUS_RUNNING
+        h = hstate[i]
+        if alive:
+            sig = rate_scale(p, y)
+            if not (sig > 0.0) or not np.isfinite(sig):
+                status[i] = STATUS_FROZEN
+                alive = False
+            elif not (h > 0.0):
+                d0 = _rms(y)
+                d1 = _rms(k)
+                h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
+                h = min(h, 0.01 / sig)
+        t = t0
+        nst = steps[i]
+        nrej = rejected[i]
+        rp = rprev[i]
+        rej_before = False
+        for j in range(nt):
+            tj = times[j]
+            while alive and t < tj:
+                if nst >= max_steps:
+                    status[i] = STATUS_STEP_LIMIT
+                    alive = False
+                    break
+                clipped = h >= tj - t
+                hh = tj - t if clipped else h
+                if t + hh == t:
+                    status[i] = STATUS_STALLED
+                    alive = False
+                    break
+                yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, hh)
+                err = error_norm(e, y, yn, atol, rtol)
+                acc, hnew = dopri5_controller(err, hh, rej_before)
+                if acc:
+                    t = tj if clipped else t + hh
+                    y = yn
+                    k = kn
+                    f = fn
+                    nst += 1
+                    rej_before = False
+                    h = max(hnew, h) if clipped else hnew
+                    r = abs(f - lm)
+                    if not (np.isfinite(f) and np.isfinite(_rms(y))):
+                        status[i] = STATUS_DIVERGED
+                        alive = False
+                    elif r <= thr and r <= rp:
+                        status[i] = STATUS_SETTLED
+                        alive = False
+                    rp = r
+                else:
+                    nrej += 1
+                    rej_before = True
+                    h = hnew
+            fout[j] = f
+        for j in range(nt):
+            te, tr = task_loss(fout[j] - lm, rate[i], wtest[i])
+            test_part[b, j] += te
+            train_part[b, j] += tr
+        kk = tpos[i]
+        if kk >= 0:
+            for j in range(nt):
+                f_track[kk, j] = fout[j]
+        vx[i], vy[i], wx[i], wy[i] = y
+        hstate[i] = h
+        rprev[i] = rp
+        steps[i] = nst
+        rejected[i] = nrej
+
+
+# ----------------------------------------------------------------------------------------------
+# parallel kernels: prange over fixed-size blocks
+# ----------------------------------------------------------------------------------------------
+
+
+@njit(**PARALLEL)
+def rk4_kernel(
+    lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times, spt,
+    settle_tol, max_steps, tpos, test_part, train_part, f_track,
+):  # fmt: skip
+    """Per-task fixed-step RK4 of one chunk; state arrays updated in place."""
+    for b in prange(test_part.shape[0]):
+        _lane_block(
+            False, b, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
+            steps, q, t0, times, spt, 0.0, settle_tol, max_steps, tpos, test_part, train_part,
+            f_track,
+        )  # fmt: skip
+
+
+@njit(**PARALLEL)
+def gd_kernel(
+    lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout, eta,
+    settle_tol, max_steps, tpos, test_part, train_part, f_track,
+):  # fmt: skip
+    """Discrete gradient descent (shared η) of one chunk; kout = output step indices (float64,
+    exact integers), k0 the step the state is at; state arrays updated in place."""
+    for b in prange(test_part.shape[0]):
+        _lane_block(
+            True, b, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
+            steps, q, k0, kout, 0.0, eta, settle_tol, max_steps, tpos, test_part, train_part,
+            f_track,
+        )  # fmt: skip
+
+
+@njit(**PARALLEL)
+def dopri5_kernel(
+    lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q, t0,
+    times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track,
+):  # fmt: skip
+    """Per-task adaptive Dormand–Prince 5(4) of one chunk; state arrays updated in place."""
+    for b in prange(test_part.shape[0]):
+        _dopri5_block(
+            b, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
+            t0, times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track,
+        )  # fmt: skip

@@ -1,0 +1,140 @@
+"""The lock-step lane machinery of the rk4 and gd integrators (:mod:`fastdyn.drive.integrate`).
+
+LANES tasks of a block run in lock-step with masks: each lane has its own step size and step
+count, the lane bodies are branch-free (every row is stored through selects), and the step and
+right-hand side are inlined at the numba IR level, so the lane loops have no calls and LLVM
+vectorises them. Every _CHECK_EVERY iterations the group stops once no lane is active.
+
+The per-lane work array W is flat, row r of lane l at W[r·LANES + l]: every access in the lane
+loops is one base pointer plus a compile-time constant offset, so LLVM proves the rows disjoint
+without runtime alias checks and vectorises the lane loop (with a 2-D array the row stride is a
+runtime value and the loop stays scalar). Rows: 0–3 state y, 4–7 its derivative k, 8 f, then
+parameters and per-lane bookkeeping.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from .._jit import SERIAL
+from ..models.msfr.ode import task_rhs, task_rhs_q1
+from .steppers import euler_step, rk4_step
+
+_INLINE = dict(SERIAL, inline="always")
+
+#: tasks per lock-step lane group (divides BLOCK)
+LANES: int = 16
+#: how many lock-step iterations between checks whether any lane is still active
+_CHECK_EVERY = 16
+
+# row indices of W (see the module docstring)
+_Y0, _K0, _F = 0, 4, 8
+_LAM, _PSI, _Q, _RATE, _HH, _N, _ALIVE, _RPREV, _THR, _NST, _HNOM, _WT = range(9, 21)
+_NW = 21
+# offsets r·LANES of the rows used in the lane loops
+_OY0, _OY1, _OY2, _OY3 = (r * LANES for r in range(_Y0, _Y0 + 4))
+_OK0, _OK1, _OK2, _OK3 = (r * LANES for r in range(_K0, _K0 + 4))
+_OF, _OLAM, _OPSI, _OQ, _ORATE = _F * LANES, _LAM * LANES, _PSI * LANES, _Q * LANES, _RATE * LANES
+_OHH, _ON, _OALIVE, _ORPREV, _OTHR = (r * LANES for r in (_HH, _N, _ALIVE, _RPREV, _THR))
+_ONST, _OHNOM, _OWT = _NST * LANES, _HNOM * LANES, _WT * LANES
+
+
+@njit(**SERIAL)
+def _lanes_rhs(W):
+    for l in range(LANES):
+        p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
+        k, f = task_rhs(p, (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l]))
+        W[_OK0 + l] = k[0]
+        W[_OK1 + l] = k[1]
+        W[_OK2 + l] = k[2]
+        W[_OK3 + l] = k[3]
+        W[_OF + l] = f
+
+
+@njit(**_INLINE)
+def _lane_load(W, l):
+    """(p, y, k, h) of lane l."""
+    p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
+    y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
+    k = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])
+    return p, y, k, W[_OHH + l]
+
+
+@njit(**_INLINE)
+def _lane_commit(W, l, sf, y, k, yn, kn, fn):
+    """Branch-free end of one lock-step iteration of lane l: the step (yn, kn, fn) from (y, k) is
+    kept iff the lane is alive and has done fewer than W[_N] steps (sf = iteration index); then
+    the settling rule and the step count. Every row is stored unconditionally through selects."""
+    act = (W[_OALIVE + l] > 0.5) & (sf < W[_ON + l])
+    W[_OY0 + l] = yn[0] if act else y[0]
+    W[_OY1 + l] = yn[1] if act else y[1]
+    W[_OY2 + l] = yn[2] if act else y[2]
+    W[_OY3 + l] = yn[3] if act else y[3]
+    W[_OK0 + l] = kn[0] if act else k[0]
+    W[_OK1 + l] = kn[1] if act else k[1]
+    W[_OK2 + l] = kn[2] if act else k[2]
+    W[_OK3 + l] = kn[3] if act else k[3]
+    W[_OF + l] = fn if act else W[_OF + l]
+    r = abs(fn - W[_OLAM + l])
+    rp = W[_ORPREV + l]
+    settle = act & (r <= W[_OTHR + l]) & (r <= rp)
+    W[_ORPREV + l] = r if act else rp
+    W[_OALIVE + l] = 0.0 if settle else W[_OALIVE + l]
+    W[_ONST + l] = W[_ONST + l] + (1.0 if act else 0.0)
+
+
+@njit(**_INLINE)
+def _lanes_busy(W, sf):
+    busy = False
+    for l in range(LANES):
+        if W[_OALIVE + l] > 0.5 and sf < W[_ON + l]:
+            busy = True
+    return busy
+
+
+@njit(**_INLINE)
+def _lanes_run(W, nmax, step, rhs):
+    """Up to ``nmax`` lock-step iterations ``step(rhs, …)`` of the LANES lanes of W (lane l: step
+    size W[_HH, l], at most W[_N, l] steps, settling after each). ``step`` and ``rhs`` are inlined
+    at the numba IR level: the lane loop has no calls and vectorises."""
+    for s0 in range(0, nmax, _CHECK_EVERY):
+        s1 = min(s0 + _CHECK_EVERY, nmax)
+        for s in range(s0, s1):
+            sf = float(s)
+            for l in range(LANES):
+                p, y, k, h = _lane_load(W, l)
+                yn, kn, fn, _ = step(rhs, p, y, k, h)
+                _lane_commit(W, l, sf, y, k, yn, kn, fn)
+        if not _lanes_busy(W, float(s1)):
+            break
+
+
+@njit(**SERIAL)
+def _lanes_gd(W, nmax, q):
+    """gd lanes: Euler steps with h = η (one gradient-descent step each)."""
+    if q == 1.0:
+        _lanes_run(W, nmax, euler_step, task_rhs_q1)
+    else:
+        _lanes_run(W, nmax, euler_step, task_rhs)
+
+
+@njit(**SERIAL)
+def _lanes_rk4(W, nmax, q):
+    """RK4 lanes; with q = 1 the bit-identical specialised right-hand side."""
+    if q == 1.0:
+        _lanes_run(W, nmax, rk4_step, task_rhs_q1)
+    else:
+        _lanes_run(W, nmax, rk4_step, task_rhs)
+
+
+@njit(**SERIAL)
+def _lanes_advance(is_gd, W, nmax, q):
+    """Up to ``nmax`` lock-step iterations: lane l takes a step (gd: Euler with h = η; else RK4)
+    of size W[_HH, l] while it is alive and has done fewer than W[_N, l] steps of this interval;
+    settling is checked after each step. Branch-free lane bodies, so the lane loops vectorise.
+    ``q`` is the query weight shared by every lane (padding lanes included: they are never
+    alive)."""
+    if is_gd:
+        _lanes_gd(W, nmax, q)
+    else:
+        _lanes_rk4(W, nmax, q)
