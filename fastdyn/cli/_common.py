@@ -9,6 +9,7 @@ import traceback
 import click
 
 from ..config.schema import ConfigError
+from ..h5.lock import WriterBusy
 from ..h5.reader import FileFormatError
 
 EXIT_USER = 2
@@ -36,7 +37,7 @@ def guarded(fn):
         debug = bool((ctx.obj or {}).get("debug"))
         try:
             return fn(*args, **kwargs)
-        except (ConfigError, FileFormatError) as e:
+        except (ConfigError, FileFormatError, WriterBusy) as e:
             if debug:
                 traceback.print_exc()
             raise UserError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None

@@ -44,6 +44,12 @@ def _stored(file: Path) -> tuple[str, str, dict]:
     try:
         a = f.attrs
         get = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(a.get(k, ""))  # noqa: E731
+        from ..h5.writer import check_identity
+
+        try:
+            check_identity(a, file)
+        except ValueError as e:
+            raise FileFormatError(str(e)) from None
         status, model, text = get("status"), get("model"), get("config")
         try:
             config = tomllib.loads(text)
@@ -70,14 +76,33 @@ def _stored(file: Path) -> tuple[str, str, dict]:
 
 
 def resume_run(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, output: str | None, threads: int | None, quiet: bool) -> int:
-    """Check, then continue ``file``; returns the exit code."""
+    """Take the file's writer lock, check, then continue ``file``; returns the exit code."""
+    if output is not None and Path(output).resolve() != file.resolve():
+        raise UserError(f"--output {output}: not used with --resume (the run continues in {file})")
+    if not file.exists():
+        _stored(file)  # the one-line message for a missing file
+    if not file.is_file():
+        raise UserError(f"--resume {file}: not a regular file")
+    from ..h5.lock import WriterLock
+
+    try:  # before reading anything: a second resume must not touch a file another one writes
+        lock = WriterLock(file).acquire()
+    except BlockingIOError as e:
+        raise UserError(f"--resume {e}") from None
+    except OSError as e:
+        raise UserError(f"--resume {file}: cannot create its lock file beside it ({e.strerror}); the directory must be writable") from None
+    try:
+        return _resume_locked(ctx, file, config_path, sets, force, threads, quiet)
+    finally:
+        lock.release()
+
+
+def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, threads: int | None, quiet: bool) -> int:
     from ..config import load_config
     from ..config.load import apply_sets, from_dict, to_dict
     from ..drive.checkpoint import exit_code
     from ..drive.run import simulate, supports_resume
 
-    if output is not None and Path(output).resolve() != file.resolve():
-        raise UserError(f"--output {output}: not used with --resume (the run continues in {file})")
     status, model, stored = _stored(file)
     if status.startswith("complete"):
         raise UserError(f"--resume {file}: the run is complete; nothing to resume (start a new file with -o)")

@@ -34,12 +34,18 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
     found part-way gives one error line, not half a report)."""
     import h5py
 
-    from ..h5.writer import CHECKPOINT, read_checkpoint
+    from ..h5.reader import FileFormatError
+    from ..h5.writer import CHECKPOINT, check_identity, read_checkpoint
 
     out: list[str] = []
     echo = out.append
     if True:
         a = f.attrs
+        if verify:
+            try:
+                check_identity(a, file)
+            except ValueError as e:
+                raise FileFormatError(str(e)) from None
         get = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else v)(a.get(k, ""))  # noqa: E731
         echo(f"file:     {file}")
         echo(f"model:    {get('model')}")

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time as _time
@@ -50,20 +51,58 @@ class Schedule:
 class StopSignals:
     """Context manager: the first SIGINT/SIGTERM sets :attr:`name` (polled by the run loop) and
     puts the default action back, so a second one ends the process at once. Outside the main
-    thread (where Python cannot install handlers) it does nothing."""
+    thread (where Python cannot install handlers) it does nothing.
+
+    Python runs signal handlers in the main thread between bytecodes, so while the main thread is
+    inside a long numba kernel neither the flag nor the default action would change. The C-level
+    handler also writes each signal's number to a wakeup pipe (:func:`signal.set_wakeup_fd`); a
+    watcher thread reads it, so the flag is set at once (the kernels release the GIL) and a second
+    signal ends the process at once with 128 + its number, even inside a kernel. The file is then
+    as a kill -9 leaves it: readable up to its last flush, resumable from its checkpoint."""
 
     def __init__(self) -> None:
         self.name: str | None = None
         self._old: dict[int, Any] = {}
+        self._pipe: tuple[int, int] | None = None
+        self._old_fd = -1
+        self._seen = 0
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            self._old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            self._pipe = (r, w)
+            threading.Thread(target=self._watch, args=(r,), name="fastdyn-signals", daemon=True).start()
         return self
 
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _note(self, signum: int) -> None:
+        self._seen += 1
+        if self._seen >= 2:  # the second SIGINT/SIGTERM: end now, wherever the main thread is
+            os._exit(128 + signum)
         self.name = signal.Signals(signum).name
+
+    def _watch(self, r: int) -> None:
+        """Until EOF (``__exit__`` closes the write end); the watcher closes the read end itself,
+        so its descriptor number cannot be reused under it."""
+        while True:
+            try:
+                data = os.read(r, 64)
+            except OSError:
+                data = b""
+            if not data:
+                os.close(r)
+                return
+            for signum in data:
+                if signum in (signal.SIGINT, signal.SIGTERM):
+                    self._note(signum)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        # the watcher has already counted this signal (the C handler wrote it to the pipe first)
+        if self.name is None:
+            self.name = signal.Signals(signum).name
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
 
@@ -71,6 +110,11 @@ class StopSignals:
         for sig, old in self._old.items():
             signal.signal(sig, old)
         self._old.clear()
+        if self._pipe is not None:
+            signal.set_wakeup_fd(self._old_fd)
+            _r, w = self._pipe
+            self._pipe = None
+            os.close(w)  # the watcher reads EOF, closes the read end and ends
 
     @property
     def requested(self) -> bool:

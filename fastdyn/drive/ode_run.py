@@ -88,11 +88,17 @@ def theory_all(job: OdeSetup, chunks: Any) -> dict[str, np.ndarray]:
     return {"test": tot_t + job.tail[0], "train": tot_r + job.tail[1], "f": f}
 
 
+class _Stopped(Exception):
+    """A stop was requested between two chunks of a segment (the segment is abandoned)."""
+
+
 def advance_segment(
-    job: OdeSetup, chunks: Any, state: Any, a: int, k: int
+    job: OdeSetup, chunks: Any, state: Any, a: int, k: int, stop: Any = None
 ) -> dict[str, np.ndarray]:
     """Advance every chunk through output times a … a+k−1; the segment's loss and f rows
-    (block partials summed in block order, plus the tail)."""
+    (block partials summed in block order, plus the tail). With ``stop``, a stop requested
+    between two chunks abandons the segment (``_Stopped``): the run ends at its last
+    checkpoint instead of finishing a long segment first."""
     tt = job.times[a : a + k]
     st = None if job.steps is None else job.steps[a : a + k]
     tot_t, tot_r = np.zeros(k), np.zeros(k)
@@ -102,6 +108,8 @@ def advance_segment(
         pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
         ft = np.zeros((len(loc[0]), k))
         job.advance(ch, state, tt, st, loc[0], pt, pr, ft)
+        if stop is not None and stop.requested and ch.first + ch.n < job.n_tasks:
+            raise _Stopped
         accumulate_blocks(tot_t, pt)
         accumulate_blocks(tot_r, pr)
         f[:, loc[1]] = ft.T
@@ -133,6 +141,21 @@ def run_ode(
     status text. With ``resume`` the file ``output`` (same config, checked by the caller) is
     continued from its checkpoint: the rows after it are dropped and recomputed, so the file ends
     bit-identical to an uninterrupted run's."""
+    with StopSignals() as stop:  # from the start: a signal during setup is a stop request too
+        return _run_ode(stop, entry, cfg, output, progress=progress, resume=resume, tools=tools)
+
+
+def _run_ode(
+    stop: StopSignals,
+    entry: Any,
+    cfg: Any,
+    output: Path,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    tools: Any = None,
+) -> str:
+    """The body of :func:`run_ode` (``stop``: the signal handlers, installed first)."""
     t_wall = _time.time()
     job: OdeSetup = entry.setup(cfg, tools)
     times, steps = job.times, job.steps
@@ -163,7 +186,6 @@ def run_ode(
     bar.update(a0)
     t_kernel = 0.0
     sched = Schedule(job.checkpoint_every, a0)
-    stop = StopSignals().__enter__()
     timings = lambda: {"kernels": t_kernel, "total": _time.time() - t_wall}  # noqa: E731
 
     def checkpoint(rows: int) -> None:
@@ -186,7 +208,13 @@ def run_ode(
             rows: dict[str, np.ndarray] = {}
             if job.simulate:
                 t0 = _time.time()
-                rows = advance_segment(job, chunks, state, a, k)
+                try:
+                    rows = advance_segment(job, chunks, state, a, k, stop)
+                except _Stopped:
+                    where = f"during output times {a + 1}…{a + k} of {len(times)}; rows after the checkpoint at row {sched.p_last} are recomputed"
+                    status = stop.status(where, output)
+                    writer.close(status, timings())
+                    return status
                 t_kernel += _time.time() - t0
                 check_finite(job, chunks, rows["loss/test"], tt, loss_ref)
             if th_all is not None:
@@ -222,7 +250,6 @@ def run_ode(
         )
         raise
     finally:
-        stop.__exit__()
         bar.close()
     return finish(job, writer, job.summary(state) if state is not None else {}, timings())
 

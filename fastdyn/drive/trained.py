@@ -63,6 +63,21 @@ def run_trained(
     """Train the model of ``entry`` per ``cfg`` into ``output``; returns the final status text.
     With ``resume`` the file ``output`` (same config, checked by the caller) continues from its
     checkpoint; the rows after it are dropped and recomputed, bit-identically."""
+    with StopSignals() as stop:  # from the start: a signal during setup is a stop request too
+        return _run_trained(stop, entry, cfg, output, progress=progress, resume=resume, tools=tools)
+
+
+def _run_trained(
+    stop: StopSignals,
+    entry: Any,
+    cfg: Any,
+    output: Path,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    tools: Any = None,
+) -> str:
+    """The body of :func:`run_trained` (``stop``: the signal handlers, installed first)."""
     t_wall = _time.time()
     job: TrainedSetup = entry.setup(cfg, tools)
     opt = optimizer_for(job)
@@ -85,7 +100,6 @@ def run_trained(
         steps = steps[steps >= first]
     row = {"i": writer.n_rows}
     sched = Schedule(job.checkpoint_every, first)
-    stop = StopSignals().__enter__()
     bar = Progress(len(job.save_steps), progress, label="train")
     bar.update(writer.n_rows)
     total = job.epochs
@@ -132,7 +146,6 @@ def run_trained(
         )
         raise
     finally:
-        stop.__exit__()
         bar.close()
     writer.close(Outcome.COMPLETE.text(), timings(), datasets=job.final(theta))
     return Outcome.COMPLETE.text()

@@ -25,9 +25,12 @@ is run by ``--resume`` before it reopens the file for writing.
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
 import platform
+import shutil
 import sys
 import time as _time
 import zlib
@@ -39,8 +42,40 @@ import numpy as np
 
 from .._version import __version__
 from . import layout
+from .lock import WriterLock
 
 CHECKPOINT = "checkpoint"
+
+#: bytes kept free on the output's file system beyond what the next write allocates: the metadata
+#: of a flush and of a clean close (HDF5 writes a few KiB for these; 4 MiB leaves a wide margin).
+#: Running out of space inside an HDF5 flush leaves a file that no longer opens, so the writer
+#: stops before that (``DiskFull``) and closes the file as of its last flush.
+RESERVE = 4 << 20
+
+
+class DiskFull(OSError):
+    """Too little free space for the next write (checked before writing anything)."""
+
+    def __init__(self, path: Path, needed: int, free: int):
+        why = f"No space left on device (the next write needs {needed / 2**20:.1f} MiB with the {RESERVE >> 20} MiB reserve, {free / 2**20:.1f} MiB free)"
+        super().__init__(errno.ENOSPC, why, str(path))
+
+
+class WriteFailed(OSError):
+    """HDF5 could not write the file (h5py raises RuntimeError or OSError for ENOSPC, EIO, …)."""
+
+
+def _free_bytes(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path.parent if str(path.parent) else Path(".")).free
+    except OSError:  # cannot tell: let the write itself report
+        return 1 << 62
+
+
+def _write_failed(path: Path, e: BaseException) -> WriteFailed:
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    code = errno.ENOSPC if ("No space left" in text or "errno = 28" in text) else errno.EIO
+    return WriteFailed(code, os.strerror(code) if code == errno.ENOSPC else text, str(path))
 
 
 def versions() -> dict[str, str]:
@@ -143,6 +178,27 @@ def clear_open_flags(path: str | os.PathLike) -> bool:
     return True
 
 
+#: root attributes that a resume depends on, covered by the ``identity_crc32`` root attribute
+IDENTITY = ("model", "config", "seed", "versions")
+
+
+def identity_crc(attrs: Any) -> int:
+    """crc32 of the root attributes :data:`IDENTITY` (as stored), in that order."""
+    c = 0
+    for k in IDENTITY:
+        v = attrs.get(k, "")
+        v = v.decode() if isinstance(v, bytes) else str(v)
+        c = zlib.crc32(f"{k}={v}\n".encode(), c)
+    return c
+
+
+def check_identity(attrs: Any, path: Any) -> None:
+    """ValueError (one line) when the stored ``identity_crc32`` does not match the root attributes
+    it covers (a flipped bit in the stored config or seed); files without it are not checked."""
+    if "identity_crc32" in attrs and int(attrs["identity_crc32"]) != identity_crc(attrs):
+        raise ValueError(f"{path}: damaged root attributes (model, config, seed or versions do not match their checksum identity_crc32)")
+
+
 def _crc(arrays: dict[str, np.ndarray]) -> int:
     c = 0
     for k in sorted(arrays):
@@ -206,16 +262,30 @@ class RunWriter:
         self.t_resumed = 0.0
         self._ckpt_seq = 0
         self._ckpt_slot = 1  # the next checkpoint goes to slot 0
+        self._lock = WriterLock(self.path).acquire()  # WriterBusy while another process writes it
+        up_front = sum(np.asarray(a).nbytes for a in (static or {}).values())
+        up_front += 2 * sum(int(np.prod(shape)) * np.dtype(dt).itemsize for shape, dt in (checkpoint or {}).values())
+        if _free_bytes(self.path) < up_front + RESERVE:
+            self._lock.release()
+            raise DiskFull(self.path, up_front + RESERVE, _free_bytes(self.path))
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        f = h5py.File(tmp, "w", libver="latest")
+        try:
+            f = h5py.File(tmp, "w", libver="latest")
+        except BaseException:
+            self._lock.release()
+            tmp.unlink(missing_ok=True)
+            raise
         try:
             self._create(f, model, config_toml, seed, series, static, scales, with_step, extra_attrs, chunk_rows, time_units, checkpoint)
             f.flush()
             f.swmr_mode = True
             os.replace(tmp, self.path)
         except BaseException:
-            f.close()
-            tmp.unlink(missing_ok=True)
+            try:
+                f.close()
+            finally:
+                tmp.unlink(missing_ok=True)
+                self._lock.release()
             raise
         self._f = f
         self._names = [layout.TIME] + ([layout.STEP] if with_step else []) + list(series)
@@ -230,6 +300,7 @@ class RunWriter:
         a["config"] = config_toml
         a["versions"] = json.dumps(versions())
         a["seed"] = int(seed)
+        a["identity_crc32"] = identity_crc(a)
         a["command_line"] = " ".join(sys.argv)
         a["created"] = _time.strftime("%Y-%m-%dT%H:%M:%S%z")
         a["status"] = layout.STATUS_RUNNING
@@ -296,6 +367,25 @@ class RunWriter:
         missing = set(series) - set(rows) - {layout.TIME, layout.STEP}
         if missing:
             raise ValueError(f"append: missing series {sorted(missing)}")
+        new = 0  # bytes of the chunks this append allocates
+        for ds in series.values():
+            c = ds.chunks[0]
+            new += (math.ceil(n1 / c) - math.ceil(n0 / c)) * int(np.prod(ds.chunks)) * ds.dtype.itemsize
+        self._need(new)
+        try:
+            self._write_rows(series, times, rows, steps, n0, n1)
+        except (RuntimeError, OSError) as e:
+            self._broken = True
+            raise _write_failed(self.path, e) from None
+        self.n_rows = n1
+
+    def _need(self, nbytes: int) -> None:
+        """DiskFull unless ``nbytes`` plus the reserve are free on the output's file system."""
+        free = _free_bytes(self.path)
+        if free < nbytes + RESERVE:
+            raise DiskFull(self.path, nbytes + RESERVE, free)
+
+    def _write_rows(self, series, times, rows, steps, n0: int, n1: int) -> None:
         for name, ds in series.items():
             if name == layout.TIME:
                 data = np.asarray(times, dtype=np.float64)
@@ -305,11 +395,18 @@ class RunWriter:
                 data = np.asarray(rows[name], dtype=np.float64)
             ds.resize(n1, axis=0)
             ds[n0:n1] = data
-        self.n_rows = n1
         self._f.flush()
 
     def checkpoint(self, arrays: dict[str, np.ndarray]) -> None:
         """Write the resume state to the other slot, flush, then point ``current`` at it, flush."""
+        self._need(0)  # the slots are allocated up front: only metadata is written
+        try:
+            self._write_checkpoint(arrays)
+        except (RuntimeError, OSError) as e:
+            self._broken = True
+            raise _write_failed(self.path, e) from None
+
+    def _write_checkpoint(self, arrays: dict[str, np.ndarray]) -> None:
         g = self._f[CHECKPOINT]
         slot = 1 - self._ckpt_slot
         s = g[f"slot{slot}"]
@@ -337,6 +434,9 @@ class RunWriter:
         ``datasets`` (final weights); flush and close. Idempotent."""
         if self._f is None:
             return
+        if getattr(self, "_broken", False):  # a write failed: add nothing, keep the last flush
+            self.abandon()
+            return
         f, self._f = self._f, None
         try:
             f.attrs["status"] = status
@@ -354,7 +454,10 @@ class RunWriter:
                 self._describe(ds, k)
             f.flush()
         finally:
-            f.close()
+            try:
+                f.close()
+            finally:
+                self._release()
 
     def abandon(self) -> None:
         """Close the handle without writing anything more (the disk is full or gone)."""
@@ -364,6 +467,12 @@ class RunWriter:
                 f.close()
             except Exception:  # noqa: BLE001 — the file is left as of its last flush
                 pass
+        self._release()
+
+    def _release(self) -> None:
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
 
     # ------------------------------------------------------------------------------------------
     @classmethod
@@ -375,9 +484,14 @@ class RunWriter:
         self.path = Path(path)
         self.t_start = _time.time()
         self.t_resumed = self.t_start
-        _check_not_locked(self.path)
-        clear_open_flags(self.path)
-        f = h5py.File(self.path, "r+", libver="latest")
+        self._lock = WriterLock(self.path).acquire()  # WriterBusy while another process writes it
+        try:
+            _check_not_locked(self.path)
+            clear_open_flags(self.path)
+            f = h5py.File(self.path, "r+", libver="latest")
+        except BaseException:
+            self._lock.release()
+            raise
         try:
             got = read_checkpoint(f)
             arrays, rows, seq = got if got is not None else (None, 0, 0)
@@ -395,7 +509,10 @@ class RunWriter:
             f.flush()
             f.swmr_mode = True
         except BaseException:
-            f.close()
+            try:
+                f.close()
+            finally:
+                self._lock.release()
             raise
         self._f = f
         self._names = [layout.TIME] + sorted(n for n in _resizable(f) if not n.startswith(CHECKPOINT) and n.rsplit("/", 1)[-1] != layout.TIME)

@@ -5,6 +5,7 @@ helpers to run the CLI and compare files series by series."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import fastdyn
+from fastdyn.h5 import RunWriter
 
 #: small, but long enough (≈ 1 s of kernels, 60 segments of 2 output times, a checkpoint after
 #: each) that a signal sent after the file appears usually lands mid-run
@@ -35,6 +37,44 @@ def cli(*args: str, **kw) -> subprocess.CompletedProcess:
 def popen(*args: str) -> subprocess.Popen:
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
     return subprocess.Popen([*FASTDYN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+#: ``fastdyn ARGS`` with every appended row set followed by a 50 ms pause, so that a signal sent
+#: after the first rows lands mid-run however loaded the machine is (the rows are unchanged)
+_SLOW = """
+import sys, time
+import fastdyn.h5.writer as w
+from fastdyn.cli import main
+orig = w.RunWriter.append
+def append(self, *a, **k):
+    orig(self, *a, **k)
+    time.sleep(0.05)
+w.RunWriter.append = append
+main(sys.argv[1:])
+"""
+
+
+def popen_slow(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-c", _SLOW, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_rows(path: Path, proc: subprocess.Popen, rows: int, limit: float = 120.0) -> None:
+    """Until the running file ``path`` holds at least ``rows`` rows (read as an SWMR follower)."""
+    import h5py
+
+    wait_for(path, proc, limit)
+    t0 = time.monotonic()
+    while True:
+        try:
+            with h5py.File(path, "r", libver="latest", swmr=True) as f:
+                if f["time"].shape[0] >= rows:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() - t0 > limit:
+            raise AssertionError(f"{path}: fewer than {rows} rows: rc={proc.poll()}")
+        time.sleep(0.01)
 
 
 def wait_for(path: Path, proc: subprocess.Popen, limit: float = 60.0) -> None:
@@ -68,3 +108,42 @@ def msfr_reference(tmp_path_factory) -> tuple[Path, float]:
     r = fastdyn.load(p)
     assert r.status == "complete"
     return p, time.monotonic() - t0
+
+
+@pytest.fixture(scope="session")
+def model_reference(tmp_path_factory):
+    """``get(model, args)``: the uninterrupted run of a small config, made once per session."""
+    from click.testing import CliRunner
+
+    from fastdyn.cli import main
+
+    made: dict[str, Path] = {}
+
+    def get(model: str, args: list[str]) -> Path:
+        if model not in made:
+            p = tmp_path_factory.mktemp("model_ref") / f"{model}.h5"
+            res = CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(p)])
+            assert res.exit_code == 0, res.output
+            made[model] = p
+        return made[model]
+
+    return get
+
+
+@pytest.fixture
+def sigterm_after(monkeypatch):
+    """Send this process SIGTERM after the n-th appended row set (the run's handler takes it)."""
+
+    def arm(n: int) -> None:
+        orig = RunWriter.append
+        count = {"n": 0}
+
+        def append(self, *a, **k):
+            orig(self, *a, **k)
+            count["n"] += 1
+            if count["n"] == n:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        monkeypatch.setattr(RunWriter, "append", append)
+
+    return arm

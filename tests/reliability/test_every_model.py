@@ -10,7 +10,6 @@ moment leaves the file, but at a deterministic moment.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,6 @@ from click.testing import CliRunner
 
 import fastdyn
 from fastdyn.cli import main
-from fastdyn.h5 import RunWriter
 from fastdyn.h5.writer import read_checkpoint
 from fastdyn.models.registry import model_names
 
@@ -52,11 +50,8 @@ def _invoke(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-def _reference(model: str, tmp_path) -> fastdyn.h5.Run:
-    ref = tmp_path / "ref.h5"
-    res = _invoke("-q", "simulate", *_args(model), "-o", str(ref))
-    assert res.exit_code == 0, res.output
-    r = fastdyn.load(ref)
+def _reference(model: str, model_reference) -> fastdyn.h5.Run:
+    r = fastdyn.load(model_reference(model, _args(model)))
     assert r.status == "complete" and len(r.time) >= 10
     return r
 
@@ -86,8 +81,8 @@ _DIE = textwrap.dedent(
 
 
 @pytest.mark.parametrize("model", sorted(CASES))
-def test_sudden_death_leaves_streamed_rows_and_resumes_bit_identically(model, tmp_path):
-    ref = _reference(model, tmp_path)
+def test_sudden_death_leaves_streamed_rows_and_resumes_bit_identically(model, model_reference, tmp_path):
+    ref = _reference(model, model_reference)
     p = tmp_path / "killed.h5"
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
     die_after = 5
@@ -128,30 +123,11 @@ def test_sudden_death_leaves_streamed_rows_and_resumes_bit_identically(model, tm
     assert_same_series(ref, got)
 
 
-@pytest.fixture
-def sigterm_after(monkeypatch):
-    """Send this process SIGTERM after the n-th appended row set (the run's handler takes it)."""
-
-    def arm(n: int) -> None:
-        orig = RunWriter.append
-        count = {"n": 0}
-
-        def append(self, *a, **k):
-            orig(self, *a, **k)
-            count["n"] += 1
-            if count["n"] == n:
-                os.kill(os.getpid(), signal.SIGTERM)
-
-        monkeypatch.setattr(RunWriter, "append", append)
-
-    return arm
-
-
 @pytest.mark.parametrize("model", sorted(CASES))
 def test_sigterm_checkpoints_and_resumes_bit_identically(
-    model, tmp_path, sigterm_after, monkeypatch
+    model, model_reference, tmp_path, sigterm_after, monkeypatch
 ):
-    ref = _reference(model, tmp_path)
+    ref = _reference(model, model_reference)
     p = tmp_path / "int.h5"
     sigterm_after(4)
     res = _invoke("-q", "simulate", *_args(model), "-o", str(p))

@@ -4,13 +4,11 @@ in the middle of a checkpoint, and SIGTERM + resume of an ICL training run (issu
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 
 import h5py
-import pytest
 from click.testing import CliRunner
 
 import fastdyn
@@ -102,25 +100,6 @@ def test_a_crash_during_a_checkpoint_leaves_the_previous_one_valid(msfr_referenc
     res = _invoke("-q", "simulate", "--resume", str(p))
     assert res.exit_code == 0, res.output
     assert_same_series(fastdyn.load(msfr_reference[0]), fastdyn.load(p))
-
-
-@pytest.fixture
-def sigterm_after(monkeypatch):
-    """Send this process SIGTERM after the n-th appended chunk (the run's handler takes it)."""
-
-    def arm(n: int) -> None:
-        orig = RunWriter.append
-        count = {"n": 0}
-
-        def append(self, *a, **k):
-            orig(self, *a, **k)
-            count["n"] += 1
-            if count["n"] == n:
-                os.kill(os.getpid(), signal.SIGTERM)
-
-        monkeypatch.setattr(RunWriter, "append", append)
-
-    return arm
 
 
 def test_icl_sigterm_checkpoints_and_resumes_bit_identically(tmp_path, sigterm_after, monkeypatch):
