@@ -64,7 +64,7 @@ def test_a_second_signal_ends_a_process_inside_a_kernel_at_once(tmp_path):
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
-    assert time.monotonic() - t0 < 2.0  # a latency the acceptance asks for (≤ 2 s); measured < 0.1 s
+    assert time.monotonic() - t0 < 2.0  # a latency the acceptance asks for (≤ 2 s): os._exit from the watcher thread
     assert proc.returncode == 143, proc.returncode  # os._exit(128 + SIGTERM) from the watcher
     r = fastdyn.load(p)  # as after kill -9: readable, resumable from its checkpoint
     assert r.status == "running" and len(r.time) == 0
