@@ -103,6 +103,8 @@ def open_file(path: str | os.PathLike) -> h5py.File:
         raise FileFormatError(f"{p}: no such file")
     if p.is_dir():
         raise FileFormatError(f"{p}: is a directory, expected a fastdyn HDF5 file")
+    if not p.is_file():  # a FIFO would block the first read forever
+        raise FileFormatError(f"{p}: not a regular file (a FIFO, socket or device), expected a fastdyn HDF5 file")
     try:
         eof = _stored_eof(p)
     except OSError as e:

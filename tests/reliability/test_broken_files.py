@@ -95,3 +95,19 @@ def test_a_full_disk_mid_run_leaves_a_readable_file_and_a_clear_message(msfr_ref
     np.testing.assert_array_equal(r["loss/test"], ref["loss/test"][:18])
     assert CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)]).exit_code == 0
     np.testing.assert_array_equal(fastdyn.load(p)["loss/test"], ref["loss/test"])
+
+
+def test_a_fifo_is_refused_at_once_by_every_reader(tmp_path):
+    """A named pipe given as the file: one line, exit 2, no hang (issue 22, item 3)."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "pipe.h5"
+    os.mkfifo(fifo)
+    for args in (["inspect", str(fifo)], ["fit", str(fifo)], ["plot", str(fifo), "-o", str(tmp_path / "x.png")], ["simulate", "--resume", str(fifo)]):
+        # a subprocess with a timeout: a reader that blocked on the pipe would hang this test otherwise
+        proc = subprocess.run([sys.executable, "-m", "fastdyn", *args], capture_output=True, text=True, timeout=120)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and len(lines) == 1, (args, proc.returncode, proc.stderr)
+        assert "not a regular file" in lines[0], lines[0]
