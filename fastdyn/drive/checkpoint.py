@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -22,7 +23,15 @@ from typing import Any
 from ..config.schema import parse_every
 from .outcome import Outcome
 
-__all__ = ["EXIT_CODES", "Schedule", "StopSignals", "exit_code", "parse_every", "write_error"]
+__all__ = [
+    "EXIT_CODES",
+    "Schedule",
+    "StopSignals",
+    "exit_code",
+    "parse_every",
+    "with_stop_signals",
+    "write_error",
+]
 
 #: exit status of a run stopped by a signal (128 + signal number, as a shell reports it)
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
@@ -75,7 +84,9 @@ class StopSignals:
             os.set_blocking(w, False)
             self._old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
             self._pipe = (r, w)
-            threading.Thread(target=self._watch, args=(r,), name="fastdyn-signals", daemon=True).start()
+            threading.Thread(
+                target=self._watch, args=(r,), name="fastdyn-signals", daemon=True
+            ).start()
         return self
 
     def _note(self, signum: int) -> None:
@@ -122,7 +133,22 @@ class StopSignals:
 
     def status(self, where: str, path: Any = "FILE") -> str:
         """``interrupted: SIGTERM …`` for the file and the CLI."""
-        return Outcome.INTERRUPTED.text(f"{self.name} {where}; continue with fastdyn simulate --resume {path}")
+        return Outcome.INTERRUPTED.text(
+            f"{self.name} {where}; continue with fastdyn simulate --resume {path}"
+        )
+
+
+def with_stop_signals(body: Any) -> Any:
+    """A run loop ``body(stop, *args, **kw)`` as ``run(*args, **kw)``, with :class:`StopSignals`
+    installed for its whole length, setup included (a signal during setup is a stop request too)."""
+
+    @functools.wraps(body)
+    def run(*args: Any, **kw: Any) -> Any:
+        with StopSignals() as stop:
+            return body(stop, *args, **kw)
+
+    del run.__wrapped__  # the public signature has no ``stop``
+    return run
 
 
 def exit_code(status: str) -> int:

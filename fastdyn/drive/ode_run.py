@@ -26,7 +26,7 @@ from ..config.load import to_toml
 from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
-from .checkpoint import Schedule, StopSignals, write_error
+from .checkpoint import Schedule, StopSignals, with_stop_signals, write_error
 from .outcome import Outcome, RunFailed
 from .progress import Progress
 
@@ -128,7 +128,9 @@ class Chunks:
             yield self.job.chunk(first, n)
 
 
+@with_stop_signals
 def run_ode(
+    stop: StopSignals,
     entry: Any,
     cfg: Any,
     output: Path,
@@ -140,22 +142,8 @@ def run_ode(
     """Run ``cfg`` of the registered ODE model ``entry`` into ``output``; returns the final
     status text. With ``resume`` the file ``output`` (same config, checked by the caller) is
     continued from its checkpoint: the rows after it are dropped and recomputed, so the file ends
-    bit-identical to an uninterrupted run's."""
-    with StopSignals() as stop:  # from the start: a signal during setup is a stop request too
-        return _run_ode(stop, entry, cfg, output, progress=progress, resume=resume, tools=tools)
-
-
-def _run_ode(
-    stop: StopSignals,
-    entry: Any,
-    cfg: Any,
-    output: Path,
-    *,
-    progress: bool = False,
-    resume: bool = False,
-    tools: Any = None,
-) -> str:
-    """The body of :func:`run_ode` (``stop``: the signal handlers, installed first)."""
+    bit-identical to an uninterrupted run's.
+    ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""
     t_wall = _time.time()
     job: OdeSetup = entry.setup(cfg, tools)
     times, steps = job.times, job.steps

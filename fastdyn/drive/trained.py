@@ -25,7 +25,7 @@ import numpy as np
 from ..config.load import to_toml
 from ..h5.writer import RunWriter
 from ..models._spec import TrainedSetup
-from .checkpoint import Schedule, StopSignals, write_error
+from .checkpoint import Schedule, StopSignals, with_stop_signals, write_error
 from .optim import Optimizer, make_optimizer
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -51,7 +51,9 @@ def checkpoint_spec(job: TrainedSetup, opt: Optimizer) -> dict[str, tuple[tuple[
     return {"theta": ((job.model.n_params,), "f8"), "position": ((2,), "i8"), **opt_shapes}
 
 
+@with_stop_signals
 def run_trained(
+    stop: StopSignals,
     entry: Any,
     cfg: Any,
     output: Path,
@@ -62,22 +64,8 @@ def run_trained(
 ) -> str:
     """Train the model of ``entry`` per ``cfg`` into ``output``; returns the final status text.
     With ``resume`` the file ``output`` (same config, checked by the caller) continues from its
-    checkpoint; the rows after it are dropped and recomputed, bit-identically."""
-    with StopSignals() as stop:  # from the start: a signal during setup is a stop request too
-        return _run_trained(stop, entry, cfg, output, progress=progress, resume=resume, tools=tools)
-
-
-def _run_trained(
-    stop: StopSignals,
-    entry: Any,
-    cfg: Any,
-    output: Path,
-    *,
-    progress: bool = False,
-    resume: bool = False,
-    tools: Any = None,
-) -> str:
-    """The body of :func:`run_trained` (``stop``: the signal handlers, installed first)."""
+    checkpoint; the rows after it are dropped and recomputed, bit-identically.
+    ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""
     t_wall = _time.time()
     job: TrainedSetup = entry.setup(cfg, tools)
     opt = optimizer_for(job)
