@@ -172,8 +172,10 @@ def command(
         if r.status.startswith("failed") and p.name in res.ran:
             say(f"  {p.name}: {r.status}")
     if res.interrupted:
+        from ..drive.checkpoint import EXIT_CODES
+
         say(f"interrupted; continue with  fastdyn sweep {sweep_file} -o {out_dir} --resume")
-        sys.exit(130)
+        sys.exit(EXIT_CODES.get(res.signal or "", 130))
     if res.failed:
         sys.exit(1)
 

@@ -13,14 +13,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
 import threading
 import time as _time
+from collections.abc import Iterator
 from typing import Any
 
 from ..config.schema import parse_every
+from . import stop_flag
 from .outcome import Outcome
 
 __all__ = [
@@ -65,9 +68,13 @@ class StopSignals:
     Python runs signal handlers in the main thread between bytecodes, so while the main thread is
     inside a long numba kernel neither the flag nor the default action would change. The C-level
     handler also writes each signal's number to a wakeup pipe (:func:`signal.set_wakeup_fd`); a
-    watcher thread reads it, so the flag is set at once (the kernels release the GIL) and a second
+    watcher thread reads it, so the flag is set at once (the kernels release the GIL), the long
+    kernels see :data:`fastdyn.drive.stop_flag.FLAG` and return early, and a second
     signal ends the process at once with 128 + its number, even inside a kernel. The file is then
     as a kill -9 leaves it: readable up to its last flush, resumable from its checkpoint."""
+
+    #: the instance whose handlers are installed (a sweep's, around its points' runs)
+    _active: StopSignals | None = None
 
     def __init__(self) -> None:
         self.name: str | None = None
@@ -76,8 +83,22 @@ class StopSignals:
         self._old_fd = -1
         self._seen = 0
 
+    @classmethod
+    @contextlib.contextmanager
+    def shared(cls) -> Iterator[StopSignals]:
+        """The installed instance if there is one (a run inside a sweep answers the sweep's
+        signals: a stop request ends the point and the sweep, a second signal the process), else
+        a new one installed for the ``with`` block."""
+        if cls._active is not None:
+            yield cls._active
+            return
+        with cls() as stop:
+            yield stop
+
     def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread() and StopSignals._active is None:
+            StopSignals._active = self
+            stop_flag.clear()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
             r, w = os.pipe()
@@ -94,6 +115,7 @@ class StopSignals:
         if self._seen >= 2:  # the second SIGINT/SIGTERM: end now, wherever the main thread is
             os._exit(128 + signum)
         self.name = signal.Signals(signum).name
+        stop_flag.request(signum)  # the kernels return early
 
     def _watch(self, r: int) -> None:
         """Until EOF (``__exit__`` closes the write end); the watcher closes the read end itself,
@@ -114,10 +136,14 @@ class StopSignals:
         # the watcher has already counted this signal (the C handler wrote it to the pipe first)
         if self.name is None:
             self.name = signal.Signals(signum).name
+            stop_flag.request(signum)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
 
     def __exit__(self, *exc: Any) -> None:
+        if self._old:
+            stop_flag.clear()
+            StopSignals._active = None
         for sig, old in self._old.items():
             signal.signal(sig, old)
         self._old.clear()
@@ -144,7 +170,7 @@ def with_stop_signals(body: Any) -> Any:
 
     @functools.wraps(body)
     def run(*args: Any, **kw: Any) -> Any:
-        with StopSignals() as stop:
+        with StopSignals.shared() as stop:
             return body(stop, *args, **kw)
 
     del run.__wrapped__  # the public signature has no ``stop``

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from ..reduce import accumulate_blocks, n_blocks
-from . import saveat
+from . import saveat, stop_flag
 from .integrate_kernels import (  # noqa: F401  (re-exported: kernels keep their old address)
     _dopri5_block,
     _lane_block,
@@ -330,10 +330,11 @@ def advance(
     if integrator == "rk4":
         if not (np.isfinite(steps_per_timescale) and steps_per_timescale > 0):
             raise ValueError(f"steps_per_timescale: must be > 0, got {steps_per_timescale!r}")
-        (_gpu().rk4_kernel if on_gpu else rk4_kernel)(
+        args = (
             *common, q, float(t0), times_arr, float(steps_per_timescale), float(settle_tol),
             int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
+        _gpu().rk4_kernel(*args) if on_gpu else rk4_kernel(*args, stop_flag.FLAG)
     elif integrator == "dopri5":
         if on_gpu:
             raise ValueError("solver.integrator = 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4' or 'gd', or device = 'cpu'")
@@ -342,12 +343,14 @@ def advance(
         dopri5_kernel(
             *common, state.rejected, q, float(t0), times_arr, float(rtol), float(atol),
             float(settle_tol), int(max_steps), tpos, test_partials, train_partials, f_track,
+            stop_flag.FLAG,
         )  # fmt: skip
     else:
-        (_gpu().gd_kernel if on_gpu else gd_kernel)(
+        args = (
             *common, q, float(k0), marks_out.astype(np.float64), float(eta), float(settle_tol),
             int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
+        _gpu().gd_kernel(*args) if on_gpu else gd_kernel(*args, stop_flag.FLAG)
     return Segment(times_arr, test_partials, train_partials, f_track, tr, marks_out)
 
 

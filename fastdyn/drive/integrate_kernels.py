@@ -53,6 +53,9 @@ from .task_status import (
 # serial per-block kernels
 # ----------------------------------------------------------------------------------------------
 
+#: dopri5 polls the stop flag every this many steps (accepted + rejected) of a task
+STOP_POLL = 1024
+
 
 @njit(**SERIAL)
 def _lane_block(
@@ -81,9 +84,11 @@ def _lane_block(
     test_part,
     train_part,
     f_track,
+    stop,
 ):
     """One block of rk4 (marks = output times, mark0 = start time) or gd (marks = output step
-    indices as floats, mark0 = start step) in groups of LANES tasks."""
+    indices as floats, mark0 = start step) in groups of LANES tasks. Returns early, leaving the
+    block's outputs incomplete, once ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`)."""
     n = lam.shape[0]
     lo = b * BLOCK
     hi = min(lo + BLOCK, n)
@@ -123,6 +128,8 @@ def _lane_block(
         _lanes_rhs(W)
         prev = mark0
         for j in range(nt):
+            if stop[0] != 0:
+                return
             mj = marks[j]
             dt = mj - prev
             prev = mj
@@ -147,7 +154,7 @@ def _lane_block(
                     W[_OHH + l] = hh
                     nmax = max(nmax, nf)
             if nmax > 0.0:
-                _lanes_advance(is_gd, W, int(nmax), q)
+                _lanes_advance(is_gd, W, int(nmax), q, stop)
             for l in range(m):
                 i = g0 + l
                 if W[_OALIVE + l] > 0.5:
@@ -211,8 +218,11 @@ def _dopri5_block(
     test_part,
     train_part,
     f_track,
+    stop,
 ):
-    """One block of dopri5, one task at a time (own adaptive steps), sums in task order."""
+    """One block of dopri5, one task at a time (own adaptive steps), sums in task order.
+    Returns early, leaving the block's outputs incomplete, once ``stop[0] != 0`` (polled every
+    STOP_POLL steps of a task)."""
     n = lam.shape[0]
     lo = b * BLOCK
     hi = min(lo + BLOCK, n)
@@ -244,6 +254,8 @@ def _dopri5_block(
         for j in range(nt):
             tj = times[j]
             while alive and t < tj:
+                if (nst + nrej) % STOP_POLL == 0 and stop[0] != 0:
+                    return
                 if nst >= max_steps:
                     status[i] = STATUS_STEP_LIMIT
                     alive = False
@@ -301,21 +313,21 @@ def _dopri5_block(
 @njit(**PARALLEL)
 def rk4_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times, spt,
-    settle_tol, max_steps, tpos, test_part, train_part, f_track,
+    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
 ):  # fmt: skip
     """Per-task fixed-step RK4 of one chunk; state arrays updated in place."""
     for b in prange(test_part.shape[0]):
         _lane_block(
             False, b, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
             steps, q, t0, times, spt, 0.0, settle_tol, max_steps, tpos, test_part, train_part,
-            f_track,
+            f_track, stop,
         )  # fmt: skip
 
 
 @njit(**PARALLEL)
 def gd_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout, eta,
-    settle_tol, max_steps, tpos, test_part, train_part, f_track,
+    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
 ):  # fmt: skip
     """Discrete gradient descent (shared η) of one chunk; kout = output step indices (float64,
     exact integers), k0 the step the state is at; state arrays updated in place."""
@@ -323,18 +335,19 @@ def gd_kernel(
         _lane_block(
             True, b, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
             steps, q, k0, kout, 0.0, eta, settle_tol, max_steps, tpos, test_part, train_part,
-            f_track,
+            f_track, stop,
         )  # fmt: skip
 
 
 @njit(**PARALLEL)
 def dopri5_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q, t0,
-    times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track,
+    times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
 ):  # fmt: skip
     """Per-task adaptive Dormand–Prince 5(4) of one chunk; state arrays updated in place."""
     for b in prange(test_part.shape[0]):
         _dopri5_block(
             b, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
             t0, times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track,
+            stop,
         )  # fmt: skip

@@ -26,13 +26,14 @@ import numpy as np
 from numba import njit, prange
 
 from ..reduce import BLOCK
+from . import stop_flag
 
 _FLAGS = {"cache": False, "nogil": True, "error_model": "numpy"}
 
 
 @njit(**_FLAGS)
 def _rk4_block(
-    b, rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track
+    b, rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track, stop
 ):
     n = y.shape[1]
     ns, kp = y.shape[0], params.shape[0]
@@ -46,6 +47,8 @@ def _rk4_block(
             yy[r] = y[r, i]
         prev = t0
         for j in range(times.shape[0]):
+            if stop[0] != 0:  # a stop request: return with the block's outputs incomplete
+                return
             dt = times[j] - prev
             prev = times[j]
             if dt > 0.0:
@@ -74,11 +77,14 @@ def _rk4_block(
 
 
 @njit(parallel=True, **_FLAGS)
-def _rk4_kernel(rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track):
+def _rk4_kernel(
+    rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track, stop
+):
     for b in prange((y.shape[1] + BLOCK - 1) // BLOCK):
         _rk4_block(
-            b, rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track
-        )
+            b, rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track,
+            stop,
+        )  # fmt: skip
 
 
 def advance_rk4(
@@ -109,4 +115,5 @@ def advance_rk4(
         test_partials,
         train_partials,
         f_track,
+        stop_flag.FLAG,
     )

@@ -93,10 +93,11 @@ def _lanes_busy(W, sf):
 
 
 @njit(**_INLINE)
-def _lanes_run(W, nmax, step, rhs):
+def _lanes_run(W, nmax, step, rhs, stop):
     """Up to ``nmax`` lock-step iterations ``step(rhs, …)`` of the LANES lanes of W (lane l: step
     size W[_HH, l], at most W[_N, l] steps, settling after each). ``step`` and ``rhs`` are inlined
-    at the numba IR level: the lane loop has no calls and vectorises."""
+    at the numba IR level: the lane loop has no calls and vectorises. Returns early once
+    ``stop[0] != 0`` (polled every _CHECK_EVERY iterations)."""
     for s0 in range(0, nmax, _CHECK_EVERY):
         s1 = min(s0 + _CHECK_EVERY, nmax)
         for s in range(s0, s1):
@@ -105,36 +106,36 @@ def _lanes_run(W, nmax, step, rhs):
                 p, y, k, h = _lane_load(W, l)
                 yn, kn, fn, _ = step(rhs, p, y, k, h)
                 _lane_commit(W, l, sf, y, k, yn, kn, fn)
-        if not _lanes_busy(W, float(s1)):
+        if not _lanes_busy(W, float(s1)) or stop[0] != 0:
             break
 
 
 @njit(**SERIAL)
-def _lanes_gd(W, nmax, q):
+def _lanes_gd(W, nmax, q, stop):
     """gd lanes: Euler steps with h = η (one gradient-descent step each)."""
     if q == 1.0:
-        _lanes_run(W, nmax, euler_step, task_rhs_q1)
+        _lanes_run(W, nmax, euler_step, task_rhs_q1, stop)
     else:
-        _lanes_run(W, nmax, euler_step, task_rhs)
+        _lanes_run(W, nmax, euler_step, task_rhs, stop)
 
 
 @njit(**SERIAL)
-def _lanes_rk4(W, nmax, q):
+def _lanes_rk4(W, nmax, q, stop):
     """RK4 lanes; with q = 1 the bit-identical specialised right-hand side."""
     if q == 1.0:
-        _lanes_run(W, nmax, rk4_step, task_rhs_q1)
+        _lanes_run(W, nmax, rk4_step, task_rhs_q1, stop)
     else:
-        _lanes_run(W, nmax, rk4_step, task_rhs)
+        _lanes_run(W, nmax, rk4_step, task_rhs, stop)
 
 
 @njit(**SERIAL)
-def _lanes_advance(is_gd, W, nmax, q):
+def _lanes_advance(is_gd, W, nmax, q, stop):
     """Up to ``nmax`` lock-step iterations: lane l takes a step (gd: Euler with h = η; else RK4)
     of size W[_HH, l] while it is alive and has done fewer than W[_N, l] steps of this interval;
     settling is checked after each step. Branch-free lane bodies, so the lane loops vectorise.
     ``q`` is the query weight shared by every lane (padding lanes included: they are never
     alive)."""
     if is_gd:
-        _lanes_gd(W, nmax, q)
+        _lanes_gd(W, nmax, q, stop)
     else:
-        _lanes_rk4(W, nmax, q)
+        _lanes_rk4(W, nmax, q, stop)

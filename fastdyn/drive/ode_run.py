@@ -73,12 +73,19 @@ def check_finite(
         raise RunFailed(f"diverged at t = {times[i]:g}: {what}; {job.cause(chunks)}")
 
 
-def theory_all(job: OdeSetup, chunks: Any) -> dict[str, np.ndarray]:
-    """The closed form on the whole output grid in one pass over the tasks."""
+class _Stopped(Exception):
+    """A stop was requested during a pass over the tasks (its results are abandoned)."""
+
+
+def theory_all(job: OdeSetup, chunks: Any, stop: Any = None) -> dict[str, np.ndarray]:
+    """The closed form on the whole output grid in one pass over the tasks (``_Stopped`` when
+    ``stop`` is requested between two chunks)."""
     T = len(job.times)
     tot_t, tot_r = np.zeros(T), np.zeros(T)
     f = np.full((T, len(job.track)), np.nan)
     for ch in chunks:
+        if stop is not None and stop.requested:
+            raise _Stopped
         loc = local_track(job.track, ch)
         pt, pr, ft = job.theory(ch, job.times, loc[0])
         accumulate_blocks(tot_t, pt)
@@ -88,17 +95,13 @@ def theory_all(job: OdeSetup, chunks: Any) -> dict[str, np.ndarray]:
     return {"test": tot_t + job.tail[0], "train": tot_r + job.tail[1], "f": f}
 
 
-class _Stopped(Exception):
-    """A stop was requested between two chunks of a segment (the segment is abandoned)."""
-
-
 def advance_segment(
     job: OdeSetup, chunks: Any, state: Any, a: int, k: int, stop: Any = None
 ) -> dict[str, np.ndarray]:
     """Advance every chunk through output times a … a+k−1; the segment's loss and f rows
     (block partials summed in block order, plus the tail). With ``stop``, a stop requested
-    between two chunks abandons the segment (``_Stopped``): the run ends at its last
-    checkpoint instead of finishing a long segment first."""
+    during the segment abandons it (``_Stopped``): the kernels poll the stop flag and return
+    early, and the run ends at its last checkpoint instead of finishing a long segment first."""
     tt = job.times[a : a + k]
     st = None if job.steps is None else job.steps[a : a + k]
     tot_t, tot_r = np.zeros(k), np.zeros(k)
@@ -108,7 +111,7 @@ def advance_segment(
         pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
         ft = np.zeros((len(loc[0]), k))
         job.advance(ch, state, tt, st, loc[0], pt, pr, ft)
-        if stop is not None and stop.requested and ch.first + ch.n < job.n_tasks:
+        if stop is not None and stop.requested:  # the kernel may have returned early
             raise _Stopped
         accumulate_blocks(tot_t, pt)
         accumulate_blocks(tot_r, pr)
@@ -188,7 +191,12 @@ def run_ode(
         if not resume:
             checkpoint(0)
         t0 = _time.time()
-        th_all = theory_all(job, chunks) if job.theory is not None else None
+        try:
+            th_all = theory_all(job, chunks, stop) if job.theory is not None else None
+        except _Stopped:
+            status = stop.status(f"during the closed form, before output time {a0 + 1}", output)
+            writer.close(status, timings())
+            return status
         t_kernel += _time.time() - t0
         for a in range(a0, len(times), seg):
             tt = times[a : a + seg]

@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import os
 import time as _time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..drive.checkpoint import StopSignals
 from . import index as _index
 from .index import Row
 from .spec import Point, Sweep, SweepError, in_shard
@@ -62,19 +63,6 @@ def _submit(executor: Any, fn: Callable, *args: Any) -> Any:
     return executor.submit(fn, *args)
 
 
-def _as_completed(futures: list[Any]) -> Iterable[Any]:
-    """Futures as they finish (concurrent.futures or Dask), else in submission order."""
-    import concurrent.futures as cf
-
-    if futures and all(isinstance(f, cf.Future) for f in futures):
-        return cf.as_completed(futures)
-    if futures and type(futures[0]).__module__.startswith("distributed"):
-        from distributed import as_completed
-
-        return as_completed(futures)
-    return list(futures)
-
-
 @dataclass
 class SweepResult:
     """What one invocation did: rows of every point, the names it ran, the index path."""
@@ -85,6 +73,7 @@ class SweepResult:
     ran: list[str] = field(default_factory=list)
     pids: dict[str, int] = field(default_factory=dict)  # process that ran each point
     interrupted: bool = False  # a signal stopped the sweep (continue with --resume)
+    signal: str | None = None  # its name (SIGINT or SIGTERM), when the sweep saw it
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -183,34 +172,68 @@ def run_sweep(
         idx.rows[p.id] = Row()
     idx.write()
     result = SweepResult(idx_path, idx.rows, points)
-    if executor is None:
-        try:
-            for p in todo:
-                idx.rows[p.id] = Row("running")
-                idx.write()
-                res = runner(p.config_toml, str(out_dir / p.relpath), threads)
-                idx.rows[p.id] = _row_from_result(res)
-                result.ran.append(p.name)
-                result.pids[p.name] = int(res.get("pid", -1))
-                say(f"{p.name}: {idx.rows[p.id].status}")
-                idx.write()
-                if idx.rows[p.id].status.startswith("interrupted"):
-                    result.interrupted = True  # SIGINT/SIGTERM stopped the run: stop the sweep too
-                    break
-        except KeyboardInterrupt:
-            for p in todo:
-                if idx.rows[p.id].status == "running":
-                    idx.rows[p.id] = Row("interrupted")
+    with StopSignals.shared() as stop:
+        if executor is None:
+            _run_here(todo, idx, result, runner, out_dir, threads, say, stop)
+        else:
+            _run_on(executor, todo, idx, result, runner, out_dir, threads, say, stop)
+    idx.write()
+    return result
+
+
+def _stopped(result: SweepResult, stop: StopSignals) -> bool:
+    """Whether a SIGINT/SIGTERM asked the sweep to stop (noted in ``result``)."""
+    if stop.requested:
+        result.interrupted = True
+        result.signal = stop.name
+    return result.interrupted
+
+
+def _run_here(todo, idx, result, runner, out_dir, threads, say, stop) -> None:  # noqa: ANN001
+    """The points one after another in this process. A run answers the sweep's signals
+    (:meth:`StopSignals.shared`): the first ends the running point at its next chunk as
+    ``interrupted`` (resumable) and the sweep before its next point; a second ends the process."""
+    try:
+        for p in todo:
+            if _stopped(result, stop):
+                break
+            idx.rows[p.id] = Row("running")
             idx.write()
-            raise
-    else:
-        futures = {}
-        try:
-            for p in todo:
-                futures[
-                    _submit(executor, runner, p.config_toml, str(out_dir / p.relpath), threads)
-                ] = p
-            for fut in _as_completed(list(futures)):
+            res = runner(p.config_toml, str(out_dir / p.relpath), threads)
+            idx.rows[p.id] = _row_from_result(res)
+            result.ran.append(p.name)
+            result.pids[p.name] = int(res.get("pid", -1))
+            say(f"{p.name}: {idx.rows[p.id].status}")
+            idx.write()
+            if idx.rows[p.id].status.startswith("interrupted"):
+                result.interrupted = True  # SIGINT/SIGTERM stopped the run: stop the sweep too
+        _stopped(result, stop)
+    except KeyboardInterrupt:
+        for p in todo:
+            if idx.rows[p.id].status == "running":
+                idx.rows[p.id] = Row("interrupted")
+        idx.write()
+        raise
+
+
+def _run_on(executor, todo, idx, result, runner, out_dir, threads, say, stop) -> None:  # noqa: ANN001
+    """The points submitted to ``executor``, recorded as they finish. A SIGINT/SIGTERM cancels
+    the points not started and stops waiting; the index then holds what the point files say
+    (a point cut off in a worker is left as a kill leaves it, and ``--resume`` continues it)."""
+    futures = {}
+    try:
+        for p in todo:
+            futures[_submit(executor, runner, p.config_toml, str(out_dir / p.relpath), threads)] = p
+        pending = list(futures)
+        while pending:
+            ready = [f for f in pending if f.done()]
+            if not ready:
+                if _stopped(result, stop):
+                    raise KeyboardInterrupt
+                _time.sleep(0.05)
+                continue
+            for fut in ready:
+                pending.remove(fut)
                 p = futures[fut]
                 try:
                     res = fut.result()
@@ -225,16 +248,15 @@ def run_sweep(
                 result.pids[p.name] = int(res.get("pid", -1))
                 say(f"{p.name}: {idx.rows[p.id].status}")
                 idx.write()
-        except KeyboardInterrupt:
-            for fut in futures:
-                fut.cancel()
-            idx.rows.update(
-                {k: v for k, v in _index.scan(out_dir, points).items() if k in idx.mine}
-            )
-            idx.write()
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        idx.rows.update(
+            {k: v for k, v in _index.scan(out_dir, idx.points).items() if k in idx.mine}
+        )
+        idx.write()
+        if not result.interrupted:
             raise
-    idx.write()
-    return result
 
 
 def reindex(sweep: Sweep, output: str | os.PathLike | None = None) -> SweepResult:

@@ -1,0 +1,31 @@
+"""The process's stop flag: ``FLAG[0]`` is 0, or the number of the first SIGINT/SIGTERM.
+
+Signals are per process, so the flag is too. :class:`fastdyn.drive.checkpoint.StopSignals` sets it
+from its watcher thread the moment a signal arrives, while the main thread may be inside a numba
+kernel (the kernels release the GIL); the long kernels (rk4, gd and dopri5 of
+:mod:`fastdyn.drive.integrate_kernels`, the generic RK4 of :mod:`fastdyn.drive.integrate_soa`) take
+the array as an argument, poll it at step-group boundaries and return early, leaving their outputs
+incomplete. The driver then abandons the segment and ends the run at its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: 0, or the signal number of the first stop request (int64, read by compiled kernels)
+FLAG = np.zeros(1, dtype=np.int64)
+
+
+def request(signum: int) -> None:
+    """Ask every polling kernel to return early."""
+    FLAG[0] = int(signum)
+
+
+def clear() -> None:
+    """No stop requested (a new run, or the end of one)."""
+    FLAG[0] = 0
+
+
+def requested() -> bool:
+    """Whether a stop was requested since the last :func:`clear`."""
+    return bool(FLAG[0])

@@ -1,0 +1,80 @@
+"""A sweep answers SIGINT/SIGTERM (issue 22, item 5): the point being run stops inside its only
+(so also last) segment as ``interrupted``, no further point starts, the sweep exits 130/143 as
+the signal says, and ``--resume`` takes the sweep up again; a second signal ends it at once."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+import fastdyn
+from fastdyn.sweep import read
+
+from .conftest import FASTDYN, sub_env, write_sweep
+
+#: three points of a stiff dopri5 run (Λ = 10^6) in one segment: each spends minutes in its first
+#: kernel call (tests/reliability/test_signals_in_kernels.py), so a signal lands inside a point's
+#: only, hence last, segment
+STIFF3 = """
+[base]
+model = "msfr"
+task.n_tasks = 1_000_000
+task.alpha = 2.0
+time.grid = "log"
+time.t_min = 1e-3
+time.t_max = 1e10
+time.n_times = 128
+solver.integrator = "dopri5"
+solver.rtol = 1e-8
+theory.level = "none"
+output.track = [1, 10]
+task.strength0 = 1e6
+output.times_per_segment = 1000
+
+[grid]
+task.psi0 = [100, 101, 102]
+"""
+
+
+def _start(tmp_path):
+    path = write_sweep(tmp_path, STIFF3)
+    out = tmp_path / "out"
+    env = dict(sub_env(), NUMBA_NUM_THREADS="2")
+    proc = subprocess.Popen([*FASTDYN, "sweep", str(path), "-o", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not any((out / "points").glob("*.h5")):  # the first point's file: its run has started
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.02)
+    time.sleep(2.0)  # into the point's kernel
+    return path, out, proc
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_inside_the_last_segment_stops_the_sweep(tmp_path, sig, code):
+    _path, out, proc = _start(tmp_path)
+    assert proc.poll() is None
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    _o, err = proc.communicate(timeout=120)
+    assert time.monotonic() - t0 < 10.0, err  # the acceptance's latency (≤ 10 s); measured < 1 s
+    assert proc.returncode == code, err
+    assert "--resume" in err.strip().splitlines()[-1]
+    st = read(out / "index.h5")["status"]
+    assert st[0].startswith(f"interrupted: {sig.name}") and st[1:] == ["pending", "pending"], st
+    files = sorted((out / "points").glob("*.h5"))
+    assert len(files) == 1  # no further point started
+    assert fastdyn.load(files[0]).status.startswith(f"interrupted: {sig.name} during output times 1…129")
+
+
+def test_a_second_signal_ends_the_sweep_at_once(tmp_path):
+    _path, out, proc = _start(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    proc.communicate(timeout=120)
+    assert time.monotonic() - t0 < 2.0  # the acceptance's latency (≤ 2 s)
+    assert proc.returncode == 143
+    assert len(list((out / "points").glob("*.h5"))) == 1
