@@ -340,6 +340,7 @@ def advance(
             raise ValueError("solver.integrator = 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4' or 'gd', or device = 'cpu'")
         if not (np.isfinite(rtol) and rtol > 0 and np.isfinite(atol) and atol >= 0):
             raise ValueError(f"rtol/atol: need rtol > 0 and atol ≥ 0, got {rtol!r}, {atol!r}")
+        stop_flag.clear_halt()
         dopri5_kernel(
             *common, state.rejected, q, float(t0), times_arr, float(rtol), float(atol),
             float(settle_tol), int(max_steps), tpos, test_partials, train_partials, f_track,

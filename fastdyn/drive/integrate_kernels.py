@@ -221,8 +221,9 @@ def _dopri5_block(
     stop,
 ):
     """One block of dopri5, one task at a time (own adaptive steps), sums in task order.
-    Returns early, leaving the block's outputs incomplete, once ``stop[0] != 0`` (polled every
-    STOP_POLL steps of a task)."""
+    Returns early, leaving the block's outputs incomplete, once ``stop[0] != 0`` (a signal) or
+    ``stop[1] != 0`` (polled every STOP_POLL steps of a task); a task that reaches ``max_steps``
+    sets ``stop[1]`` (see :mod:`fastdyn.drive.stop_flag`)."""
     n = lam.shape[0]
     lo = b * BLOCK
     hi = min(lo + BLOCK, n)
@@ -254,12 +255,13 @@ def _dopri5_block(
         for j in range(nt):
             tj = times[j]
             while alive and t < tj:
-                if (nst + nrej) % STOP_POLL == 0 and stop[0] != 0:
+                if (nst + nrej) % STOP_POLL == 0 and (stop[0] != 0 or stop[1] != 0):
                     return
                 if nst >= max_steps:
                     status[i] = STATUS_STEP_LIMIT
-                    alive = False
-                    break
+                    stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
+                    steps[i] = nst
+                    return
                 clipped = h >= tj - t
                 hh = tj - t if clipped else h
                 if t + hh == t:

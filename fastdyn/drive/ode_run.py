@@ -26,6 +26,7 @@ from ..config.load import to_toml
 from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
+from . import stop_flag
 from .checkpoint import Schedule, StopSignals, with_stop_signals, write_error
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -113,6 +114,11 @@ def advance_segment(
         job.advance(ch, state, tt, st, loc[0], pt, pr, ft)
         if stop is not None and stop.requested:  # the kernel may have returned early
             raise _Stopped
+        if stop_flag.halted():  # a task used up its step budget: the kernel gave up
+            raise RunFailed(
+                f"{job.failure(job.summary(state)) or 'a task used up its step budget'} "
+                f"(the run stopped at once, during output times {a + 1}…{a + k})"
+            )
         accumulate_blocks(tot_t, pt)
         accumulate_blocks(tot_r, pr)
         f[:, loc[1]] = ft.T

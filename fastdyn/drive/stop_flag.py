@@ -1,4 +1,7 @@
-"""The process's stop flag: ``FLAG[0]`` is 0, or the number of the first SIGINT/SIGTERM.
+"""The process's stop flag: ``FLAG[0]`` is 0, or the number of the first SIGINT/SIGTERM;
+``FLAG[1]`` is 1 once a task of the running kernel call used up its step budget
+(``solver.max_steps``), so every other block gives up too and the run fails at once instead of
+spending hours on the tasks that remain (a stiff ODE that explicit steps cannot cross).
 
 Signals are per process, so the flag is too. :class:`fastdyn.drive.checkpoint.StopSignals` sets it
 from its watcher thread the moment a signal arrives, while the main thread may be inside a numba
@@ -12,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-#: 0, or the signal number of the first stop request (int64, read by compiled kernels)
-FLAG = np.zeros(1, dtype=np.int64)
+#: [signal number of the first stop request or 0, step budget used up], read by the kernels
+FLAG = np.zeros(2, dtype=np.int64)
 
 
 def request(signum: int) -> None:
@@ -23,7 +26,17 @@ def request(signum: int) -> None:
 
 def clear() -> None:
     """No stop requested (a new run, or the end of one)."""
-    FLAG[0] = 0
+    FLAG[:] = 0
+
+
+def clear_halt() -> None:
+    """Before a kernel call: no task has used up its step budget."""
+    FLAG[1] = 0
+
+
+def halted() -> bool:
+    """Whether a task of the last kernel call used up its step budget (the call gave up)."""
+    return bool(FLAG[1])
 
 
 def requested() -> bool:

@@ -92,9 +92,9 @@ def test_the_first_signal_stops_at_the_next_chunk_and_resumes_identically(tmp_pa
     assert_same_series(fastdyn.load(ref), fastdyn.load(p))
 
 
-#: issue 22, acceptance 4: a stiff dopri5 run (Λ = 10^6) spends minutes in its first segment's
-#: kernel (0 rows after 15 s here; the audit saw 0 rows in 300 s), so the stop must come from
-#: inside the kernel: dopri5 polls the stop flag every STOP_POLL steps
+#: issue 22, acceptance 4: a stiff dopri5 run (Λ = 10^6; 10^8 dopri5 steps, 17 s of kernel on
+#: 2 threads here) in one segment, so one kernel call per chunk of 2^20 tasks: the stop must come
+#: from inside the kernel (dopri5 polls the stop flag every STOP_POLL steps)
 STIFF = """
 model = "msfr"
 [task]
@@ -114,6 +114,7 @@ rtol = 1e-8
 level = "none"
 [output]
 track = [1, 10]
+times_per_segment = 1000
 """
 
 
@@ -124,7 +125,7 @@ def test_sigterm_inside_a_long_dopri5_kernel_stops_it_within_seconds(tmp_path):
     env = dict(os.environ, NUMBA_NUM_THREADS="2")
     proc = subprocess.Popen([sys.executable, "-m", "fastdyn", "simulate", str(cfg), "-o", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     wait_for(p, proc)
-    time.sleep(2.0)  # into the first segment's kernel (nothing else is left to do before it)
+    time.sleep(1.0)  # into the kernel (nothing else is left to do before it)
     assert proc.poll() is None
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -134,5 +135,18 @@ def test_sigterm_inside_a_long_dopri5_kernel_stops_it_within_seconds(tmp_path):
     assert time.monotonic() - t0 < 10.0
     assert proc.returncode == 143, err
     r = fastdyn.load(p)
-    assert r.status.startswith("interrupted: SIGTERM during output times 1…16 of 129"), r.status
+    assert r.status.startswith("interrupted: SIGTERM during output times 1…129 of 129"), r.status
+    assert len(r.time) == 0
+
+
+def test_a_task_out_of_steps_fails_the_run_at_once(tmp_path):
+    """A task that uses up solver.max_steps makes every block of the kernel give up: the run
+    fails in its first segment (before, the other tasks ran on and every row was written first)."""
+    cfg = tmp_path / "stiff.toml"
+    cfg.write_text(STIFF.replace("times_per_segment = 1000", "times_per_segment = 16"))
+    p = tmp_path / "limit.h5"
+    res = CliRunner().invoke(main, ["simulate", str(cfg), "--set", "solver.max_steps=50", "-o", str(p)])
+    assert res.exit_code == 1, res.output
+    r = fastdyn.load(p)
+    assert r.status.startswith("failed: ") and "step limit" in r.status and "during output times 1…16" in r.status, r.status
     assert len(r.time) == 0

@@ -66,7 +66,9 @@ def test_a_signal_inside_the_last_segment_stops_the_sweep(tmp_path, sig, code):
     assert st[0].startswith(f"interrupted: {sig.name}") and st[1:] == ["pending", "pending"], st
     files = sorted((out / "points").glob("*.h5"))
     assert len(files) == 1  # no further point started
-    assert fastdyn.load(files[0]).status.startswith(f"interrupted: {sig.name} during output times 1…129")
+    assert fastdyn.load(files[0]).status.startswith(
+        f"interrupted: {sig.name} during output times 1…129"
+    )
 
 
 def test_a_second_signal_ends_the_sweep_at_once(tmp_path):
