@@ -2,15 +2,40 @@
 
 Public API: :func:`load` (read an output file), :func:`load_many` (several files, globs or a
 sweep index as a table), :func:`simulate` (run a config into a file), :func:`load_config`, and
-the package version.
+the package version. They are imported on first use, so ``import fastdyn.cli`` (``fastdyn --help``,
+one-line user errors) does not load numba.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
+from . import _cache  # noqa: F401  (numba's cache directory, before any kernel is defined)
 from ._version import __version__
-from .analysis.load import load_many
-from .config import load_config
-from .drive.run import simulate
-from .h5.reader import load
 
 __all__ = ["__version__", "load", "load_config", "load_many", "simulate"]
+
+_LAZY = {
+    "load": "fastdyn.h5.reader",
+    "load_many": "fastdyn.analysis.load",
+    "load_config": "fastdyn.config",
+    "simulate": "fastdyn.drive.run",
+}
+
+
+_SUBPACKAGES = {"analysis", "cli", "config", "drive", "h5", "models", "problems", "reduce", "sweep"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"fastdyn.{name}")
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'fastdyn' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,13 +1,16 @@
-"""Named configs shipped in ``data/configs/`` (``fastdyn simulate quickstart``)."""
+"""Named configs shipped with the package (``fastdyn simulate quickstart``): ``fastdyn/presets/``,
+read through :mod:`importlib.resources` so they are there in an installed wheel too
+(``data/configs`` in a source checkout is a link to the same folder)."""
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 
 from .schema import ConfigError
 
-#: where the shipped configs live in a source checkout (the README installs with ``pip install -e``)
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "data" / "configs"
+#: where the shipped configs live (inside the package: a wheel carries them as package data)
+CONFIG_DIR = Path(str(importlib.resources.files("fastdyn") / "presets"))
 
 
 def names() -> list[str]:
@@ -25,4 +28,6 @@ def resolve(name_or_path: str) -> Path:
     q = CONFIG_DIR / f"{name_or_path}.toml"
     if q.is_file():
         return q
-    raise ConfigError(f"config {name_or_path!r}: no such file or preset; presets: {', '.join(names()) or 'none'}")
+    raise ConfigError(
+        f"config {name_or_path!r}: no such file or preset; presets: {', '.join(names()) or 'none'}"
+    )
