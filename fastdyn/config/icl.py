@@ -226,7 +226,11 @@ class OutputSettings(Section):
 
     checkpoint_every: float | str = every(
         60.0,
-        help='resume state written at the first save this many seconds (60, "60s") or optimiser steps ("500 steps") after the last one; 0 = at every save',
+        help='resume state written at the first save this many seconds (60, "60s") or optimiser steps ("500 steps") after the last one; 0 = at every save; "off" = only when a signal stops the run',
+    )
+    keep_checkpoint: bool = flag(
+        False,
+        help="keep /checkpoint in a complete file (else the finished file is rewritten without it)",
     )
 
 

@@ -102,7 +102,8 @@ class OutputSection:
     track: tuple = integers((), 1, help="task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size")
     chunk_tasks: int = integer(262_144, 1024, 2**31, help="tasks per kernel call (rounded up to a multiple of 1024)")
     times_per_segment: int = integer(16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks")
-    checkpoint_every: float | str = every(60.0, help='resume state written to /checkpoint every this many seconds (60, "60s") or output times ("100 steps"); 0 = after every segment')
+    checkpoint_every: float | str = every(60.0, help='resume state written to /checkpoint every this many seconds (60, "60s") or output times ("100 steps"); 0 = after every segment; "off" = only when a signal stops the run')
+    keep_checkpoint: bool = flag(False, help="keep /checkpoint in a complete file (else the finished file is rewritten without it, a fraction of the size)")
 
 
 @dataclass(frozen=True)

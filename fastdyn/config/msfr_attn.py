@@ -104,7 +104,8 @@ class OutputSection:
 
     track: tuple = integers((), 1, help="tasks s whose f_s(t) are stored; [] = 1, 3, 10, 30, … ≤ D")
     save_weights: bool = flag(True, help="store the final flat parameter vector /params/theta")
-    checkpoint_every: float | str = every(60.0, help='resume state (weights, optimiser state) written to /checkpoint at a save step every this many seconds (60, "60s") or optimiser steps ("100 steps"); 0 = at every save')
+    checkpoint_every: float | str = every(60.0, help='resume state (weights, optimiser state) written to /checkpoint at a save step every this many seconds (60, "60s") or optimiser steps ("100 steps"); 0 = at every save; "off" = only when a signal stops the run')
+    keep_checkpoint: bool = flag(False, help="keep /checkpoint in a complete file (else the finished file is rewritten without it)")
 
 
 @dataclass(frozen=True)

@@ -189,12 +189,17 @@ _EVERY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*(s|sec|sec
 
 def parse_every(value: Any, field: str = "output.checkpoint_every") -> tuple[str, float]:
     """("seconds", x) or ("steps", n) from a ``checkpoint_every`` value: a number or "<x>s" is
-    seconds of wall time, "<n> steps" counts the run's own steps, 0 = at every chunk boundary
+    seconds of wall time, "<n> steps" counts the run's own steps, 0 = at every chunk boundary,
+    "off" = none on a schedule (only when a signal stops the run): ("off", inf)
     (ValueError naming ``field`` otherwise)."""
-    bad = ValueError(f'{field}: must be a number of seconds ≥ 0 (60, "60s") or "<n> steps", got {_show(value)}')
+    bad = ValueError(f'{field}: must be a number of seconds ≥ 0 (60, "60s"), "<n> steps" or "off", got {_show(value)}')
     if isinstance(value, bool):
         raise bad
+    if isinstance(value, str) and value.strip().lower() in ("off", "never", "none"):
+        return "off", math.inf
     if isinstance(value, int | float):
+        if value == math.inf:
+            return "off", math.inf
         if not (math.isfinite(value) and 0 <= value <= 1e12):
             raise bad
         return "seconds", float(value)

@@ -49,6 +49,8 @@ class Schedule:
         self.p_last = int(progress0)
 
     def due(self, progress: int) -> bool:
+        if self.unit == "off":
+            return False
         if self.every == 0:
             return True
         if self.unit == "seconds":

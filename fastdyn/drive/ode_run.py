@@ -168,6 +168,7 @@ def run_ode(
             scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
             extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": job.tail[0], "tail_loss_train": job.tail[1], **job.extra_attrs},
         )  # fmt: skip
+    writer.keep_checkpoint = bool(getattr(cfg.output, "keep_checkpoint", False))
     state = job.new_state(chunks, job.n_tasks) if job.simulate else None
     a0 = 0
     if ck is not None:

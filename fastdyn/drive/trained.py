@@ -78,6 +78,7 @@ def run_trained(
             static=job.static, scales=job.scales, with_step=True, extra_attrs=job.extra_attrs,
             time_units=job.time_units, checkpoint=checkpoint_spec(job, opt),
         )  # fmt: skip
+    writer.keep_checkpoint = bool(getattr(cfg.output, "keep_checkpoint", False))
     theta = job.theta
     first = 0
     steps = np.unique(np.asarray(job.save_steps, dtype=np.int64))

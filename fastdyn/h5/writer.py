@@ -42,6 +42,7 @@ import numpy as np
 
 from .._version import __version__
 from . import layout
+from .compact import compact
 from .lock import WriterLock
 
 CHECKPOINT = "checkpoint"
@@ -322,6 +323,9 @@ class RunWriter:
             self._describe(ds, name)
         for name, (scale_name, _axis) in (scales or {}).items():
             f[name].make_scale(scale_name)
+        for name in static or {}:
+            if name not in (scales or {}):
+                _index_scales(f, f[name], first=0)
         for name, trailing in series.items():
             width = int(np.prod(trailing)) if trailing else 1
             rows = max(1, min(chunk_rows, (1 << 21) // (8 * width)))  # ≤ 2 MiB per chunk
@@ -336,6 +340,7 @@ class RunWriter:
                 if 0 < axis < ds.ndim and ds.shape[axis] == f[sname].shape[0]:
                     ds.dims[axis].attach_scale(f[sname])
                     _link_scale(f, name, sname)
+            _index_scales(f, ds)
         if checkpoint:
             g = f.create_group(CHECKPOINT)
             g.attrs["long_name"] = "resume state: two slots written alternately; current = [slot, sequence]"
@@ -452,12 +457,30 @@ class RunWriter:
                     del f[k]
                 ds = f.create_dataset(k, data=v)
                 self._describe(ds, k)
+                _index_scales(f, ds, first=0)
             f.flush()
         finally:
             try:
                 f.close()
+                if status.startswith(layout.STATUS_COMPLETE) and not self.keep_checkpoint:
+                    self._shed_checkpoint()
             finally:
                 self._release()
+
+    #: keep /checkpoint in a complete file (``output.keep_checkpoint``); else :meth:`close` rewrites it
+    keep_checkpoint: bool = False
+
+    def _shed_checkpoint(self) -> None:
+        """Rewrite a complete file without /checkpoint (:func:`fastdyn.h5.compact.compact`): SWMR
+        never frees space, and the slots can hold the whole state. A failure (disk full) keeps
+        the complete original."""
+        try:
+            with h5py.File(self.path, "r") as f:
+                if CHECKPOINT not in f:
+                    return
+            compact(self.path, drop=(CHECKPOINT,))
+        except (OSError, RuntimeError):
+            pass
 
     def abandon(self) -> None:
         """Close the handle without writing anything more (the disk is full or gone)."""
@@ -525,6 +548,26 @@ class RunWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._f is not None:
             self.close("failed: " + (str(exc).splitlines()[0] if exc else "closed without status"))
+
+
+def _index_scales(f: h5py.File, ds: h5py.Dataset, first: int = 1) -> None:
+    """Give every axis from ``first`` on of ``ds`` that has no dimension scale an index scale
+    ``<name>_dim<axis>`` (0, 1, …) beside it: netCDF readers (xarray's h5netcdf engine) refuse a
+    variable whose axes are partly labelled (time) and partly not, and warn on unlabelled ones."""
+    for axis in range(first, ds.ndim):
+        if len(ds.dims[axis]):
+            continue
+        sname = f"{ds.name}_dim{axis}"
+        if sname in f and f[sname].shape == (ds.shape[axis],):  # written before a resume
+            ds.dims[axis].attach_scale(f[sname])
+            continue
+        if sname in f:
+            del f[sname]
+        sds = f.create_dataset(sname, data=np.arange(ds.shape[axis], dtype=np.int64))
+        sds.make_scale(sname.rsplit("/", 1)[-1])
+        sds.attrs["units"] = "1"
+        sds.attrs["long_name"] = f"index along axis {axis} of {ds.name.rsplit('/', 1)[-1]}"
+        ds.dims[axis].attach_scale(sds)
 
 
 def _resizable(f: h5py.File) -> list[str]:
