@@ -101,9 +101,9 @@ def _stored_eof(p: Path) -> int | None:
 
 #: metadata read attempts of an SWMR reader. A reader retries a metadata entry whose checksum
 #: fails, in case a writer is half-way through it, sleeping 1, 2, 4, … ns in between; HDF5's
-#: default of 100 attempts sleeps for centuries on an entry that is damaged on disk. 28 attempts
-#: sleep at most 2**27 ns ≈ 0.13 s in all per entry read, orders of magnitude above a torn write.
-SWMR_READ_ATTEMPTS = 28
+#: default of 100 attempts sleeps for centuries on an entry that is damaged on disk. 26 attempts
+#: sleep at most 2**25 ns ≈ 34 ms in all per entry read, orders of magnitude above a torn write.
+SWMR_READ_ATTEMPTS = 26
 
 #: seconds the fallback probe (:func:`_probe`) may take to read a file's metadata
 PROBE_SECONDS = 20.0

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
+import queue
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import h5py
-import numpy as np
 import pytest
 
 import fastdyn
@@ -55,7 +55,7 @@ _DIE = textwrap.dedent(
     """
 )
 
-#: runs every command on every file named in argv[1] (a JSON list), printing one JSON line as
+#: runs every command of argv[2] on every file of argv[1] (JSON lists), printing one JSON line as
 #: each command starts and ends, so that a hang is pinned to its command by the parent's timeout
 _WORKER = textwrap.dedent(
     """
@@ -73,7 +73,7 @@ _WORKER = textwrap.dedent(
         return 0, h.hexdigest()
 
     for path in json.loads(sys.argv[1]):
-        for cmd in %r:
+        for cmd in json.loads(sys.argv[2]):
             print(json.dumps({"file": path, "cmd": cmd, "start": True}), flush=True)
             t0 = time.monotonic()
             if cmd == "load":
@@ -91,7 +91,6 @@ _WORKER = textwrap.dedent(
             dt = time.monotonic() - t0
             print(json.dumps({"file": path, "cmd": cmd, "rc": rc, "out": out, "s": dt}), flush=True)
     """
-    % (COMMANDS,)
 )
 
 
@@ -160,7 +159,13 @@ def _killed(tmp: Path) -> Path:
     """A run ended by os._exit after 5 of its 60 appends: SWMR flags still set, status running."""
     p = tmp / "killed.h5"
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", _DIE, str(p), *MSFR], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DIE, str(p), *MSFR],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 9, proc.stderr
     with pytest.raises(OSError, match="open for write|consistency flags|lock"):
         h5py.File(p, "r").close()  # the flags a killed SWMR writer leaves behind
@@ -171,20 +176,48 @@ def _worker(files: list[Path]) -> subprocess.Popen:
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.Popen([sys.executable, "-c", _WORKER, json.dumps([str(p) for p in files])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+    return subprocess.Popen(
+        [sys.executable, "-c", _WORKER, json.dumps([str(p) for p in files]), json.dumps(COMMANDS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=root,
+    )
 
 
-def _results(proc: subprocess.Popen, n: int) -> list[dict]:
-    """The finished commands of a worker; a command that started and never ended fails the test."""
+def _results(procs: list[subprocess.Popen]) -> list[dict]:
+    """Every finished command of the workers. A command that runs past LIMIT_S (no line from its
+    worker for that long) kills the workers and fails the test, naming the command."""
+    lines: queue.Queue = queue.Queue()
+    for proc in procs:
+        threading.Thread(
+            target=lambda p=proc: [lines.put(ln) for ln in p.stdout] + [lines.put(None)],
+            daemon=True,
+        ).start()
+    recs: list[dict] = []
+    ended = 0
     try:
-        out, err = proc.communicate(timeout=LIMIT_S * n)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    recs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        while ended < len(procs):
+            # the first line comes after the imports: on a loaded machine allow them LIMIT_S too
+            line = lines.get(timeout=2 * LIMIT_S)
+            if line is None:
+                ended += 1
+            elif line.startswith("{"):
+                recs.append(json.loads(line))
+    except queue.Empty:
+        running = {(r["file"], r["cmd"]) for r in recs if "start" in r} - {
+            (r["file"], r["cmd"]) for r in recs if "rc" in r
+        }
+        raise AssertionError(
+            f"no command ended within {2 * LIMIT_S:g} s: still running {sorted(running)}"
+        ) from None
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
     ends = [r for r in recs if "rc" in r]
-    started = [r for r in recs if "start" in r]
-    assert len(ends) == len(started) == n, f"hung or crashed in {started[len(ends)] if len(started) > len(ends) else '?'}: {err[-2000:]}"
+    assert len(ends) == len(recs) - len(ends), [p.stderr.read()[-2000:] for p in procs]
     return ends
 
 
@@ -211,8 +244,8 @@ def test_bit_flips_in_killed_and_complete_files_end_within_30_s(msfr_reference, 
             cases[d / "run.h5"] = (kind, f"{what} @ {off}", base / "run.h5")
             batch.append(d / "run.h5")
         batches.append(batch)
-    procs = [(_worker(b), len(b) * len(COMMANDS)) for b in batches]
-    results = [r for proc, n in procs for r in _results(proc, n)]
+    results = _results([_worker(b) for b in batches])
+    assert len(results) == len(COMMANDS) * sum(len(b) for b in batches)
     by = {(Path(r["file"]), r["cmd"]): r for r in results}
 
     worst = max(r["s"] for r in results)
@@ -229,7 +262,11 @@ def test_bit_flips_in_killed_and_complete_files_end_within_30_s(msfr_reference, 
             r, want = by[path, cmd], by[intact, cmd]
             lines = [ln for ln in r["out"].splitlines() if ln.strip()]
             if r["rc"] == 2:
-                assert len(lines) == 1 and lines[0].startswith("fastdyn: error: ") and "Traceback" not in r["out"], (kind, what, cmd, r["out"])
+                assert (
+                    len(lines) == 1
+                    and lines[0].startswith("fastdyn: error: ")
+                    and "Traceback" not in r["out"]
+                ), (kind, what, cmd, r["out"])
                 refused += want["rc"] == 0
                 continue
             # exit 0 only where the flip changed nothing the command reads
@@ -238,9 +275,18 @@ def test_bit_flips_in_killed_and_complete_files_end_within_30_s(msfr_reference, 
                 got = fastdyn.load(path)
                 assert got.status == "complete", (kind, what)
                 assert_same_series(ref, got)
-                assert got.config == ref.config and got.attrs["seed"] == ref.attrs["seed"], (kind, what)
+                assert got.config == ref.config and got.attrs["seed"] == ref.attrs["seed"], (
+                    kind,
+                    what,
+                )
             elif cmd == "plot":
-                assert Path(str(path) + ".png").read_bytes() == Path(str(intact) + ".png").read_bytes(), (kind, what)
+                assert (
+                    Path(str(path) + ".png").read_bytes() == Path(str(intact) + ".png").read_bytes()
+                ), (kind, what)
             else:
-                assert _normal(r["out"], str(path)) == _normal(want["out"], str(intact)), (kind, what, cmd)
+                assert _normal(r["out"], str(path)) == _normal(want["out"], str(intact)), (
+                    kind,
+                    what,
+                    cmd,
+                )
     assert refused >= len(cases) * 2, refused  # most flips are found, not harmless
