@@ -159,14 +159,18 @@ f.visititems(walk)
 
 def _probe(p: Path) -> None:
     """Read every header, attribute and chunk index of ``p`` as an SWMR reader in a subprocess,
-    refusing the file if that takes longer than PROBE_SECONDS (HDF5 retrying damaged metadata)."""
+    refusing the file if that fails or takes longer than PROBE_SECONDS (HDF5 retrying damaged
+    metadata). The fallback where HDF5's read attempts cannot be set."""
     import subprocess
     import sys
 
     try:
-        subprocess.run([sys.executable, "-c", _PROBE, str(p)], capture_output=True, timeout=PROBE_SECONDS, check=False)
+        res = subprocess.run([sys.executable, "-c", _PROBE, str(p)], capture_output=True, text=True, timeout=PROBE_SECONDS, check=False)
     except subprocess.TimeoutExpired:
         raise FileFormatError(f"{p}: damaged file (its metadata could not be read within {PROBE_SECONDS:g} s: HDF5 kept retrying a damaged header)") from None
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+        raise FileFormatError(f"{p}: damaged file ({last[:200]})")
 
 
 def _open_swmr(p: Path) -> h5py.File:

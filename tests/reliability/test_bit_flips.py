@@ -25,11 +25,12 @@ import threading
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 
 import fastdyn
 
-from .conftest import MSFR, assert_same_series
+from .conftest import MSFR, assert_same_series, popen_slow, wait_rows
 
 #: what the acceptance allows one command
 LIMIT_S = 30.0
@@ -155,9 +156,11 @@ def _flip(raw: bytes, off: int) -> bytes:
     return bytes(b)
 
 
-def _killed(tmp: Path) -> Path:
-    """A run ended by os._exit after 5 of its 60 appends: SWMR flags still set, status running."""
-    p = tmp / "killed.h5"
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory, msfr_reference) -> Path:
+    """A run ended by os._exit after 5 of its 60 appends: SWMR flags still set, status running
+    (after the reference run, which fills the numba cache)."""
+    p = tmp_path_factory.mktemp("killed") / "killed.h5"
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
     proc = subprocess.run(
         [sys.executable, "-c", _DIE, str(p), *MSFR],
@@ -225,11 +228,11 @@ def _normal(text: str, path: str) -> str:
     return text.replace(path, "FILE")
 
 
-def test_bit_flips_in_killed_and_complete_files_end_within_30_s(msfr_reference, tmp_path):
+def test_bit_flips_in_killed_and_complete_files_end_within_30_s(msfr_reference, killed, tmp_path):
     ref = fastdyn.load(msfr_reference[0])
     cases: dict[Path, tuple[str, str, Path]] = {}  # damaged copy -> (kind, what, undamaged copy)
     batches: list[list[Path]] = []
-    for kind, src in (("complete", msfr_reference[0]), ("killed", _killed(tmp_path))):
+    for kind, src in (("complete", msfr_reference[0]), ("killed", killed)):
         raw = src.read_bytes()
         offsets = _offsets(src)
         assert len(offsets) >= 20
@@ -290,3 +293,43 @@ def test_bit_flips_in_killed_and_complete_files_end_within_30_s(msfr_reference, 
                     cmd,
                 )
     assert refused >= len(cases) * 2, refused  # most flips are found, not harmless
+
+
+def test_without_the_read_attempts_setting_a_probe_bounds_the_open(killed, tmp_path, monkeypatch):
+    """Where libhdf5's H5Pset_metadata_read_attempts cannot be reached, a subprocess probe reads
+    the metadata first and a damaged file is refused when the probe outlives PROBE_SECONDS."""
+    from fastdyn.h5 import reader
+
+    assert reader._set_read_attempts() is not None  # this install: the direct way
+    want = fastdyn.load(killed)
+    monkeypatch.setattr(reader, "_set_read_attempts", lambda: None)
+    assert_same_series(want, fastdyn.load(killed))  # a sound killed file opens as before
+    with h5py.File(killed, "r", libver="latest", swmr=True) as f:
+        at = h5py.h5o.get_info(f.id).addr + 40  # inside the root object header
+    p = tmp_path / "flipped.h5"
+    p.write_bytes(_flip(killed.read_bytes(), at))
+    monkeypatch.setattr(reader, "PROBE_SECONDS", 3.0)  # HDF5's own retries would sleep for ever
+    with pytest.raises(fastdyn.h5.FileFormatError, match="could not be read within 3 s"):
+        fastdyn.load(p)
+
+
+def test_a_live_file_reads_while_it_is_written(msfr_reference, tmp_path):
+    """Bounded retries still let a reader follow a running writer: every load succeeds and sees
+    a prefix of the reference run, at four different lengths."""
+    ref = fastdyn.load(msfr_reference[0])
+    p = tmp_path / "live.h5"
+    proc = popen_slow("-q", "simulate", *MSFR, "-o", str(p))
+    wait_rows(p, proc, 2)
+    seen: set[int] = set()
+    try:
+        while proc.poll() is None and len(seen) < 4:
+            run = fastdyn.load(p)
+            assert run.status == "running"
+            n, m = len(run.time), len(run["loss/test"])
+            assert np.array_equal(run.time, ref.time[:n])
+            assert np.array_equal(run["loss/test"], ref["loss/test"][:m], equal_nan=True)
+            seen.add(n)
+    finally:
+        proc.kill()
+        err = proc.communicate()[1]
+    assert len(seen) == 4, (seen, proc.returncode, err)  # four different row counts, while running
