@@ -246,7 +246,7 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
     try:
         attrs = {k: _attr(v) for k, v in f.attrs.items()}
         try:
-            check_identity(f.attrs, p)  # a flipped bit in the stored config or seed
+            check_identity(attrs, p)  # a flipped bit in the stored config or seed
         except ValueError as e:
             raise FileFormatError(str(e)) from None
         try:

@@ -8,9 +8,11 @@ attribute storage, the free-space manager, the chunk indexes (extensible arrays)
 holding the ``config`` text, raw chunks of ``/time`` and ``/loss/test``, and the checkpoint.
 
 Before the fix a killed file with a flipped header made every reader hang (HDF5's SWMR reader
-retried the damaged checksum with doubling sleeps, > 900 s). Measured on a loaded 2-core machine:
-the slowest command took ≈ 1.5 s (a --resume that runs the rest of the simulation); the file
-takes ≈ 25 s in all (two worker processes, one per file kind).
+retried the damaged checksum with doubling sleeps, > 900 s). Measured on the loaded 2-core
+machine (load average 3.5), slowest per command over the 31 offsets × 2 files: load 0.09 s,
+inspect 0.09 s, fit 0.46 s, plot 2.0 s (the first one imports matplotlib), --resume 2.2-3.5 s (the
+intact killed copy, which runs the rest of the simulation); the sweep takes 21-28 s in all (two
+worker processes, one per file kind).
 """
 
 from __future__ import annotations
@@ -251,8 +253,14 @@ def test_bit_flips_in_killed_and_complete_files_end_within_30_s(msfr_reference, 
     assert len(results) == len(COMMANDS) * sum(len(b) for b in batches)
     by = {(Path(r["file"]), r["cmd"]): r for r in results}
 
-    worst = max(r["s"] for r in results)
-    assert worst < LIMIT_S, max(results, key=lambda r: r["s"])
+    worst = {c: max(r["s"] for r in results if r["cmd"] == c) for c in COMMANDS}
+    print(
+        "slowest per command (s):",
+        {c: round(v, 2) for c, v in worst.items()},
+        "offsets:",
+        len(cases),
+    )
+    assert max(worst.values()) < LIMIT_S, max(results, key=lambda r: r["s"])
     # the intact copies: the complete run refuses --resume, fit refuses the killed (running) one
     for kind, batch in zip(("complete", "killed"), batches, strict=True):
         for cmd in COMMANDS:
