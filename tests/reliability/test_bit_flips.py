@@ -9,10 +9,10 @@ holding the ``config`` text, raw chunks of ``/time`` and ``/loss/test``, and the
 
 Before the fix a killed file with a flipped header made every reader hang (HDF5's SWMR reader
 retried the damaged checksum with doubling sleeps, > 900 s). Measured on the loaded 2-core
-machine (load average 3.5), slowest per command over the 31 offsets × 2 files: load 0.09 s,
-inspect 0.09 s, fit 0.46 s, plot 2.0 s (the first one imports matplotlib), --resume 2.2-3.5 s (the
-intact killed copy, which runs the rest of the simulation); the sweep takes 21-28 s in all (two
-worker processes, one per file kind).
+machine (load average 2-3.5), slowest per command over the 31 offsets × 2 files: load 0.1 s,
+inspect 0.1 s, fit 2.5 s and plot 3.4 s (the first of each imports scipy / matplotlib), --resume
+3.8 s (the intact killed copy, which runs the rest of the simulation); the sweep takes 22-30 s in
+all (two worker processes, one per file kind).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ _DIE = textwrap.dedent(
     def append(self, *a, **k):
         orig(self, *a, **k)
         calls["n"] += 1
-        if calls["n"] == 5:
+        if calls["n"] == 10:
             os._exit(9)
     w.RunWriter.append = append
     CliRunner().invoke(main, ["-q", "simulate", *sys.argv[2:], "-o", sys.argv[1]])
@@ -87,8 +87,8 @@ _WORKER = textwrap.dedent(
                 except Exception as e:
                     rc, out = 1, f"{type(e).__name__}: {e}"
             else:
-                args = {"inspect": ["inspect", path], "fit": ["fit", path], "resume": ["-q", "simulate", "--resume", path],
-                        "plot": ["plot", path, "-o", path + ".png"]}[cmd]
+                args = {"inspect": ["inspect", path], "fit": ["fit", "--allow-running", "--window", "all", "--bootstrap", "0", path], "resume": ["-q", "simulate", "--resume", path],
+                        "plot": ["plot", "--allow-running", path, "-o", path + ".png"]}[cmd]
                 res = CliRunner().invoke(main, args)
                 rc, out = res.exit_code, res.output
             dt = time.monotonic() - t0
@@ -160,7 +160,7 @@ def _flip(raw: bytes, off: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory, msfr_reference) -> Path:
-    """A run ended by os._exit after 5 of its 60 appends: SWMR flags still set, status running
+    """A run ended by os._exit after 10 of its 60 appends: SWMR flags still set, status running
     (after the reference run, which fills the numba cache)."""
     p = tmp_path_factory.mktemp("killed") / "killed.h5"
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
@@ -261,10 +261,10 @@ def test_bit_flips_in_killed_and_complete_files_end_within_30_s(msfr_reference, 
         len(cases),
     )
     assert max(worst.values()) < LIMIT_S, max(results, key=lambda r: r["s"])
-    # the intact copies: the complete run refuses --resume, fit refuses the killed (running) one
+    # the intact copies: every command succeeds but --resume of the complete run
     for kind, batch in zip(("complete", "killed"), batches, strict=True):
         for cmd in COMMANDS:
-            want = 2 if (kind, cmd) in (("complete", "resume"), ("killed", "fit")) else 0
+            want = 2 if (kind, cmd) == ("complete", "resume") else 0
             assert by[batch[0], cmd]["rc"] == want, (kind, cmd, by[batch[0], cmd]["out"])
     assert_same_series(ref, fastdyn.load(batches[1][0]))  # the killed copy, resumed
     refused = 0
