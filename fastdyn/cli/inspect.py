@@ -35,7 +35,7 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
     import h5py
 
     from ..h5.reader import FileFormatError
-    from ..h5.writer import CHECKPOINT, check_identity, read_checkpoint
+    from ..h5.writer import CHECKPOINT, check_identity, checkpoint_damage, read_checkpoint
 
     out: list[str] = []
     echo = out.append
@@ -68,6 +68,8 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
                 echo(f"  /{name:28s} {str(obj.shape):>14s} {obj.dtype}  [{units}]")
 
         f.visititems(show)
+        if verify and (bad := checkpoint_damage(f)):
+            raise FileFormatError(f"{file}: damaged checkpoint ({bad})")
         ck = read_checkpoint(f) if CHECKPOINT in f else None
         if CHECKPOINT in f:
             echo(f"checkpoint: {'none valid' if ck is None else f'#{ck[2]}, after row {ck[1]}'}")

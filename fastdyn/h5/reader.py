@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import h5py
 import numpy as np
 
 from . import layout
+from .writer import check_identity
 
 
 class FileFormatError(ValueError):
@@ -96,6 +99,91 @@ def _stored_eof(p: Path) -> int | None:
     return base + int.from_bytes(head[off : off + size_off], "little")
 
 
+#: metadata read attempts of an SWMR reader. A reader retries a metadata entry whose checksum
+#: fails, in case a writer is half-way through it, sleeping 1, 2, 4, … ns in between; HDF5's
+#: default of 100 attempts sleeps for centuries on an entry that is damaged on disk. 26 attempts
+#: sleep at most 2**25 ns ≈ 34 ms in all per entry read, orders of magnitude above a torn write.
+SWMR_READ_ATTEMPTS = 26
+
+#: seconds the fallback probe (:func:`_probe`) may take to read a file's metadata
+PROBE_SECONDS = 20.0
+
+
+@functools.cache
+def _set_read_attempts() -> Callable[[int, int], int] | None:
+    """``H5Pset_metadata_read_attempts`` of the HDF5 library h5py uses, or None if not found.
+
+    h5py does not wrap it, so it is called through ctypes on the copy of libhdf5 already loaded
+    in this process (never a second copy: a property list id means nothing to another one)."""
+    import ctypes
+
+    cands: list[str] = []
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                path = line.rstrip("\n").split(maxsplit=5)[-1]
+                name = os.path.basename(path)
+                if name.startswith("libhdf5") and not name.startswith("libhdf5_hl") and ".so" in name and path not in cands:
+                    cands.append(path)
+    except OSError:  # no /proc (macOS): the libraries bundled with h5py
+        base = Path(h5py.__file__).parent
+        cands = [str(q) for d in (base / ".dylibs", base.parent / "h5py.libs") if d.is_dir() for q in sorted(d.iterdir()) if q.name.startswith("libhdf5") and not q.name.startswith("libhdf5_hl")]
+    probe = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    probe.set_sieve_buf_size(54321)  # a value only h5py's own copy of the library can report back
+    for path in cands:
+        try:
+            lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
+            setter, valid, sieve = lib.H5Pset_metadata_read_attempts, lib.H5Iis_valid, lib.H5Pget_sieve_buf_size
+        except (OSError, AttributeError):
+            continue
+        valid.argtypes, valid.restype = [ctypes.c_int64], ctypes.c_int
+        sieve.argtypes, sieve.restype = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int
+        setter.argtypes, setter.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
+        got = ctypes.c_size_t(0)
+        if valid(probe.id) > 0 and sieve(probe.id, ctypes.byref(got)) >= 0 and got.value == 54321:
+            return setter
+    return None
+
+
+_PROBE = """
+import sys, h5py
+f = h5py.File(sys.argv[1], "r", libver="latest", swmr=True)
+def walk(name, obj):
+    list(obj.attrs.values())
+    if isinstance(obj, h5py.Dataset) and obj.chunks:
+        obj.id.get_num_chunks()
+list(f.attrs.values())
+f.visititems(walk)
+"""
+
+
+def _probe(p: Path) -> None:
+    """Read every header, attribute and chunk index of ``p`` as an SWMR reader in a subprocess,
+    refusing the file if that fails or takes longer than PROBE_SECONDS (HDF5 retrying damaged
+    metadata). The fallback where HDF5's read attempts cannot be set."""
+    import subprocess
+    import sys
+
+    try:
+        res = subprocess.run([sys.executable, "-c", _PROBE, str(p)], capture_output=True, text=True, timeout=PROBE_SECONDS, check=False)
+    except subprocess.TimeoutExpired:
+        raise FileFormatError(f"{p}: damaged file (its metadata could not be read within {PROBE_SECONDS:g} s: HDF5 kept retrying a damaged header)") from None
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+        raise FileFormatError(f"{p}: damaged file ({last[:200]})")
+
+
+def _open_swmr(p: Path) -> h5py.File:
+    """Open ``p`` for SWMR reading with bounded metadata read retries."""
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+    setter = _set_read_attempts()
+    if setter is None or setter(fapl.id, SWMR_READ_ATTEMPTS) < 0:
+        _probe(p)
+    fid = h5py.h5f.open(os.fsencode(p), h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ, fapl=fapl)
+    return h5py.File(fid)
+
+
 def open_file(path: str | os.PathLike) -> h5py.File:
     """Open a fastdyn file read-only (SWMR-aware), raising FileFormatError with one clear line."""
     p = Path(path)
@@ -116,9 +204,9 @@ def open_file(path: str | os.PathLike) -> h5py.File:
         raise FileFormatError(f"{p}: not a readable HDF5 file (no HDF5 superblock: not HDF5, or its start is damaged)")
     if size < eof:
         raise FileFormatError(f"{p}: not a readable HDF5 file (truncated: {size} of {eof} bytes; an interrupted copy or a full disk)")
-    # A plain read-only open first: it fails fast on a damaged file, where a SWMR open retries
-    # every metadata read with back-off (minutes on a bit-flipped header). Only a file whose
-    # writer is still running or was killed (SWMR consistency flags set) is opened for SWMR reading.
+    # A plain read-only open first: it fails fast on a damaged file. Only a file whose writer is
+    # still running or was killed (SWMR consistency flags set) is opened for SWMR reading, with
+    # HDF5's metadata read retries bounded (see SWMR_READ_ATTEMPTS).
     try:
         f = h5py.File(p, "r")
     except Exception as e:  # noqa: BLE001 — h5py raises OSError, but damaged files can give others
@@ -126,7 +214,9 @@ def open_file(path: str | os.PathLike) -> h5py.File:
         f = None
         if "already open for write" in why or "consistency flags" in why or "lock" in why:
             try:
-                f = h5py.File(p, "r", libver="latest", swmr=True)
+                f = _open_swmr(p)
+            except FileFormatError:
+                raise
             except Exception as e2:  # noqa: BLE001
                 why = str(e2).splitlines()[0] if str(e2) else type(e2).__name__
         if f is None:
@@ -134,8 +224,9 @@ def open_file(path: str | os.PathLike) -> h5py.File:
                 why += "; the file is truncated or not HDF5"
             raise FileFormatError(f"{p}: not a readable HDF5 file ({why})") from None
     try:
-        fmt = _attr(f.attrs.get("format", ""))
-        ver = _attr(f.attrs.get("format_version", -1))
+        names = set(f.attrs)  # walks the attribute storage: a damaged heap or B-tree fails here
+        fmt = _attr(f.attrs["format"]) if "format" in names else ""
+        ver = _attr(f.attrs["format_version"]) if "format_version" in names else -1
     except Exception as e:  # noqa: BLE001 — a damaged root object header
         f.close()
         raise FileFormatError(f"{p}: damaged file (root attributes unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
@@ -154,6 +245,10 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
     f = open_file(p)
     try:
         attrs = {k: _attr(v) for k, v in f.attrs.items()}
+        try:
+            check_identity(attrs, p)  # a flipped bit in the stored config or seed
+        except ValueError as e:
+            raise FileFormatError(str(e)) from None
         try:
             config = tomllib.loads(attrs.get("config", ""))
         except tomllib.TOMLDecodeError:

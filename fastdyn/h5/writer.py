@@ -200,8 +200,10 @@ def check_identity(attrs: Any, path: Any) -> None:
         raise ValueError(f"{path}: damaged root attributes (model, config, seed or versions do not match their checksum identity_crc32)")
 
 
-def _crc(arrays: dict[str, np.ndarray]) -> int:
-    c = 0
+def _crc(arrays: dict[str, np.ndarray], seq: int | None = None, rows: int | None = None) -> int:
+    """crc32 of a checkpoint slot: its sequence number and row count (None: the legacy crc, of
+    the arrays alone, which a flipped bit in the row count got past) and its arrays."""
+    c = 0 if seq is None else zlib.crc32(f"seq={seq} rows={rows}\n".encode())
     for k in sorted(arrays):
         c = zlib.crc32(k.encode(), c)
         c = zlib.crc32(np.ascontiguousarray(arrays[k]).tobytes(), c)
@@ -231,11 +233,32 @@ def read_checkpoint(f: h5py.File) -> tuple[dict[str, np.ndarray], int, int] | No
         if seq <= 0:
             continue
         arrays = {k: np.asarray(v[()]) for k, v in s.items() if k != "meta"}
-        if _crc(arrays) != crc:
+        if crc not in (_crc(arrays, seq, rows), _crc(arrays)):  # the legacy crc: older files
             continue
         if best is None or seq > best[2]:
             best = (arrays, rows, seq)
     return best
+
+
+def checkpoint_damage(f: h5py.File) -> str | None:
+    """What is wrong with the checkpoint ``current`` names (a damaged file: a crash during a
+    checkpoint never leaves it bad, see :meth:`RunWriter.checkpoint`), or None when it is sound."""
+    if CHECKPOINT not in f or "current" not in f[CHECKPOINT]:
+        return None
+    g = f[CHECKPOINT]
+    slot, seq = (int(v) for v in np.asarray(g["current"][()], dtype=np.int64)[:2])
+    if slot == -1 and seq == 0:
+        return None  # none taken yet
+    if slot not in (0, 1) or f"slot{slot}" not in g or "meta" not in g[f"slot{slot}"]:
+        return f"/{CHECKPOINT}/current = [{slot}, {seq}] names no slot"
+    s = g[f"slot{slot}"]
+    meta = np.asarray(s["meta"][()], dtype=np.int64)
+    arrays = {k: np.asarray(v[()]) for k, v in s.items() if k != "meta"}
+    if int(meta[0]) != seq or int(meta[2]) not in (_crc(arrays, int(meta[0]), int(meta[1])), _crc(arrays)):
+        got = read_checkpoint(f)
+        then = f"--resume would continue from checkpoint #{got[2]}" if got else "--resume would start over"
+        return f"the newest checkpoint (#{seq}, slot {slot}) does not match its crc32; {then}"
+    return None
 
 
 class RunWriter:
@@ -422,7 +445,7 @@ class RunWriter:
             ds[...] = v
             clean[k] = v
         seq = self._ckpt_seq + 1
-        s["meta"][...] = np.array([seq, self.n_rows, _crc(clean)], dtype=np.int64)
+        s["meta"][...] = np.array([seq, self.n_rows, _crc(clean, seq, self.n_rows)], dtype=np.int64)
         self._f.flush()
         g["current"][...] = np.array([slot, seq], dtype=np.int64)
         self._f.flush()
