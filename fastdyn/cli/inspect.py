@@ -35,6 +35,7 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
     import h5py
 
     from ..h5.reader import FileFormatError
+    from ..h5.repair import state
     from ..h5.writer import CHECKPOINT, check_identity, checkpoint_damage, read_checkpoint
 
     out: list[str] = []
@@ -50,6 +51,7 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
         echo(f"file:     {file}")
         echo(f"model:    {get('model')}")
         echo(f"status:   {get('status')}")
+        echo(f"state:    {state(file, str(get('status')))}")
         echo(f"format:   {get('format')} v{get('format_version')}  ({get('generated_by')})")
         echo(f"seed:     {get('seed')}")
         echo(f"timings:  {get('timings')}")

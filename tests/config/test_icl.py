@@ -75,6 +75,7 @@ save_steps = []
 
 [output]
 checkpoint_every = 60.0
+keep_checkpoint = false
 """
 
 

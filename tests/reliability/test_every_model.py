@@ -10,6 +10,7 @@ moment leaves the file, but at a deterministic moment.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -116,11 +117,66 @@ def test_sudden_death_leaves_streamed_rows_and_resumes_bit_identically(model, mo
             assert f[k].shape[0] == n, k
         assert (f["time"][:n] == ref.time[:n]).all()
     assert fastdyn.load(p).status == "running"
+    repaired = tmp_path / "repaired.h5"
+    shutil.copyfile(p, repaired)
     res = _invoke("-q", "simulate", "--resume", str(p))
     assert res.exit_code == 0, res.output
     got = fastdyn.load(p)
     assert got.status == "complete"
     assert_same_series(ref, got)
+    # issue 17, acceptance 2: `fastdyn repair` makes the killed file a plain one (every flushed
+    # row kept, status interrupted) that plain h5py and xarray open, and --resume still finishes it
+    res = _invoke("repair", str(repaired))
+    assert res.exit_code == 0, res.output
+    assert f"{n} rows kept" in res.output
+    with h5py.File(repaired, "r") as f:  # no SWMR: a plain reader
+        assert f["time"].shape[0] == n and f.attrs["status"].startswith("interrupted: ")
+    _open_everywhere(repaired, phony=True)
+    res = _invoke("-q", "simulate", "--resume", str(repaired))
+    assert res.exit_code == 0, res.output
+    assert_same_series(ref, fastdyn.load(repaired))
+
+
+#: opens every group of a file with plain h5py and xarray's datatree, where fastdyn cannot be
+#: imported (a user's own environment)
+_OPEN = textwrap.dedent(
+    """
+    import sys, warnings
+    class NoFastdyn:
+        def find_spec(self, name, path=None, target=None):
+            if name == "fastdyn" or name.startswith("fastdyn."):
+                raise ImportError("fastdyn is not importable here")
+    sys.meta_path.insert(0, NoFastdyn())
+    warnings.simplefilter("error")  # no phony-dimension or other warnings either
+    import h5py, xarray as xr
+    with h5py.File(sys.argv[1], "r") as f:
+        names = []
+        f.visit(names.append)
+    kw = {"phony_dims": "sort"} if sys.argv[2:] == ["phony"] else {}
+    tree = xr.open_datatree(sys.argv[1], engine="h5netcdf", **kw)
+    for node in tree.subtree:
+        node.to_dataset().load()
+    print(len(list(tree.subtree)), len(names))
+    """
+)
+
+
+def _open_everywhere(path, phony: bool = False) -> None:
+    """``phony``: the file keeps its /checkpoint (a repaired one), whose arrays have no
+    dimension scales: xarray is told to name them (``phony_dims="sort"``) instead of warning."""
+    args = [sys.executable, "-c", _OPEN, str(path)] + (["phony"] if phony else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("model", sorted(CASES))
+def test_complete_files_are_compact_and_open_in_plain_h5py_and_xarray(model, model_reference):
+    """Issue 17, acceptance 1: a complete file has no /checkpoint (rewritten without it), and
+    every group opens with plain h5py and xarray's datatree without fastdyn."""
+    p = model_reference(model, _args(model))
+    with h5py.File(p, "r") as f:
+        assert f.attrs["status"] == "complete" and "checkpoint" not in f
+    _open_everywhere(p)
 
 
 @pytest.mark.parametrize("model", sorted(CASES))

@@ -1,0 +1,79 @@
+"""⑤ What state a file is in, and how to read it; turning a killed file into a plain one.
+
+A file whose writer is running, or was killed, still carries HDF5's "open for SWMR write" flags:
+plain readers refuse it (``file is already open for write``); SWMR readers open it up to its last
+flush. :func:`repair` (``fastdyn repair FILE``) clears those flags of a killed file and closes it
+with ``status = "interrupted: …"``, keeping every flushed row and the checkpoint, so any reader
+opens it and ``fastdyn simulate --resume`` still continues it bit-identically.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import h5py
+
+from . import layout
+from .lock import WriterBusy, WriterLock
+from .writer import clear_open_flags, read_checkpoint
+
+#: how to open a running or killed file, for messages and docs
+SWMR_H5PY = 'h5py.File(path, "r", libver="latest", swmr=True)'
+SWMR_XARRAY = 'xr.open_dataset(path, engine="h5netcdf", group="loss", driver_kwds={"swmr": True, "libver": "latest"})'
+
+
+def open_flags_set(path: str | os.PathLike) -> bool:
+    """Whether the superblock still says "open for write" (a live or killed writer)."""
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+    return len(head) == 12 and head[:8] == b"\x89HDF\r\n\x1a\n" and head[8] in (2, 3) and head[11] != 0
+
+
+def writer_alive(path: str | os.PathLike) -> str | None:
+    """``"pid N on HOST"`` when a live process holds the file's writer lock, else None."""
+    try:
+        with WriterLock(path):
+            return None
+    except WriterBusy as e:
+        msg = str(e)
+        return msg.split("being written by ", 1)[-1].split(" (lock", 1)[0]
+
+
+def state(path: str | os.PathLike, status: str) -> str:
+    """One line: the file's state and how to read it."""
+    if not open_flags_set(path):
+        return "closed: any HDF5 reader opens it (h5py, xarray engine='h5netcdf')"
+    who = writer_alive(path)
+    how = f"SWMR readers only: {SWMR_H5PY}, or xarray with driver_kwds={{'swmr': True, 'libver': 'latest'}}"
+    if who is not None:
+        return f"being written by {who}; {how}"
+    return f"killed (status still {status!r}, no live writer); {how}; `fastdyn repair {path}` makes it a plain file, `fastdyn simulate --resume {path}` continues it"
+
+
+class NothingToRepair(Exception):
+    """The file is closed already (message: one line)."""
+
+
+def repair(path: str | os.PathLike) -> str:
+    """Close a killed file for every reader: clear its open flags and set ``status`` to
+    ``interrupted: …``; returns the new status. Raises :class:`WriterBusy` while a live process
+    writes it, :class:`NothingToRepair` for a closed file."""
+    p = Path(path)
+    with WriterLock(p):
+        if not open_flags_set(p):
+            raise NothingToRepair(f"{p}: nothing to repair (the file is closed; any reader opens it)")
+        clear_open_flags(p)
+        with h5py.File(p, "r+", libver="latest") as f:
+            old = f.attrs.get("status", "")
+            old = old.decode() if isinstance(old, bytes) else str(old)
+            rows = f[layout.TIME].shape[0]
+            ck = read_checkpoint(f) if "checkpoint" in f else None
+            after = "no checkpoint: --resume starts over" if ck is None else f"--resume continues from the checkpoint after row {ck[1]}"
+            if old.startswith(layout.STATUS_RUNNING):
+                status = f"interrupted: the writing process was killed; {rows} rows kept, {after}; continue with fastdyn simulate --resume {p}"
+            else:
+                status = old  # killed while closing: its final status was already written
+            f.attrs["status"] = status
+            f.flush()
+    return status
