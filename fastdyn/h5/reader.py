@@ -156,7 +156,7 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
         attrs = {k: _attr(v) for k, v in f.attrs.items()}
         try:
             config = tomllib.loads(attrs.get("config", ""))
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             raise FileFormatError(f"{p}: damaged config attribute") from None
         for k in ("versions", "timings"):
             if isinstance(attrs.get(k), str):

@@ -69,3 +69,28 @@ def test_shipped_configs_validate():
     assert paths, "no shipped configs"
     for p in paths:
         load_config(p)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("a = " + "[" * 500 + "]" * 500, "nested too deeply"),  # tomllib itself recurses
+        ("a = " + "{x = " * 500 + "1" + "}" * 500, "nested too deeply"),
+        ("a = " + "[" * 100 + "]" * 100, "a[0][0]"),  # parses, refused before anything recurses
+        ("[" + ".".join(["t"] * 500) + "]\nx = 1", "t.t.t"),
+    ],
+)
+def test_deep_nesting_is_one_line_naming_the_file(tmp_path, text, named):
+    p = tmp_path / "deep.toml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"config file {str(p)!r}: ") and named in msg, msg
+
+
+def test_deep_set_names_the_key():
+    with pytest.raises(ConfigError, match=r"^--set a: .*nested too deeply"):
+        load_config(None, ["a=" + "[" * 2000 + "]" * 2000])
+    with pytest.raises(ConfigError, match=r"^config: t\.t\.t.*nested more than"):
+        load_config(None, [".".join(["t"] * 300) + "=1"])
