@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .schema import (
     ConfigError,
+    check_memory,
     choice,
     every,
     flag,
@@ -13,7 +14,6 @@ from .schema import (
     integers,
     number,
     numbers,
-    physical_memory,
 )
 
 
@@ -132,12 +132,11 @@ class MsfrConfig:
                 )
         if self.solver.integrator == "none" and self.theory.level == "none":
             raise ConfigError("solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)")
-        need = _bytes_needed(self)
-        mem = physical_memory()
-        if mem and need > mem:
-            raise ConfigError(
-                f"task.model_size: D = {self.task.d} represented tasks need ~{need / 2**30:.3g} GiB (state, tables, checkpoint), more than this machine's {mem / 2**30:.3g} GiB; lower task.model_size or task.n_tasks"
-            )
+        check_memory(
+            _bytes_needed(self), "task.model_size",
+            f"D = {self.task.d} represented tasks (state, tables, checkpoint)",
+            "lower task.model_size or task.n_tasks",
+        )  # fmt: skip
         bad = [s for s in self.output.track if s > self.task.n_tasks]
         if bad:
             raise ConfigError(f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}")
