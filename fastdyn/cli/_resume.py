@@ -53,7 +53,7 @@ def _stored(file: Path) -> tuple[str, str, dict]:
         status, model, text = get("status"), get("model"), get("config")
         try:
             config = tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             raise FileFormatError(f"{file}: damaged config attribute") from None
         if "time" not in f:
             raise FileFormatError(f"{file}: damaged file (no /time)")

@@ -21,6 +21,7 @@ with the same rules and one-line errors, named as in the TOML (``attention.H: �
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -29,6 +30,7 @@ from .schema import (
     OPTIMIZERS,
     ConfigError,
     Section,
+    check_memory,
     choice,
     every,
     flag,
@@ -247,6 +249,93 @@ def _check_run(model: ModelSettings, data: DataSettings, optim: OptimSettings) -
         raise ConfigError("data.population: needs attention.reduced = true, got reduced = false")
     if optim.batch_size is not None and not data.population and optim.batch_size > data.P:
         raise ConfigError(f"optim.batch_size: must be ≤ data.P = {data.P}, got {optim.batch_size}")
+    _check_memory(model, data, optim)
+
+
+#: the defaults against which a size field counts as "large" when naming the one to lower
+_TYPICAL = {
+    "data.P": 5000,
+    "data.N": 31,
+    "data.D": 4,
+    "data.n_test": 1000,
+    "attention.H": 8,
+    "attention.R": 1,
+}
+
+
+def bytes_needed(
+    model: ModelSettings, data: DataSettings, optim: OptimSettings
+) -> list[tuple[float, tuple[str, ...]]]:
+    """Estimated peak memory of an ICL run as (bytes, the fields it grows with) terms: the data
+    sets (tokens, labels and the draw's temporaries), what the kernels prepare from them (packed
+    X Xᵀ, cubic features, sufficient statistics), per-block partial sums, the weights with their
+    gradient, optimiser moments, checkpoint copies and paper layout, and the D×D matrices (Λ, its
+    rotation, Γ, Γ*). A data set read from ``data.from_file`` is not counted (its size is the file's)."""
+    D, N, P, H, R, nt = data.D, data.N, data.P, model.H, model.R, data.n_test
+    T = N if model.loss == "cumulative" else 1
+    K = D * D
+    f8 = 8.0
+    terms: list[tuple[float, tuple[str, ...]]] = []
+    sets = [] if data.population or data.from_file else [(P, "data.P"), (2 * nt, "data.n_test")]
+    if data.population:
+        terms.append((3 * f8 * K * K, ("data.D",)))  # E[z zᵀ] (D², D²), its kron temporary, the sum
+    features = model.name == "mlp-cubic" or model.reduced
+    for M, name in sets:
+        if M == 0:
+            continue
+        terms.append(
+            (f8 * M * (N + 1) * (4 * D + 2), (name, "data.N", "data.D"))
+        )  # kept + draw temporaries
+        if features:
+            terms.append(
+                (f8 * M * T * (K + 1), (name, "data.N", "data.D") if T > 1 else (name, "data.D"))
+            )
+        elif not model.softmax and model.loss == "last":
+            terms.append((f8 * M * ((D + 1) * (D + 2) / 2 + D + 1), (name, "data.D")))
+    batch = optim.batch_size if optim.name == "sgd" and optim.batch_size else P
+    blocks = 0.0 if data.population else math.ceil(max(batch, nt) / 1024)
+    if features:
+        terms.append((f8 * (blocks + 2) * (1 + K + K * K), ("data.D",)))
+    elif model.softmax:
+        terms.append((f8 * blocks * (1 + H * (D + 1) ** 2), ("attention.H", "data.D")))
+    else:
+        terms.append((f8 * blocks * (1 + (D + 1) * (D + 2) / 2 * D), ("data.D",)))
+    if model.name == "attn-s":
+        n_full = H * (D + 1) * (2 * R + 1) + H * (D + 1) * D  # θ blocks, paper layout, W^KᵀW^Q
+        fields = ("attention.H", "attention.R", "data.D")
+    elif model.name == "attn-m":
+        n_full = H * (D + 1) ** 2
+        fields = ("attention.H", "data.D")
+    else:
+        n_full = H * (K + 1)
+        fields = ("attention.H", "data.D")
+    terms.append((12 * f8 * n_full, fields))  # θ, grad, init std, moments, checkpoints, layout
+    terms.append((10 * f8 * K, ("data.D",)))
+    return terms
+
+
+#: the process itself: Python, numpy, numba, h5py and the compiled kernels (measured ~150 MiB)
+_PROCESS = 256 * 2**20
+
+
+def _check_memory(model: ModelSettings, data: DataSettings, optim: OptimSettings) -> None:
+    terms = bytes_needed(model, data, optim)
+    need = _PROCESS + sum(b for b, _ in terms)
+    _, fields = max(terms)
+    value = {
+        "data.P": data.P,
+        "data.N": data.N,
+        "data.D": data.D,
+        "data.n_test": data.n_test,
+        "attention.H": model.H,
+        "attention.R": model.R,
+    }
+    name = max(fields, key=lambda f: value[f] / _TYPICAL[f])
+    others = sorted({f for _, fs in terms for f in fs if f != name and value[f] > _TYPICAL[f]})
+    check_memory(
+        need, name, f"with {name} = {value[name]} the data sets, prepared arrays and weights",
+        f"lower {name}" + (f" (or {', '.join(others)})" if others else ""),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,49 @@ from .schema import ConfigError, Rule, Section
 
 _SCHEMAS: dict[str, type] = {}
 
+#: deepest nesting of tables and arrays a TOML input may have (a config needs 3: root, section,
+#: list); deeper input is refused before anything recurses over it
+MAX_DEPTH = 32
+
+
+def _deep_path(data: Any) -> str | None:
+    """The path (``a.b[0]…``) of the first value nested deeper than :data:`MAX_DEPTH`, else None.
+    Iterative, so any depth is safe."""
+    stack = [(data, "", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return path
+        if isinstance(node, dict):
+            stack += [(v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in node.items()]
+        elif isinstance(node, list | tuple):
+            stack += [(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(node)]
+    return None
+
+
+def _show_path(path: str) -> str:
+    return path if len(path) <= 60 else path[:40] + "…" + path[-12:]
+
+
+def check_depth(data: Any, where: str) -> None:
+    """ConfigError naming ``where`` and the path when ``data`` nests deeper than :data:`MAX_DEPTH`."""
+    path = _deep_path(data)
+    if path is not None:
+        raise ConfigError(f"{where}: {_show_path(path)}: tables and arrays nested more than {MAX_DEPTH} levels deep; a config nests at most 3 ([section] key = [list])")
+
+
+def loads_toml(text: str, where: str) -> dict:
+    """Parse TOML ``text`` as data; malformed or too deeply nested input (which would exhaust
+    Python's recursion limit inside :mod:`tomllib`) is a one-line ConfigError naming ``where``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{where}: malformed TOML ({e})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: arrays or inline tables nested too deeply to parse; a config nests at most 3 levels ([section] key = [list])") from None
+    check_depth(data, where)
+    return data
+
 
 def register_schema(model: str, cls: type) -> None:
     """Declare the root config dataclass of ``model``."""
@@ -77,6 +120,9 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    except RecursionError:
+        raise ConfigError(f"--set {key.strip()}: value nested too deeply to parse; a config value is a number, string or flat list") from None
+    check_depth(value, f"--set {key.strip()}")
     return path, value
 
 
@@ -103,18 +149,17 @@ def read_toml(path: str | Path) -> dict:
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r}: not found")
     try:
-        with p.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {str(p)!r}: malformed TOML ({e})") from None
+        text = p.read_bytes().decode()
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {str(p)!r}: cannot be read ({e})") from None
+    return loads_toml(text, f"config file {str(p)!r}")
 
 
 def from_dict(data: dict) -> Any:
     """Validate a whole config dict (its ``model`` key picks the schema; default ``msfr``)."""
     if not isinstance(data, dict):
         raise ConfigError("config: must be a table")
+    check_depth(data, "config")
     model = data.get("model", "msfr")
     if not isinstance(model, str):
         raise ConfigError(f"model: must be a string naming the model, got {model!r}")
@@ -124,6 +169,7 @@ def from_dict(data: dict) -> Any:
 def load_config(path: str | Path | None = None, sets: list[str] | tuple[str, ...] = ()) -> Any:
     """Read ``path`` (or start from the defaults), apply ``--set`` overrides, validate."""
     data = read_toml(path) if path is not None else {}
+    check_depth(data, "config")  # before apply_sets deep-copies it
     return from_dict(apply_sets(data, list(sets)))
 
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .msfr import InitSection, TaskSection
-from .schema import ConfigError, choice, every, flag, integer, integers, number
+from .schema import ConfigError, check_memory, choice, every, flag, integer, integers, number
 
 
 @dataclass(frozen=True)
@@ -153,3 +155,50 @@ class MsfrAttnConfig:
             raise ConfigError(
                 f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}"
             )
+        _check_memory(self)
+
+
+def mean_tokens(task) -> float:
+    """E[ψ_s + 1] under P(s) ∝ s^-α: exact over the first 2^20 tasks, the rest by a geometric
+    quadrature (midpoint of 4096 log-spaced bins, weighted by the integers each holds)."""
+    n = task.n_tasks
+    head = np.arange(1, min(n, 2**20) + 1, dtype=np.float64)
+    s, w = head, np.ones_like(head)
+    if n > 2**20:
+        edges = np.unique(np.floor(np.geomspace(2**20 + 1, n + 1, 4097)))
+        mid = np.sqrt(edges[:-1] * edges[1:])
+        s, w = np.concatenate([head, mid]), np.concatenate([w, np.diff(edges)])
+    p = w * np.exp(-task.alpha * np.log(s))
+    psi = np.maximum(task.psi_min, np.floor(task.psi0 * np.exp(-task.beta * np.log(s)) + 0.5))
+    return float((p * (psi + 1)).sum() / p.sum())
+
+
+def bytes_needed(cfg: MsfrAttnConfig) -> tuple[float, float, float, float]:
+    """Estimated peak memory of an msfr-attn run as (training sequences, test sequences, task
+    tables, weights and process):
+    4-byte tokens (times n_tasks with feature noise) plus 16 bytes of index per sequence; per task
+    the table, counts and theory (≈ 12 float64) and the weights with their gradient, optimiser
+    state, checkpoints and comparison (≈ 12 copies); the process itself (256 MiB)."""
+    t, a = cfg.task, cfg.attention
+    dense = cfg.data.feature_noise > 0 or cfg.data.tau > 0
+    per_token = 6.0 * (1 + (t.n_tasks if dense else 0))  # float32 and temporaries
+    tokens = mean_tokens(t)
+    n = float(t.n_samples)
+    r = a.rank if a.kq == "separate" else 1
+    d_tok = t.d + 1 if a.embedding == "shared" else 2 * t.d
+    n_params = d_tok * (1 + t.d) if dense else (d_tok + t.d) * (r + 1) + 2 * t.d
+    per = tokens * per_token + 64  # task, length, offset and their temporaries
+    return n * per, cfg.data.n_test * per, 8.0 * 12 * t.n_tasks, 8.0 * 12 * n_params + 384 * 2**20
+
+
+def _check_memory(cfg: MsfrAttnConfig) -> None:
+    t = cfg.task
+    terms = dict(zip(("task.n_samples", "data.n_test", "task.n_tasks", "task.model_size"), bytes_needed(cfg), strict=True))
+    field = max(terms, key=terms.__getitem__)
+    what, fix = {
+        "task.n_samples": (f"task.n_samples = {float(t.n_samples):g} training sequences", "lower task.n_samples (or task.psi0)"),
+        "data.n_test": (f"data.n_test = {cfg.data.n_test} test sequences", "lower data.n_test"),
+        "task.n_tasks": (f"task.n_tasks = {t.n_tasks} task types", "lower task.n_tasks"),
+        "task.model_size": (f"D = {t.d} represented tasks", "lower task.model_size or task.n_tasks"),
+    }[field]  # fmt: skip
+    check_memory(sum(terms.values()), field, f"{what} (tokens, tables, weights)", fix)

@@ -179,6 +179,63 @@ def physical_memory() -> int:
         return 0
 
 
+#: environment variable capping the memory a run may plan to use (bytes, or "8GiB", "500 MB")
+MEMORY_ENV = "FASTDYN_MEMORY_LIMIT"
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20,
+          "g": 1e9, "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}  # fmt: skip
+
+
+def _cgroup_limit() -> int:
+    """The memory limit of this process's cgroup (v2 or v1) in bytes, 0 when none."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            return int(text)
+    return 0
+
+
+def memory_limit() -> tuple[int, str]:
+    """(bytes, description) of the memory a run may plan to use: ``FASTDYN_MEMORY_LIMIT`` when
+    set, else the smallest of physical memory, the cgroup limit and RLIMIT_AS (0: unknown)."""
+    import os
+    import resource
+
+    raw = os.environ.get(MEMORY_ENV, "").strip()
+    if raw:
+        m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)", raw)
+        unit = m and _UNITS.get(m.group(2).lower())
+        if not unit or float(m.group(1)) * unit < 1:
+            raise ConfigError(f'{MEMORY_ENV}: must be a positive size in bytes or with a unit ("8GiB", "500MB"), got {raw!r}')
+        return int(float(m.group(1)) * unit), f"{MEMORY_ENV} = {raw}"
+    limits = [(physical_memory(), "this machine's memory"), (_cgroup_limit(), "this cgroup's memory limit")]
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append((int(soft), "the address-space limit (ulimit -v)"))
+    except (ValueError, OSError):
+        pass
+    known = [(b, w) for b, w in limits if b > 0]
+    if not known:
+        return 0, "unknown"
+    return min(known)
+
+
+def check_memory(need: float, field: str, what: str, fix: str) -> None:
+    """ConfigError naming ``field`` when a run's estimated ``need`` (bytes) exceeds :func:`memory_limit`."""
+    limit, where = memory_limit()
+    if limit and need > limit:
+        raise ConfigError(f"{field}: {what} need ~{size_text(need)}, more than the {size_text(limit)} allowed ({where}); {fix}")
+
+
+def size_text(b: float) -> str:
+    """``b`` bytes as "3.2 GiB" / "512 MiB"."""
+    return f"{b / 2**30:.3g} GiB" if b >= 2**30 else f"{b / 2**20:.3g} MiB"
+
+
 def every(default, *, help="") -> Any:
     """How often to checkpoint: seconds (a number or "<x>s") or "<n> steps" (see :func:`parse_every`)."""
     return _field(default, Rule("every", help=help))

@@ -11,7 +11,7 @@ evaluate them; this module owns everything else, once, for every ODE model:
   model size is added, and the segment's rows are appended to the file and flushed;
 - checkpoints at segment boundaries (the model's state arrays plus ``position = [rows, step]``),
   ``--resume`` (bit-identical), SIGINT/SIGTERM, divergence (a non-finite loss, or one above
-  ``EXPLODE`` × the loss with every f = 0), progress, timings and the final status.
+  ``EXPLODE`` × the model's starting loss, ``zero_loss``), progress, timings and the final status.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .checkpoint import Schedule, StopSignals, with_stop_signals, write_error
 from .outcome import Outcome, RunFailed
 from .progress import Progress
 
-#: a loss this many times its value with every f = 0 is taken as exploding (gradient flow never
+#: a loss this many times its starting value (``zero_loss``) is taken as exploding (gradient flow never
 #: raises the train loss, and the test loss of a small-init run is bounded by a few times its
 #: initial value; gd past its stability bound grows geometrically and crosses this within a few
 #: dozen steps)
@@ -69,7 +69,7 @@ def check_finite(
         what = (
             "non-finite loss"
             if not np.isfinite(loss[i])
-            else f"loss {loss[i]:.3g} > {EXPLODE:g} × its initial value"
+            else f"loss {loss[i]:.3g} > {EXPLODE:g} × its starting value {ref:.3g}"
         )
         raise RunFailed(f"diverged at t = {times[i]:g}: {what}; {job.cause(chunks)}")
 

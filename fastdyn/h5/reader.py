@@ -251,7 +251,7 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
             raise FileFormatError(str(e)) from None
         try:
             config = tomllib.loads(attrs.get("config", ""))
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             raise FileFormatError(f"{p}: damaged config attribute") from None
         for k in ("versions", "timings"):
             if isinstance(attrs.get(k), str):

@@ -100,7 +100,8 @@ class OdeSetup:
       ``restore(state, arrays, chunks, rows_done, last_step)`` (ValueError if they do not fit);
     - ``summary(state) -> {name: count}`` (additive integrator counts, stored as ``solver_<name>``
       root attributes) and ``failure(counts) -> text or None`` (tasks that did not finish);
-    - ``zero_loss(chunk)``: the chunk's test loss with every f = 0 (the divergence reference) and
+    - ``zero_loss(chunk)``: the divergence reference, the chunk's test loss at the start (with every
+      f = 0, or at the initialisation when that is larger; a bound of both will do) and
       ``cause(chunks)``: the likely cause of a divergence, for the message.
 
     Output series (the ODE format): ``loss/test``, ``loss/train``, ``tasks/f`` when ``simulate``,

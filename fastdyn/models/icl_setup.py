@@ -43,17 +43,7 @@ class Prepared:
     data: icl_data.ICLData | None
 
 
-def read_npz(path: str, field: str) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file (ValueError naming ``field`` when it cannot be read)."""
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    except FileNotFoundError:
-        raise ValueError(f"{field}: file {path!r} not found") from None
-    except (OSError, ValueError) as e:
-        raise ValueError(
-            f"{field}: cannot read {path!r} as .npz ({str(e).splitlines()[0]})"
-        ) from None
+read_npz = icl_data.read_npz
 
 
 def prepare(s: ICLSettings, data: icl_data.ICLData | None = None) -> Prepared:
@@ -75,7 +65,9 @@ def prepare(s: ICLSettings, data: icl_data.ICLData | None = None) -> Prepared:
         tests = {k: model.prepare_eval(*v) for k, v in data.tests.items()}
         eigvals, eigvecs = data.eigvals, data.eigvecs
     if s.init.from_file:
-        theta = model.from_arrays(read_npz(s.init.from_file, "init.from_file"))
+        arrays = read_npz(s.init.from_file, "init.from_file")
+        with icl_data.naming_file("init.from_file", s.init.from_file):
+            theta = model.from_arrays(arrays)
     else:
         theta = model.init(
             s.init.scheme, s.init.scale, s.seed if s.init.seed is None else s.init.seed

@@ -27,6 +27,8 @@ spec's ``Λ ⊗ E[Λ̂²]`` is the column-major statement of the same matrix),
 
 from __future__ import annotations
 
+import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -228,8 +230,8 @@ def _check_pair(
             f"data.from_file: array {name_y!r} must have shape {(P, n1)} to match {name_x!r}, got {y.shape}"
         )
     for nm, a in ((name_x, x), (name_y, y)):
-        if not np.issubdtype(a.dtype, np.number):
-            raise ValueError(f"data.from_file: array {nm!r} must be numeric, got dtype {a.dtype}")
+        if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+            raise ValueError(f"data.from_file: array {nm!r} must be real numbers (integer or float), got dtype {a.dtype}")
         if not np.all(np.isfinite(a)):
             raise ValueError(f"data.from_file: array {nm!r} must be finite, found NaN or inf")
 
@@ -242,17 +244,41 @@ def _pack(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(tok), np.ascontiguousarray(y)
 
 
+def read_npz(path: str, field: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz archive; ValueError naming ``field`` and the file when it is missing,
+    not an archive, damaged or holds object arrays (never unpickled)."""
+    try:
+        f = np.load(path, allow_pickle=False)
+        if not isinstance(f, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an .npz archive")
+        with f:
+            return {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise ValueError(f"{field}: file {path!r} not found") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # object arrays: ValueError
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"{field}: cannot read {path!r} as an .npz of numeric arrays ({msg})") from None
+
+
+@contextmanager
+def naming_file(field: str, path: str):
+    """Add the file to a ValueError ``<field>: …`` raised inside (``<field>: '<path>': …``)."""
+    try:
+        yield
+    except ValueError as e:
+        msg = str(e)
+        if msg.startswith(f"{field}: "):
+            raise ValueError(f"{field}: {path!r}: {msg[len(field) + 2 :]}") from None
+        raise
+
+
 def load_npz(path: str) -> ICLData:
     """Load a data set: ``x`` (P, N+1, D) query last, ``y`` (P, N+1) query target last, optional
     ``x_test_ic``/``y_test_ic`` and ``x_test_iw``/``y_test_iw``. Λ is estimated from the training
     tokens (sample covariance of all x, eigen-decomposed, eigenvalues descending)."""
-    try:
-        f = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"data.from_file: cannot read {path!r} as .npz ({e})") from None
-    with f:
-        arrays = {k: f[k] for k in f.files}
-    return from_arrays(arrays)
+    arrays = read_npz(path, "data.from_file")
+    with naming_file("data.from_file", path):
+        return from_arrays(arrays)
 
 
 def from_arrays(arrays: dict[str, np.ndarray]) -> ICLData:

@@ -76,6 +76,29 @@ def _block_prob_sums(n_tasks, alpha, out):
         out[b] = acc
 
 
+#: blocks from this task index on sum s^-x by Euler–Maclaurin instead of term by term (the terms
+#: are smooth there: the remainder after the s^(-x-5) term is ~(x/s)^7 relative, below rounding)
+EM_FROM = 2**20
+
+
+def power_sums(lo: np.ndarray, hi: np.ndarray, x: float) -> np.ndarray:
+    """Σ_{s=lo}^{hi} s^-x for integer ranges with lo ≥ :data:`EM_FROM` (vectorised), by
+    Euler–Maclaurin: the integral (expm1/log1p, no cancellation), the end-point terms and the
+    B2, B4, B6 corrections."""
+    a = np.asarray(lo, dtype=np.float64)
+    b = np.asarray(hi, dtype=np.float64)
+    with np.errstate(over="ignore", under="ignore"):
+        r = np.log1p((b - a) / a)
+        integral = r * a ** (1.0 - x) if x == 1.0 else a ** (1.0 - x) * np.expm1((1.0 - x) * r) / (1.0 - x)
+        out = integral + 0.5 * (a**-x + b**-x)
+        c = -x  # coefficient of the (2k-1)-th derivative of s^-x
+        for k, bern in ((1, 1.0 / 6), (2, -1.0 / 30), (3, 1.0 / 42)):
+            e = -x - (2 * k - 1)
+            out = out + bern / math.factorial(2 * k) * c * (b**e - a**e)
+            c *= (-x - 2 * k + 1) * (-x - 2 * k)
+    return out
+
+
 @njit(**PARALLEL)
 def _fill(first, alpha, inv_z, lam0, gamma, psi0, beta, psi_min, scheme, scale, seed, lam, psi, wtest, v0x, v0y, w0x, w0y):
     n = lam.shape[0]
@@ -130,8 +153,13 @@ class MsfrProblem:
         self.seed = int(seed)
         self.n_tasks = int(task.n_tasks)
         self.d = int(task.d)
-        self._block_p = np.zeros(n_blocks(self.n_tasks))
-        _block_prob_sums(self.n_tasks, float(task.alpha), self._block_p)
+        nb = n_blocks(self.n_tasks)
+        near = min(nb, n_blocks(EM_FROM))  # blocks summed term by term
+        self._block_p = np.zeros(nb)
+        _block_prob_sums(min(self.n_tasks, near * BLOCK), float(task.alpha), self._block_p[:near])
+        for g in range(near, nb, 2**16):  # bounded temporaries
+            lo = np.arange(g, min(g + 2**16, nb), dtype=np.float64) * BLOCK
+            self._block_p[g : g + len(lo)] = power_sums(lo + 1, np.minimum(lo + BLOCK, self.n_tasks), float(task.alpha))
         self.z = float(_ordered_sum(self._block_p))
         self.finite_n = task.n_samples != "inf"
         self.n_samples = math.inf if not self.finite_n else int(float(task.n_samples))
@@ -144,8 +172,10 @@ class MsfrProblem:
         """Exact multinomial counts #_s for tasks first+1..first+n (first on a block boundary)."""
         if first % BLOCK:
             raise ValueError("counts: first must be a multiple of BLOCK")
-        out = np.empty(n, dtype=np.int64)
+        out = np.zeros(n, dtype=np.int64)
         for b in range(first // BLOCK, n_blocks(first + n)):
+            if self._block_counts[b] == 0:
+                continue  # every count of the block is 0 (and its stream is its own: skipping it changes nothing)
             lo = b * BLOCK
             hi = min(lo + BLOCK, self.n_tasks)
             s = np.arange(lo + 1, hi + 1, dtype=np.float64)
@@ -181,7 +211,11 @@ class MsfrProblem:
         tot_train = 0.0
         step = max(BLOCK, (int(chunk_tasks) // BLOCK) * BLOCK)
         start = (self.d // BLOCK) * BLOCK
+        far = max(start, EM_FROM)  # chunks from here on: in closed form per block
         for first in range(start, self.n_tasks, step):
+            if first >= far:
+                far = first
+                break
             n = min(step, self.n_tasks - first)
             counts = self.counts(first, n).astype(np.float64) if self.finite_n else np.zeros(n)
             inv_n = 1.0 / self.n_samples if self.finite_n else 0.0
@@ -199,7 +233,35 @@ class MsfrProblem:
                 _tail_partials(first, n, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), counts, inv_n, self.finite_n, pt, pr)
             tot_test += _ordered_sum(pt)
             tot_train += _ordered_sum(pr)
-        return tot_test, tot_train
+        else:
+            return tot_test, tot_train
+        test, train = self._far_tail(max(far, self.d), self.n_tasks)
+        return tot_test + test, tot_train + train
+
+    def _far_tail(self, a: int, b: int) -> tuple[float, float]:
+        """(test, train) loss of tasks a+1..b (a ≥ EM_FROM): Σ P(s) Λ_s²/2 by :func:`power_sums`
+        per block; the train loss sums #_s Λ_s²/(2N) over the blocks that hold any sequence."""
+        t = self.task
+        alpha, gamma, lam0 = float(t.alpha), float(t.gamma), float(t.strength0)
+        b0, b1 = a // BLOCK, n_blocks(b)
+        sums = np.empty(b1 - b0)
+        for g in range(b0, b1, 2**16):  # bounded temporaries
+            blocks = np.arange(g, min(g + 2**16, b1), dtype=np.float64)
+            lo = np.maximum(blocks * BLOCK, a) + 1
+            hi = np.minimum((blocks + 1) * BLOCK, b)
+            sums[g - b0 : g - b0 + len(blocks)] = power_sums(lo, hi, alpha + 2.0 * gamma)
+        test = 0.5 * lam0 * lam0 / self.z * _ordered_sum(sums)
+        if not self.finite_n:
+            return test, test
+        train = 0.0
+        for blk in (b0 + np.flatnonzero(self._block_counts[b0:b1])).tolist():
+            first = blk * BLOCK
+            n = min(BLOCK, self.n_tasks - first)
+            c = self.counts(first, n).astype(np.float64)
+            s = np.arange(first + 1, first + n + 1, dtype=np.float64)
+            keep = s > a
+            train += float(np.sum(c[keep] * (lam0 * s[keep] ** -gamma) ** 2)) * 0.5 / self.n_samples
+        return test, train
 
 
 def _ordered_sum(a: np.ndarray) -> float:

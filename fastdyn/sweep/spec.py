@@ -266,10 +266,12 @@ def parse(text: str, source: str | Path | None = None) -> Sweep:
     """Parse sweep TOML ``text``; ``source`` (the file) anchors a relative ``sweep.base``."""
     src = Path(source) if source is not None else None
     where = str(src) if src is not None else "sweep"
+    from ..config.load import loads_toml
+
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _err(f"sweep file {where!r}: malformed TOML ({e})") from None
+        data = loads_toml(text, f"sweep file {where!r}")
+    except ConfigError as e:
+        raise _err(str(e)) from None
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise _err(
@@ -350,7 +352,7 @@ def is_sweep_text(text: str) -> bool:
     """Whether TOML ``text`` is a sweep file (only sweep tables at the top) rather than a config."""
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return True  # let parse() report the TOML error
     return set(data) <= _TOP_KEYS
 

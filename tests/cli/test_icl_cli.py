@@ -88,3 +88,26 @@ def test_bad_data_files(tmp_path):
     np.savez(w, W_V=np.zeros((2, 2, 2)))
     res, out = _sim(tmp_path, "--set", "model=attn-m", *SMALL, "--set", f'init.from_file="{w}"')
     assert res.exit_code == 2 and "init.from_file" in res.output and not out.exists(), res.output
+
+
+@pytest.mark.parametrize("key", ["data.from_file", "init.from_file"])
+@pytest.mark.parametrize(
+    ("name", "write"),
+    [
+        ("objects.npz", lambda p: np.savez(p, x=np.array([{"a": 1}] * 3, dtype=object), y=np.zeros((3, 2)))),
+        ("complex.npz", lambda p: np.savez(p, x=np.ones((3, 2, 2), complex), y=np.zeros((3, 2)))),
+        ("single.npy", lambda p: np.save(p, np.zeros((3, 2, 2)))),
+        ("junk.npz", lambda p: p.write_bytes(b"PK\x03\x04 not a zip")),
+    ],
+)
+def test_unreadable_npz_is_one_line_naming_field_and_file(tmp_path, key, name, write):
+    """Object arrays are never unpickled: an .npz holding them, a complex array, a plain .npy or a
+    damaged archive is one line naming the field and the file, exit 2, nothing written."""
+    f = tmp_path / name
+    write(f)
+    out = tmp_path / "o.h5"
+    res = CliRunner().invoke(main, ["simulate", "--set", "model=attn-m", "--set", f"{key}={f}", "-o", str(out), "--quiet"])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1, res.output
+    assert lines[0].startswith(f"fastdyn: error: {key}: ") and str(f) in lines[0], lines[0]
+    assert not out.exists()

@@ -189,3 +189,35 @@ def test_config_imports_nothing_of_fastdyn_but_config():
                     if a.name.startswith("fastdyn") and not a.name.startswith("fastdyn.config")
                 ]
     assert not bad, bad
+
+
+@pytest.mark.parametrize(
+    ("sets", "field"),
+    [
+        (["data.P=1000000000"], "data.P"),  # the audit's 477 GiB allocation
+        (["data.N=1000000"], "data.N"),  # the audit's > 8 GiB in 53 s
+        (["data.D=1000000"], "data.D"),
+        (["data.n_test=10000000000"], "data.n_test"),
+        (["attention.H=1000000", "data.D=100"], "attention.H"),
+        (["model=attn-s", "attention.R=1000", "data.D=1000", "attention.H=1000"], "attention.R"),
+        (["model=mlp-cubic", "data.D=300"], "data.D"),  # cubic features: P × D² floats
+        (["attention.reduced=true", "data.population=true", "data.D=1000"], "data.D"),  # (D², D²)
+    ],
+)
+def test_sizes_beyond_memory_name_the_field(sets, field):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["model=attn-m", *sets])
+    msg = str(e.value)
+    assert (
+        "\n" not in msg and msg.startswith(f"{field}: with {field} = ") and "GiB allowed" in msg
+    ), msg
+
+
+def test_memory_limit_from_the_environment(monkeypatch):
+    load_config(None, ["model=attn-m", "data.P=100000"])
+    monkeypatch.setenv("FASTDYN_MEMORY_LIMIT", "300MiB")  # 100000 × 32 × 18 floats ≈ 440 MiB
+    with pytest.raises(ConfigError, match=r"^data\.P: .*FASTDYN_MEMORY_LIMIT = 300MiB"):
+        load_config(None, ["model=attn-m", "data.P=100000"])
+    monkeypatch.setenv("FASTDYN_MEMORY_LIMIT", "lots")
+    with pytest.raises(ConfigError, match=r"^FASTDYN_MEMORY_LIMIT: must be a positive size"):
+        load_config(None, ["model=attn-m"])

@@ -2,6 +2,7 @@
 
 import tomllib
 
+import numpy as np
 import pytest
 
 from fastdyn.config import ConfigError, from_dict, load_config, to_toml
@@ -69,3 +70,68 @@ def test_shipped_configs_validate():
     assert paths, "no shipped configs"
     for p in paths:
         load_config(p)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("a = " + "[" * 500 + "]" * 500, "nested too deeply"),  # tomllib itself recurses
+        ("a = " + "{x = " * 500 + "1" + "}" * 500, "nested too deeply"),
+        ("a = " + "[" * 100 + "]" * 100, "a[0][0]"),  # parses, refused before anything recurses
+        ("[" + ".".join(["t"] * 500) + "]\nx = 1", "t.t.t"),
+    ],
+)
+def test_deep_nesting_is_one_line_naming_the_file(tmp_path, text, named):
+    p = tmp_path / "deep.toml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"config file {str(p)!r}: ") and named in msg, msg
+
+
+def test_deep_set_names_the_key():
+    with pytest.raises(ConfigError, match=r"^--set a: .*nested too deeply"):
+        load_config(None, ["a=" + "[" * 2000 + "]" * 2000])
+    with pytest.raises(ConfigError, match=r"^config: t\.t\.t.*nested more than"):
+        load_config(None, [".".join(["t"] * 300) + "=1"])
+
+
+@pytest.mark.parametrize(
+    ("sets", "field"),
+    [
+        (["task.n_samples=1e12"], "task.n_samples"),  # 10^12 sequences × ~100 tokens
+        (["task.n_samples=1e4", "data.n_test=100000000", "task.psi0=1e4"], "data.n_test"),
+        (["task.n_samples=1e4", "task.n_tasks=10000000000", "task.model_size=10"], "task.n_tasks"),
+        (
+            ["task.n_samples=1e4", "task.beta=-5", "task.alpha=0.1"],
+            "task.n_samples",
+        ),  # ψ_s = ψ0 s^5
+    ],
+)
+def test_msfr_attn_sizes_beyond_memory_name_the_field(sets, field):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["model=msfr-attn", *sets])
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{field}: ") and "GiB allowed" in msg, msg
+
+
+def test_msfr_attn_mean_tokens_matches_the_exact_sum():
+    from fastdyn.config.msfr_attn import mean_tokens
+
+    for n, a, b in [(2**21 + 5, 1.1, -0.3), (3 * 10**6, 2.0, 0.5)]:
+        cfg = load_config(
+            None,
+            [
+                "model=msfr-attn",
+                "task.n_samples=10",
+                f"task.n_tasks={n}",
+                f"task.alpha={a}",
+                f"task.beta={b}",
+                "task.model_size=10",
+            ],
+        )
+        s = np.arange(1, n + 1, dtype=np.float64)
+        p = s**-a
+        psi = np.maximum(1, np.floor(100 * s**-b + 0.5))
+        assert mean_tokens(cfg.task) == pytest.approx((p * (psi + 1)).sum() / p.sum(), rel=1e-3)

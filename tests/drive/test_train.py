@@ -260,18 +260,18 @@ def test_from_file_data_and_weights(tmp_path):
     np.savez(tmp_path / "bad.npz", x=x[:, :, :2], y=y[:, :3])
     with pytest.raises(
         ValueError,
-        match=r"^data.from_file: array 'y' must have shape \(40, 5\) to match 'x', got \(40, 3\)$",
+        match=r"^data.from_file: '.*bad.npz': array 'y' must have shape \(40, 5\) to match 'x', got \(40, 3\)$",
     ):
         run_icl(replace(s, data=DataSettings(from_file=str(tmp_path / "bad.npz"))))
     x[3, 2, 1] = np.nan
     np.savez(tmp_path / "nan.npz", x=x, y=y)
     with pytest.raises(
-        ValueError, match=r"^data.from_file: array 'x' must be finite, found NaN or inf$"
+        ValueError, match=r"^data.from_file: '.*nan.npz': array 'x' must be finite, found NaN or inf$"
     ):
         run_icl(replace(s, data=DataSettings(from_file=str(tmp_path / "nan.npz"))))
     np.savez(tmp_path / "wbad.npz", W_V=np.zeros((2, 4, 4)), W_KQ=np.zeros((2, 4, 3)))
     with pytest.raises(
         ValueError,
-        match=r"^init.from_file: array 'W_KQ' must have shape \(2, 4, 4\), got \(2, 4, 3\)$",
+        match=r"^init.from_file: '.*wbad.npz': array 'W_KQ' must have shape \(2, 4, 4\), got \(2, 4, 3\)$",
     ):
         run_icl(replace(s, init=InitSettings(from_file=str(tmp_path / "wbad.npz"))))

@@ -1,6 +1,9 @@
 """MSFR task tables: closed-form entries, exact multinomial counts, chunk independence, tails."""
 
+import math
+
 import numpy as np
+import pytest
 
 from fastdyn.config import load_config
 from fastdyn.problems.msfr import MsfrProblem
@@ -62,3 +65,28 @@ def test_tail_losses_are_the_unrepresented_tasks():
     q, _ = _problem("task.n_tasks=20000", "task.model_size=3000", "task.n_samples=50000", "seed=2")
     c = q.counts(0, 20000)[3000:]
     np.testing.assert_allclose(q.tail_losses()[1], 0.5 * np.sum(c / 50000.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("x", [2.0, 1.0, 0.5, -3.0, 25.0, 1.3])
+def test_power_sums_match_the_exact_sum(x):
+    from fastdyn.problems.msfr import EM_FROM, power_sums
+
+    lo = np.array([EM_FROM + 1, 5_000_001, 10**9 + 1, 10**9 + 7])
+    hi = lo + np.array([1023, 1023, 1023, 3])
+    exact = [math.fsum(np.arange(a, b + 1, dtype=np.float64) ** -x) for a, b in zip(lo, hi, strict=True)]
+    np.testing.assert_allclose(power_sums(lo, hi, x), exact, rtol=2e-15)
+
+
+@pytest.mark.parametrize("extra", [[], ["task.n_samples=1e6"], ["task.gamma=0.4", "task.alpha=1.2"]])
+def test_far_tail_in_closed_form_equals_the_task_by_task_sum(monkeypatch, extra):
+    """Tasks beyond EM_FROM are summed per block in closed form: the same tail losses and
+    normalisation as adding every task (issue 22: 10^10 tasks, model_size 1000 took > 300 s)."""
+    from fastdyn.config import load_config
+    from fastdyn.problems import msfr
+
+    cfg = load_config(None, ["task.n_tasks=3000000", "task.model_size=1000", *extra])
+    fast = msfr.MsfrProblem(cfg.task, cfg.init, cfg.seed)
+    monkeypatch.setattr(msfr, "EM_FROM", 10**12)  # every task term by term, as before
+    slow = msfr.MsfrProblem(cfg.task, cfg.init, cfg.seed)
+    assert fast.z == pytest.approx(slow.z, rel=1e-14)
+    np.testing.assert_allclose(fast.tail_losses(), slow.tail_losses(), rtol=1e-14)

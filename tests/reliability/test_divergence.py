@@ -76,3 +76,17 @@ def test_hessian_lambda_max_matches_a_dense_finite_difference_hessian():
     # both are central differences with h ~ 1e-5 (error ~1e-9 relative); power iteration converges
     # at the ratio of the two largest |eigenvalues|: 200 iterations leave < 1e-6 unless they tie
     assert abs(got - ref) <= 1e-5 * abs(ref), (got, ref, ev)
+
+
+def test_the_largest_init_is_not_a_divergence(tmp_path):
+    """init.scale = 1e3 (the allowed maximum) starts at a loss ~10^16 times the f = 0 loss: the
+    reference is the starting loss, so the run completes and its loss only falls (issue 22)."""
+    p = tmp_path / "big.h5"
+    sets = ["init.scale=1e3", "task.n_tasks=100", "time.n_times=16"]
+    res = CliRunner().invoke(main, ["simulate", *[a for s in sets for a in ("--set", s)], "-o", str(p), "--quiet"])
+    assert res.exit_code == 0, res.output
+    r = fastdyn.load(p)
+    loss = r["loss/test"]
+    assert r.status == "complete" and np.all(np.isfinite(loss))
+    # the start is far above the f = 0 loss (f_s(0) ≈ σ0² ψ_s ≫ Λ_s), and gradient flow only lowers it
+    assert loss[0] > 1e6 * loss[-1] and np.all(np.diff(loss) <= 1e-12 * loss[0])

@@ -68,6 +68,17 @@ def gd_stability_bound(chunks: Any, query: bool = True) -> tuple[float, int]:
     return (2.0 / best if best > 0 else float("inf")), arg
 
 
+def start_loss_bound(ch: Any) -> float:
+    """The divergence reference of a chunk: Σ wtest (|Λ| + |f0|_max)² / 2, at least its test loss
+    with every f = 0 and at the initialisation (|f0| ≤ ψ|uᵀv||uᵀw| + |v_x w_x|). Each task's flow
+    only lowers its |f − Λ|, so a loss far above this is an integration error, not a large init."""
+    uv = ch.v0x + ch.lam * ch.v0y
+    uw = ch.w0x + ch.lam * ch.w0y
+    f0 = ch.psi * np.abs(uv * uw) + np.abs(ch.v0x * ch.w0x)
+    with np.errstate(over="ignore"):
+        return float(np.sum(ch.wtest * (np.abs(ch.lam) + f0) ** 2)) / 2
+
+
 def cause(cfg: Any, chunks: Any) -> str:
     """The likely cause of a divergence, for the message."""
     if cfg.solver.integrator == "gd":
@@ -76,7 +87,7 @@ def cause(cfg: Any, chunks: Any) -> str:
         if lr > bound:
             return f"solver.lr = {lr:g} is above the gd stability bound 2/λ_max ≈ {bound:.3g} (λ_max ≈ {2 / bound:.3g}, set by task s = {s}); lower solver.lr below {bound:.3g}"
         return f"solver.lr = {lr:g} is below the estimated bound 2/λ_max ≈ {bound:.3g} (task s = {s}), so the early transient (|r| ≈ Λ) is the likely cause; lower solver.lr"
-    return f"the {cfg.solver.integrator} integrator produced non-finite values; tighten solver.rtol or raise solver.steps_per_timescale"
+    return f"gradient flow never raises a task's loss, so the {cfg.solver.integrator} integrator lost accuracy; tighten solver.rtol or raise solver.steps_per_timescale"
 
 
 class TableCache:
@@ -193,7 +204,7 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         times=times, steps=steps, track=track, tail=problem.tail_losses(), simulate=sim,
         advance=advance, new_state=integrate.State.create, save_state=save_state, restore=restore,
         summary=lambda state: state.summary(), failure=failure,
-        zero_loss=lambda ch: float(np.sum(ch.wtest * ch.lam * ch.lam)) / 2,
+        zero_loss=start_loss_bound,
         cause=lambda chunks: cause(cfg, chunks), checkpoint=ck_spec,
         theory=theory_partials if th else None, static=static,
         times_per_segment=cfg.output.times_per_segment, checkpoint_every=cfg.output.checkpoint_every,
