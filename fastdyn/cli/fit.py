@@ -119,6 +119,13 @@ def _describe(d: dict[str, Any], echo) -> None:
         echo(line)
 
 
+def _hint(msg: str) -> str:
+    """An auto window that found no power-law range: say how to choose one."""
+    if msg.startswith("auto window:"):
+        return msg + "; choose the range with --window LO:HI (or --window all)"
+    return msg
+
+
 def _one(ys: list[str]) -> str:
     if len(set(ys)) > 1:
         raise UserError(f"--y: the files' default series differ ({', '.join(sorted(set(ys)))}); "
@@ -181,7 +188,7 @@ def command(files, x, y, window, offset, bootstrap, loss, at, cutoff_fraction, c
                 reps = [compare.compute_frontier(runs, _one(ys), **kw)]
         except (ValueError, KeyError) as e:
             msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-            raise UserError(msg.splitlines()[0]) from None
+            raise UserError(_hint(msg.splitlines()[0])) from None
     dicts = [r.to_dict() for r in reps]
     if as_json:
         click.echo(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=2))

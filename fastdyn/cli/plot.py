@@ -15,7 +15,7 @@ from __future__ import annotations
 import click
 
 from ._common import UserError, guarded
-from .fit import _one, load_checked, parse_window, resolve_series
+from .fit import _hint, _one, load_checked, parse_window, resolve_series
 
 KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
 
@@ -73,7 +73,7 @@ def command(files: tuple[str, ...], output: str, kind: str, x: str, series: str 
     needs_y = kind in ("scaling", "frontier")
     # loss curves of a running run are fine to look at; fits of one need --allow-running
     runs = load_checked(files, allow_running or kind == "loss", series if needs_y else None)
-    ys = resolve_series(runs, series)
+    ys = resolve_series(runs, series) if kind in ("loss", "scaling", "frontier") else []
     if labels and len(labels) != len(runs):
         raise UserError(f"--label: give one per file ({len(runs)} files), got {len(labels)}")
     kw = {"title": title, "style": style}
@@ -108,7 +108,7 @@ def command(files: tuple[str, ...], output: str, kind: str, x: str, series: str 
                 plot.plot_weights(runs, output, labels=labels or None, **kw)
     except (ValueError, KeyError) as e:
         msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        raise UserError(msg.splitlines()[0]) from None
+        raise UserError(_hint(msg.splitlines()[0])) from None
     for m in sorted({str(w.message) for w in rec}):
         click.echo(f"fastdyn: warning: {m}", err=True)
     click.echo(f"wrote {output}", err=True)
