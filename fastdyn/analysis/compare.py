@@ -25,9 +25,10 @@ from ..h5.reader import Run
 from ..models.msfr import scaling
 from ._common import _f
 from .frontiers import Frontier, frontier
+from .labels import time_label
 from .load import config_value, resolved_number
 from .power_law import PowerLawFit, fit_power_law
-from .window import auto_window
+from .window import auto_window_explained
 
 __all__ = [
     "RESOURCES",
@@ -202,6 +203,9 @@ class FitReport:
     warnings: tuple[str, ...]
     label: str
     paths: tuple[str, ...]
+    window_reason: str = ""
+    x_label: str = ""
+    cutoff_text: str = ""
 
     @property
     def difference(self) -> float | None:
@@ -223,10 +227,13 @@ class FitReport:
             "ci_level": f["ci_level"],
             "window": f["window"],
             "window_mode": self.window_mode,
+            "window_reason": self.window_reason,
             "theory": None if self.theory is None else _f(self.theory.exponent),
             "theory_source": None if self.theory is None else self.theory.source,
             "difference": _f(self.difference),
             "cutoff": _f(self.cutoff),
+            "cutoff_text": self.cutoff_text,
+            "x_label": self.x_label,
             "warnings": list(self.warnings),
             "fit": f,
         }
@@ -243,22 +250,31 @@ def _do_fit(
     loss: str,
     seed: int,
     ci: float,
-) -> tuple[PowerLawFit, str, list[str]]:
+) -> tuple[PowerLawFit, str, list[str], str]:
+    """The fit, the window mode, warnings (one line each) and why the window is where it is."""
     notes: list[str] = []
     keep = (x > 0) & (y > 0)
     x, y = x[keep], y[keep]
+    reason = ""
     if isinstance(window, str) and window == "auto":
-        with warnings.catch_warnings(record=True) as rec:
+        with warnings.catch_warnings(record=True):  # the cutoff is reported below, named
             warnings.simplefilter("always")
-            win = auto_window(x, y, cutoff_x=cutoff)
-        notes += [str(w.message) for w in rec]
-        if cutoff is not None and any("cutoff" in n for n in notes):
-            notes.append(f"fit window ends at the {cutoff_name}")
+            win, why = auto_window_explained(x, y, cutoff_x=cutoff)
+        end = why["end"]
+        if why["end_kind"] == "cutoff":
+            end = f"ends at the {cutoff_name}"
+            notes.append(
+                f"fit window ends at the {cutoff_name}: the {why['n_cut']} later points are "
+                "steepened by the finite task count and left out"
+            )
+        elif cutoff is not None:
+            end += ", before t_c"
+        reason = f"{why['range']}; {why['start']}; {end}"
         mode = "auto"
     elif window is None or (isinstance(window, str) and window == "all"):
-        win, mode = None, "all"
+        win, mode, reason = None, "all", "every point"
     else:
-        win, mode = tuple(window), "given"
+        win, mode, reason = tuple(window), "given", "as given"
     if cutoff is not None and mode != "auto":
         hi = np.max(x) if win is None or win[1] is None else min(float(win[1]), np.max(x))
         if hi > cutoff:
@@ -267,7 +283,7 @@ def _do_fit(
                 "cutoff steepens the curve there"
             )
     f = fit_power_law(x, y, win, offset=offset, bootstrap=bootstrap, seed=seed, ci=ci, loss=loss)
-    return f, mode, notes
+    return f, mode, notes, reason
 
 
 def _emit(notes: Sequence[str]) -> None:
@@ -296,15 +312,17 @@ def fit_run(
         raise ValueError(f"fit_run fits one run against time; use scan() for x={x!r}")
     t, v = _series(run, y)
     cutoff = msfr_cutoff_time(run, cutoff_fraction)
-    name = ""
+    name = text = ""
     if cutoff is not None:
         D = int(model_size(run))
         k = max(int(math.ceil(cutoff_fraction * D)), 1)
-        name = (
-            f"learned-task cutoff t_c = {cutoff:g} (where s_c(t) reaches {k} of the D = {D} "
-            f"represented tasks, cutoff fraction {cutoff_fraction:g})"
+        name = f"learned-task cutoff t_c = {cutoff:g}"
+        text = (
+            f"t_c = {cutoff:g}: the learned-task cutoff s_c(t) reaches {k} of the D = {D} "
+            f"represented tasks there (cutoff fraction {cutoff_fraction:g}); the finite task "
+            "count steepens the loss after it"
         )
-    f, mode, notes = _do_fit(t, v, window, cutoff, name, offset, bootstrap, loss, seed, ci)
+    f, mode, notes, reason = _do_fit(t, v, window, cutoff, name, offset, bootstrap, loss, seed, ci)
     _emit(notes)
     return FitReport(
         "time",
@@ -318,6 +336,9 @@ def fit_run(
         tuple(notes),
         run.path.name,
         (str(run.path),),
+        reason,
+        time_label([run]),
+        text,
     )
 
 
@@ -359,7 +380,7 @@ def scan(
         )
     notes: list[str] = []
     th = _shared_theory(runs, x, notes)
-    f, mode, more = _do_fit(xs, ys, window, None, "", offset, bootstrap, loss, seed, ci)
+    f, mode, more, reason = _do_fit(xs, ys, window, None, "", offset, bootstrap, loss, seed, ci)
     notes += more
     _emit(notes)
     what = "final" if at is None else f"t={at:g}"
@@ -375,6 +396,7 @@ def scan(
         tuple(notes),
         f"{y} ({what}) vs {x}, {len(runs)} runs",
         tuple(str(runs[i].path) for i in order),
+        reason,
     )
 
 

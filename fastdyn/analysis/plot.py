@@ -16,7 +16,27 @@ import numpy as np
 
 from ..h5.reader import Run
 from .compare import FitReport, FrontierReport
+from .labels import default_series, loss_levels, run_labels, series_name, time_label, y_label
 from .load import config_value
+
+STYLES = ("default", "paper")
+
+#: paper style: one journal column (3.4 in) wide, 8 pt text, fonts embedded as text in PDF/SVG
+_PAPER_RC = {
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 6,
+    "lines.linewidth": 1.0,
+    "axes.linewidth": 0.6,
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "svg.fonttype": "none",
+    "savefig.dpi": 300,
+}
+_SIZES = {"default": ((6.4, 4.4), (10.5, 4.4)), "paper": ((3.4, 2.6), (7.0, 2.6))}
 
 
 def _mpl():
@@ -28,43 +48,131 @@ def _mpl():
     return plt
 
 
+def _check_style(style: str) -> None:
+    if style not in STYLES:
+        raise ValueError(f"--style: must be one of {', '.join(STYLES)}, got {style!r}")
+
+
+def _subplots(style: str, ncols: int = 1):
+    """A figure of one or two panels sized for ``style`` (inside :func:`_style_rc`)."""
+    _check_style(style)
+    plt = _mpl()
+    size = _SIZES[style][0 if ncols == 1 else 1]
+    return plt.subplots(1, ncols, figsize=size, dpi=110 if style == "default" else 100)
+
+
+def _style_rc(style: str):
+    """The rc settings of ``style`` as a context (restored after the figure is saved)."""
+    _check_style(style)
+    return _mpl().rc_context(_PAPER_RC if style == "paper" else {"legend.fontsize": 7})
+
+
+def _tidy_log_y(ax) -> None:
+    """Readable ticks on a log y axis whose data spans less than a decade: a few plain-number
+    ticks (not every minor tick as ``1.0119 × 10^0``); a flat curve gets a ±5% range."""
+    from matplotlib import ticker
+
+    ys = [np.asarray(ln.get_ydata(), float) for ln in ax.get_lines()]
+    ys = [y[np.isfinite(y) & (y > 0)] for y in ys]
+    ys = np.concatenate(ys) if ys else np.array([])
+    if ys.size == 0:
+        return
+    lo, hi = float(ys.min()), float(ys.max())
+    if hi / lo >= 10:
+        return
+    if hi / lo < 1.1:
+        mid = math.sqrt(lo * hi)
+        ax.set_ylim(mid / 1.05 * min(1.0, lo / mid), mid * 1.05 * max(1.0, hi / mid))
+    ax.yaxis.set_major_locator(ticker.MaxNLocator(5))
+    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.4g"))
+    ax.yaxis.set_minor_locator(ticker.NullLocator())
+
+
+def _styled(fn):
+    """Run a plot function under the rc settings of its ``style`` keyword."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, style: str = "default", **kw):
+        with _style_rc(style):
+            return fn(*args, style=style, **kw)
+
+    return wrapper
+
+
+def _levels(ax, run: Run, color: str, name: str) -> None:
+    """The model's reference levels (``loss_levels``): plateau losses dotted, L* dash-dotted, in
+    the run's colour; a plateau equal to L* is drawn once, as L*."""
+    levels = loss_levels(run)
+    stars = [v for n, vals in levels if n.endswith("L_star") for v in vals]
+    for n, vals in levels:
+        star = n.endswith("L_star")
+        first = True
+        for m, v in enumerate(vals):
+            if not (math.isfinite(v) and v > 0):
+                continue
+            if not star and any(abs(v - s) <= 1e-9 * abs(s) for s in stars):
+                continue
+            if star:
+                lab = f"{name}: L* (global minimum)"
+            else:
+                lab = f"{name}: plateaus L(M_m), m = 0..{vals.size - 1}" if first else None
+            ln = ax.axhline(v, color=color, lw=0.8, ls="-." if star else ":", label=lab)
+            ln.set_gid(n if star else f"{n}[{m}]")
+            first = False
+
+
+@_styled
 def plot_loss(
     runs: Sequence[Run],
     out: str | os.PathLike,
     *,
-    series: str = "loss/test",
+    series: str | None = None,
+    labels: Sequence[str] | None = None,
     title: str | None = None,
+    style: str = "default",
 ):
-    """Loss vs time for each run, with ``/theory/<series>`` dashed beside it; returns the Figure.
+    """Loss vs time for each run in its own colour: the simulation solid, ``/theory/<series>``
+    dashed and the model's reference levels (ICL: plateaus L(M_m) dotted, L* dash-dotted).
 
+    ``series`` None: each run's model default (:func:`fastdyn.analysis.labels.default_series`);
+    ``labels``: one legend label per run (default: file names); returns the Figure.
     Log-log axes; t = 0 (not representable on a log axis) is dropped from the plot only.
     """
-    plt = _mpl()
-    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110)
-    for run in runs:
+    names = run_labels(runs, labels)
+    xlabel = time_label(runs)
+    fig, ax = _subplots(style)
+    used = [series or default_series(r) for r in runs]
+    one = len(set(used)) == 1
+    theory = False
+    for i, (run, name, s) in enumerate(zip(runs, names, used, strict=True)):
+        color = f"C{i % 10}"
+        name = name if one else f"{name} ({series_name(s)})"
         t = run.time
-        label = run.path.stem
         keep = t > 0
-        if series in run:
-            y = run[series]
+        if s in run:
+            y = run[s]
             m = keep & np.isfinite(y) & (y > 0)
-            ax.plot(t[m], y[m], lw=2, label=f"{label}: {series} (simulation)")
-        th = f"theory/{series}"
+            ax.plot(t[m], y[m], "-", color=color, lw=1.8 if style == "default" else 1.1,
+                    label=name, gid=s)  # fmt: skip
+        th = f"theory/{s}"
         if th in run:
             y = run[th]
             m = keep & np.isfinite(y) & (y > 0)
-            ax.plot(t[m], y[m], "k--", lw=1.2, label=f"{label}: {th}")
+            ax.plot(t[m], y[m], "--", color=color, lw=1.0, label=f"{name}: theory", gid=th)
+            theory = True
+        if s.startswith("loss/"):
+            _levels(ax, run, color, name)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    units = "t (gradient-flow time)"
-    ax.set_xlabel(units)
-    ax.set_ylabel(series.replace("loss/", "loss: "))
-    ax.set_title(title or ", ".join(sorted({r.model for r in runs})))
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(y_label(used[0]) if one else "loss (dimensionless)")
+    if title or style == "default":
+        default = (series_name(used[0]) if one else "losses") + (
+            " (dashed: theory)" if theory else ""
+        )
+        ax.set_title(title or default)
+    _finish(fig, [ax], out)
     return fig
 
 
@@ -81,8 +189,12 @@ X_LABELS = {
 }
 
 
-def _y_label(series: str) -> str:
-    return series.replace("theory/", "theory ").replace("loss/", "loss: ") + " (dimensionless)"
+def _x_label(rep) -> str:
+    return (
+        (rep.x_label or X_LABELS["time"])
+        if rep.x_name == "time"
+        else X_LABELS.get(rep.x_name, rep.x_name)
+    )
 
 
 def _fit_label(fit, x: str) -> str:
@@ -100,54 +212,66 @@ def _theory_line(ax, fit, theory_p: float, window: tuple[float, float], label: s
     xc = math.sqrt(lo * hi)
     yc = float(fit.predict(xc))
     xs = np.geomspace(lo, hi, 32)
-    ax.plot(xs, yc * (xs / xc) ** (-theory_p), "k--", lw=1.2, label=label, **kw)
+    kw.setdefault("color", "k")
+    ax.plot(xs, yc * (xs / xc) ** (-theory_p), "--", lw=1.2, label=label, **kw)
 
 
 def _finish(fig, ax_list, out) -> None:
     plt = _mpl()
     for ax in ax_list:
+        if ax.get_yscale() == "log":
+            _tidy_log_y(ax)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend()
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
 
 
-def plot_scaling(reports: Sequence[FitReport], out: str | os.PathLike, *, title: str | None = None):
-    """Log-log data, fitted power law (exponent ± stderr and CI in the legend) and theory (dashed).
+@_styled
+def plot_scaling(reports: Sequence[FitReport], out: str | os.PathLike, *, title: str | None = None,
+                 labels: Sequence[str] | None = None, style: str = "default"):  # fmt: skip
+    """Log-log data, fitted power law (exponent ± stderr and CI in the legend) and theory (dashed),
+    each report in its own colour.
 
     Per report: the data (a curve for time fits, markers for scans), the fit over its window and,
     when the run has a theory exponent, the theory slope through the fit at the window centre.
     """
-    plt = _mpl()
     if not reports:
         raise ValueError("plot_scaling: no fits to plot")
-    fig, ax = plt.subplots(figsize=(6.4, 4.6), dpi=110)
-    for rep in reports:
+    if labels and len(labels) != len(reports):
+        raise ValueError(f"--label: give one per fit ({len(reports)}), got {len(labels)} labels")
+    fig, ax = _subplots(style)
+    for i, rep in enumerate(reports):
         keep = (rep.x > 0) & (rep.y > 0)
-        style = "-" if rep.x_name == "time" else "o"
-        (ln,) = ax.plot(rep.x[keep], rep.y[keep], style, lw=1.6, ms=5, alpha=0.8, label=rep.label)
+        mark = "-" if rep.x_name == "time" else "o"
+        name = labels[i] if labels else rep.label
+        (ln,) = ax.plot(rep.x[keep], rep.y[keep], mark, color=f"C{i % 10}", lw=1.6, ms=5,
+                        alpha=0.8, label=name)  # fmt: skip
         lo, hi = rep.fit.window
         xs = np.geomspace(lo, hi, 64)
         ax.plot(xs, rep.fit.predict(xs), "-", color=ln.get_color(), lw=3, alpha=0.45,
                 label=_fit_label(rep.fit, rep.x_name))  # fmt: skip
         if rep.theory is not None:
             _theory_line(ax, rep.fit, rep.theory.exponent, (lo, hi),
-                         f"theory: p = {rep.theory.exponent:.4f} (Δ = {rep.difference:+.4f})")  # fmt: skip
+                         f"theory: p = {rep.theory.exponent:.4f} (Δ = {rep.difference:+.4f})",
+                         color=ln.get_color())  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(X_LABELS.get(reports[0].x_name, reports[0].x_name))
-    ax.set_ylabel(_y_label(reports[0].y_name))
-    ax.set_title(title or f"{reports[0].y_name} vs {reports[0].x_name}")
+    ax.set_xlabel(_x_label(reports[0]))
+    ax.set_ylabel(y_label(reports[0].y_name))
+    if title or style == "default":
+        ax.set_title(title or f"{series_name(reports[0].y_name)} vs {reports[0].x_name}")
     _finish(fig, [ax], out)
     return fig
 
 
-def plot_frontier(report: FrontierReport, out: str | os.PathLike, *, title: str | None = None):
+@_styled
+def plot_frontier(report: FrontierReport, out: str | os.PathLike, *, title: str | None = None,
+                  style: str = "default"):  # fmt: skip
     """Left: L(C = tD) of every run, L*(C) and its fit; right: D*(C) and its fit; theory dashed."""
-    plt = _mpl()
     fr = report.frontier
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.5, 4.4), dpi=110)
+    fig, (ax, bx) = _subplots(style, 2)
     for D, t, L in zip(report.D, report.times, report.losses, strict=True):
         m = (t > 0) & (L > 0)
         ax.plot(t[m] * D, L[m], "-", color="0.6", lw=0.9, label=f"D = {D:g}")
@@ -171,9 +295,10 @@ def plot_frontier(report: FrontierReport, out: str | os.PathLike, *, title: str 
         axis.set_xscale("log")
         axis.set_yscale("log")
         axis.set_xlabel(X_LABELS["compute"])
-    ax.set_ylabel(_y_label(report.y_name))
+    ax.set_ylabel(y_label(report.y_name))
     bx.set_ylabel("compute-optimal model size D* (tasks)")
-    fig.suptitle(title or f"compute-optimal frontier of {report.y_name}")
+    if title or style == "default":
+        fig.suptitle(title or f"compute-optimal frontier of the {series_name(report.y_name)}")
     _finish(fig, [ax, bx], out)
     return fig
 
@@ -186,12 +311,15 @@ def _task_strengths(run: Run, index: np.ndarray) -> np.ndarray | None:
     return lam0 * index.astype(float) ** -gamma
 
 
-def plot_tasks(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None = None):
+@_styled
+def plot_tasks(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None = None,
+               labels: Sequence[str] | None = None, style: str = "default"):  # fmt: skip
     """Per-task f_s/Λ_s(t) (log t), closed form dashed, emergence times t_s as dotted verticals."""
-    plt = _mpl()
-    fig, ax = plt.subplots(figsize=(6.8, 4.6), dpi=110)
+    names = run_labels(runs, labels)
+    xlabel = time_label(runs)
+    fig, ax = _subplots(style)
     normalised = True
-    for run in runs:
+    for run, rname in zip(runs, names, strict=True):
         sim, th = "tasks/f" in run, "theory/tasks/f" in run
         if not (sim or th):
             raise KeyError(f"{run.path}: no per-task series (tasks/f or theory/tasks/f)")
@@ -210,16 +338,17 @@ def plot_tasks(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None
             color = f"C{j % 10}"
             if sim:
                 ax.plot(t[keep], run["tasks/f"][keep, j] / lam[j], "-", color=color, lw=1.8,
-                        label=f"{run.path.stem}: s = {s}")  # fmt: skip
+                        label=f"{rname}: s = {s}")  # fmt: skip
             if th:
                 ax.plot(t[keep], run["theory/tasks/f"][keep, j] / lam[j], "--", color="k" if sim else color,
                         lw=1.0, label=f"closed form s = {s}" if not sim else None)  # fmt: skip
             if emerg is not None and np.isfinite(emerg[j]) and emerg[j] > 0:
                 ax.axvline(emerg[j], color=color, ls=":", lw=1.0)
     ax.set_xscale("log")
-    ax.set_xlabel(X_LABELS["time"])
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("f_s(t) / Λ_s (fraction learned)" if normalised else "f_s(t)")
-    ax.set_title(title or "per-task outputs (dotted: emergence times t_s)")
+    if title or style == "default":
+        ax.set_title(title or "per-task outputs (dotted: emergence times t_s)")
     _finish(fig, [ax], out)
     return fig
 
@@ -244,12 +373,15 @@ def _gamma_star_eig(run: Run) -> np.ndarray | None:
         return None
 
 
-def plot_weights(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None = None):
+@_styled
+def plot_weights(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None = None,
+                 labels: Sequence[str] | None = None, style: str = "default"):  # fmt: skip
     """ATTN runs: value weights v_i(t) (left) and eigen-projections e_dᵀΓe_d(t) (right), log t;
     dashed: the global-minimum projections e_dᵀΓ*e_d (spec icl.md §4) when the config has them."""
-    plt = _mpl()
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.5, 4.4), dpi=110)
-    for run in runs:
+    names = run_labels(runs, labels)
+    xlabel = time_label(runs)
+    fig, (ax, bx) = _subplots(style, 2)
+    for run, rname in zip(runs, names, strict=True):
         have = [k for k in ("params/value_weights", "params/Gamma_eig") if k in run]
         if not have:
             raise KeyError(
@@ -260,7 +392,7 @@ def plot_weights(runs: Sequence[Run], out: str | os.PathLike, *, title: str | No
         if "params/value_weights" in run:
             V = np.atleast_2d(run["params/value_weights"].reshape(len(t), -1))
             for i in range(V.shape[1]):
-                ax.plot(t[keep], V[keep, i], lw=1.5, label=f"{run.path.stem}: head {i + 1}")
+                ax.plot(t[keep], V[keep, i], lw=1.5, label=f"{rname}: head {i + 1}")
         if "params/Gamma_eig" in run:
             G = run["params/Gamma_eig"].reshape(len(t), -1)
             for d in range(G.shape[1]):
@@ -274,9 +406,10 @@ def plot_weights(runs: Sequence[Run], out: str | os.PathLike, *, title: str | No
                                label="global minimum Γ*" if d == 0 else None)  # fmt: skip
     for axis in (ax, bx):
         axis.set_xscale("log")
-        axis.set_xlabel("t (units of τ; gd: 2η·step)")
+        axis.set_xlabel(xlabel)
     ax.set_ylabel("value weight v_i (dimensionless)")
     bx.set_ylabel("eigen-projection e_dᵀ Γ e_d (paper units)")
-    fig.suptitle(title or "weights over training")
+    if title or style == "default":
+        fig.suptitle(title or "weights over training")
     _finish(fig, [ax, bx], out)
     return fig

@@ -6,7 +6,7 @@ Automatic (:func:`auto_window`), with u = ln x and v = ln y (mean of ln y over r
 
 1. plateau skipping: drop the points before the first i with |v_i - v_0| > plateau_tol;
 2. cutoff: drop x > cutoff_x, with a warning (for MSFR the time where the learned-task cutoff
-   s_c(t) reaches n_tasks);
+   s_c(t) reaches a fraction of the represented tasks);
 3. local slopes on n_centres centres c_k evenly spaced in u:
    s_k = sum (u - mean u)(v - mean v) / sum (u - mean u)^2 over the points with |u - c_k| <= h;
 4. the window is the longest run of centres [c_i, c_j] with max s - min s <= tol,
@@ -22,7 +22,7 @@ import numpy as np
 
 from ._common import _logs
 
-__all__ = ["auto_window"]
+__all__ = ["auto_window", "auto_window_explained"]
 
 
 def _window_mask(x: np.ndarray, window: tuple[float, float] | None) -> tuple[np.ndarray, tuple]:
@@ -44,7 +44,14 @@ def _window_mask(x: np.ndarray, window: tuple[float, float] | None) -> tuple[np.
     return m, (float(np.min(x[m])) if m.any() else lo, float(np.max(x[m])) if m.any() else hi)
 
 
-def auto_window(
+def auto_window(x: Any, y: Any, *args: Any, **kw: Any) -> tuple[float, float]:
+    """Widest x-range over which the local log-log slope is constant within ``tol``; the
+    arguments and the criterion are those of :func:`auto_window_explained`."""
+    (lo, hi), _ = auto_window_explained(x, y, *args, **kw)
+    return lo, hi
+
+
+def auto_window_explained(
     x: Any,
     y: Any,
     tol: float = 0.03,
@@ -55,15 +62,17 @@ def auto_window(
     half_width: float | None = None,
     min_slope: float = 0.01,
     min_points: int = 5,
-) -> tuple[float, float]:
-    """Widest x-range over which the local log-log slope is constant within ``tol``.
+) -> tuple[tuple[float, float], dict[str, Any]]:
+    """Widest x-range over which the local log-log slope is constant within ``tol``, and why it
+    starts and ends there: ``(lo, hi), {"start": text, "end": text, "range": text, "end_kind": "cutoff"
+    | "data" | "slope", "n_cut": points dropped beyond the cutoff}``.
 
     Criterion, exactly (u = ln x, v = ln y; for 2-d y, v is the mean of ln y over runs):
 
     1. sort by x; drop the initial plateau: the points before the first one with
        |v_i - v_0| > plateau_tol (y still within a factor e^plateau_tol of its start value);
     2. if ``cutoff_x`` is given, drop x > cutoff_x and warn, naming the cutoff (for MSFR: the
-       time where the learned-task cutoff s_c(t) reaches n_tasks);
+       time where the learned-task cutoff s_c(t) reaches a fraction of the represented tasks);
     3. on ``n_centres`` centres c_k evenly spaced in u over what remains, the local slope
        s_k is the least-squares slope of v against u over points with |u - c_k| <= h
        (h = ``half_width`` in ln x, default 1/16 of the remaining ln-x span; centres with fewer
@@ -93,13 +102,16 @@ def auto_window(
     keep = np.arange(x.size) >= moved[0]
     if cutoff_x is not None:
         beyond = x > cutoff_x
-        if np.any(beyond & keep):
+        n_cut = int(np.sum(beyond & keep))
+        if n_cut:
             warnings.warn(
-                f"auto window: excluded {int(np.sum(beyond & keep))} points beyond the cutoff "
-                f"cutoff_x = {cutoff_x:g} (learned-task cutoff s_c reaches n_tasks there)",
+                f"auto window: excluded the {n_cut} points beyond the cutoff x = {cutoff_x:g}",
                 stacklevel=2,
             )
         keep &= ~beyond
+    else:
+        n_cut = 0
+    plateau = bool(moved[0] > 0)
     u, v = u[keep], v[keep]
     if u.size < min_points or u[-1] <= u[0]:
         raise ValueError(
@@ -134,9 +146,26 @@ def auto_window(
             if npts < min_points or abs(float(np.median(s[i : j + 1]))) < min_slope:
                 continue
             if best is None or cs[j] - cs[i] > best[1] - best[0]:
-                best = (cs[i], cs[j])
+                best = (cs[i], cs[j], i, j)
     if best is None:
         raise ValueError(
             f"auto window: no range where the local log-log slope is constant within tol={tol}"
         )
-    return (float(np.exp(best[0])), float(np.exp(best[1])))
+    lo, hi = float(np.exp(best[0])), float(np.exp(best[1]))
+    i, j = best[2], best[3]
+    inside = s[i : j + 1]
+    rng = f"local exponent {-inside.max():.3f}..{-inside.min():.3f}"
+    first = int(np.argmax(np.isfinite(s)))
+    if i <= first:
+        start = "starts after the initial plateau" if plateau else "starts at the first point"
+    else:
+        start = f"starts where it settles within tol = {tol:g} ({-s[i - 1]:.3f} before)"
+    if j == n_centres - 1:
+        kind = "cutoff" if n_cut else "data"
+        end = f"ends at the cutoff x = {cutoff_x:g}" if n_cut else "ends at the last point"
+    else:
+        kind = "slope"
+        nxt = s[j + 1]
+        after = f"{-nxt:.3f} after" if np.isfinite(nxt) else "too few points after"
+        end = f"ends where it drifts by more than tol = {tol:g} ({after})"
+    return (lo, hi), {"start": start, "end": end, "end_kind": kind, "n_cut": n_cut, "range": rng}

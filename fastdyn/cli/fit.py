@@ -68,6 +68,21 @@ def load_checked(files: tuple[str, ...], allow_running: bool, y: str | None = No
     return runs
 
 
+def resolve_series(runs: list, y: str | None) -> list[str]:
+    """The series to use for each run: ``y`` (``--y``), else its model's default series."""
+    from ..analysis.labels import default_series
+
+    out = []
+    for r in runs:
+        try:
+            out.append(y or default_series(r))
+        except KeyError as e:
+            raise UserError(f"--y: {e.args[0]}; name one with --y") from None
+        if "time" not in r:
+            raise UserError(f"{r.path}: no /time dataset (damaged or not a run output)")
+    return out
+
+
 def _fmt(v: float | None, spec: str = ".5g") -> str:
     return "n/a" if v is None or not math.isfinite(v) else format(v, spec)
 
@@ -81,7 +96,13 @@ def _describe(d: dict[str, Any], echo) -> None:
         f"   (L ∝ x^-p)"
     )
     w = d["window"] or [None, None]
-    echo(f"  window     {d['x']} in [{_fmt(w[0])}, {_fmt(w[1])}] ({d['window_mode']})")
+    sym = {"time": "t", "model_size": "D", "n_samples": "N", "compute": "C"}.get(d["x"], d["x"])
+    why = f": {d['window_reason']}" if d.get("window_reason") else ""
+    echo(f"  window     {sym} in [{_fmt(w[0])}, {_fmt(w[1])}] ({d['window_mode']}{why})")
+    if d["x"] == "time" and d.get("x_label"):
+        echo(f"  time       {d['x_label']}")
+    if d.get("cutoff_text"):
+        echo(f"  cutoff     {d['cutoff_text']}")
     if d["theory"] is not None:
         echo(f"  theory     p = {_fmt(d['theory'], '.5f')}   ({d['theory_source']})")
         echo(f"  diff       {d['difference']:+.5f} (fit - theory)")
@@ -98,11 +119,26 @@ def _describe(d: dict[str, Any], echo) -> None:
         echo(line)
 
 
+def _hint(msg: str) -> str:
+    """An auto window that found no power-law range: say how to choose one."""
+    if msg.startswith("auto window:"):
+        return msg + "; choose the range with --window LO:HI (or --window all)"
+    return msg
+
+
+def _one(ys: list[str]) -> str:
+    if len(set(ys)) > 1:
+        raise UserError(f"--y: the files' default series differ ({', '.join(sorted(set(ys)))}); "
+                        "name one with --y")  # fmt: skip
+    return ys[0]
+
+
 @click.command("fit")
 @click.argument("files", nargs=-1, required=True, metavar="FILE|INDEX...")
 @click.option("--x", "x", type=click.Choice(X_CHOICES), default="time", show_default=True,
               help="Resource to fit the loss against.")  # fmt: skip
-@click.option("--y", "y", default="loss/test", show_default=True, help="Series to fit.")
+@click.option("--y", "y", default=None,
+              help="Series to fit [default: the model's, e.g. loss/test for MSFR, loss/train for ICL].")  # fmt: skip
 @click.option("--window", default=None,
               help="auto, all, or LO:HI in x units [default: auto for --x time, else all].")  # fmt: skip
 @click.option("--offset", is_flag=True, help="Fit L = A x^-p + L_inf (irreducible offset).")
@@ -128,6 +164,7 @@ def command(files, x, y, window, offset, bootstrap, loss, at, cutoff_fraction, c
 
     win = parse_window(window or ("auto" if x == "time" else "all"))
     runs = load_checked(files, allow_running, y)
+    ys = resolve_series(runs, y)
     kw = {"bootstrap": bootstrap, "seed": seed, "ci": ci_level}
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
@@ -136,22 +173,22 @@ def command(files, x, y, window, offset, bootstrap, loss, at, cutoff_fraction, c
                 cf = compare.DEFAULT_CUTOFF_FRACTION if cutoff_fraction is None else cutoff_fraction
                 reps = [
                     compare.fit_run(
-                        r, "time", y, win, offset=offset, loss=loss, cutoff_fraction=cf, **kw
+                        r, "time", yr, win, offset=offset, loss=loss, cutoff_fraction=cf, **kw
                     )  # fmt: skip
-                    for r in runs
+                    for r, yr in zip(runs, ys, strict=True)
                 ]
             elif x in ("model_size", "n_samples"):
                 w = None if win == "all" else win
-                reps = [compare.scan(runs, x, y, at, w, offset=offset, loss=loss, **kw)]
+                reps = [compare.scan(runs, x, _one(ys), at, w, offset=offset, loss=loss, **kw)]
             else:
                 if offset or win not in ("auto", "all") or loss != "l2":
                     raise UserError(
                         "--x compute: --offset, --window LO:HI and --loss huber do not apply"
                     )
-                reps = [compare.compute_frontier(runs, y, **kw)]
+                reps = [compare.compute_frontier(runs, _one(ys), **kw)]
         except (ValueError, KeyError) as e:
             msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-            raise UserError(msg.splitlines()[0]) from None
+            raise UserError(_hint(msg.splitlines()[0])) from None
     dicts = [r.to_dict() for r in reps]
     if as_json:
         click.echo(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=2))

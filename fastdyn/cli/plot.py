@@ -4,6 +4,10 @@
 theory slope (``--x time`` per file; ``--x model_size|n_samples`` across files). ``frontier``: the
 compute-optimal frontier of files at different model sizes. ``tasks``: per-task f_s/Λ_s curves and
 emergence times. ``weights``: ATTN value weights and eigen-projections over time.
+
+Each file has its own colour (its theory curves and reference levels in the same colour), legend
+labels from ``--label``, the time axis in the units the files state, and ``--style paper`` sizes
+the figure for one journal column (write .pdf or .svg for vector output).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import click
 
 from ._common import UserError, guarded
-from .fit import load_checked, parse_window
+from .fit import _hint, _one, load_checked, parse_window, resolve_series
 
 KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
 
@@ -33,10 +37,15 @@ KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
 @click.option(
     "--y",
     "series",
-    default="loss/test",
-    show_default=True,
-    help="Series to plot (e.g. loss/train).",
+    default=None,
+    help="Series to plot (e.g. loss/train) [default: each model's, loss/test for MSFR, "
+    "loss/train for ICL].",
 )
+@click.option("--label", "labels", multiple=True,
+              help="Legend label of each file, in order (repeat once per file) [default: file names].")  # fmt: skip
+@click.option("--title", default=None, help="Figure title [default: what is plotted; paper: none].")
+@click.option("--style", type=click.Choice(("default", "paper")), default="default", show_default=True,
+              help="paper: one journal column (3.4 in), 8 pt fonts; write .pdf or .svg for vector output.")  # fmt: skip
 @click.option(
     "--window",
     default=None,
@@ -49,7 +58,8 @@ KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
               help="Bootstrap resamples for the CI in the legend.")  # fmt: skip
 @click.option("--allow-running", is_flag=True, help="Plot files whose run is still running.")
 @guarded
-def command(files: tuple[str, ...], output: str, kind: str, x: str, series: str, window: str,
+def command(files: tuple[str, ...], output: str, kind: str, x: str, series: str | None,
+            labels: tuple[str, ...], title: str | None, style: str, window: str,
             at: float | None, bootstrap: int, allow_running: bool) -> None:  # fmt: skip
     """Plot FILES (fastdyn HDF5 outputs)."""
     import warnings
@@ -63,37 +73,42 @@ def command(files: tuple[str, ...], output: str, kind: str, x: str, series: str,
     needs_y = kind in ("scaling", "frontier")
     # loss curves of a running run are fine to look at; fits of one need --allow-running
     runs = load_checked(files, allow_running or kind == "loss", series if needs_y else None)
+    ys = resolve_series(runs, series) if kind in ("loss", "scaling", "frontier") else []
+    if labels and len(labels) != len(runs):
+        raise UserError(f"--label: give one per file ({len(runs)} files), got {len(labels)}")
+    kw = {"title": title, "style": style}
     try:
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
             if kind == "loss":
-                for r in runs:
-                    if series not in r:
+                for r, y in zip(runs, ys, strict=True):
+                    if y not in r:
                         have = ", ".join(
                             k for k in sorted(r.series) if k.startswith(("loss", "theory"))
                         )
-                        raise UserError(f"--y {series}: {r.path} has no such series; it has {have}")
-                plot.plot_loss(runs, output, series=series)
+                        raise UserError(f"--y {y}: {r.path} has no such series; it has {have}")
+                plot.plot_loss(runs, output, series=series, labels=labels or None, **kw)
             elif kind == "scaling":
                 if x == "time":
                     reps = [
-                        compare.fit_run(r, "time", series, win, bootstrap=bootstrap) for r in runs
+                        compare.fit_run(r, "time", y, win, bootstrap=bootstrap)
+                        for r, y in zip(runs, ys, strict=True)
                     ]
+                    plot.plot_scaling(reps, output, labels=labels or None, **kw)
                 else:
                     w = None if win == "all" else win
-                    reps = [compare.scan(runs, x, series, at, w, bootstrap=bootstrap)]
-                plot.plot_scaling(reps, output)
+                    reps = [compare.scan(runs, x, _one(ys), at, w, bootstrap=bootstrap)]
+                    plot.plot_scaling(reps, output, **kw)
             elif kind == "frontier":
-                plot.plot_frontier(
-                    compare.compute_frontier(runs, series, bootstrap=bootstrap), output
-                )
+                rep = compare.compute_frontier(runs, _one(ys), bootstrap=bootstrap)
+                plot.plot_frontier(rep, output, **kw)
             elif kind == "tasks":
-                plot.plot_tasks(runs, output)
+                plot.plot_tasks(runs, output, labels=labels or None, **kw)
             else:
-                plot.plot_weights(runs, output)
+                plot.plot_weights(runs, output, labels=labels or None, **kw)
     except (ValueError, KeyError) as e:
         msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        raise UserError(msg.splitlines()[0]) from None
+        raise UserError(_hint(msg.splitlines()[0])) from None
     for m in sorted({str(w.message) for w in rec}):
         click.echo(f"fastdyn: warning: {m}", err=True)
     click.echo(f"wrote {output}", err=True)

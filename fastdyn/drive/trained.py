@@ -76,7 +76,8 @@ def run_trained(
         writer = RunWriter(
             output, model=entry.name, config_toml=to_toml(cfg), seed=cfg.seed, series=job.series,
             static=job.static, scales=job.scales, with_step=True, extra_attrs=job.extra_attrs,
-            time_units=job.time_units, checkpoint=checkpoint_spec(job, opt),
+            time_units=job.time_units,
+            time_long_name=job.time_long_name, checkpoint=checkpoint_spec(job, opt),
         )  # fmt: skip
     writer.keep_checkpoint = bool(getattr(cfg.output, "keep_checkpoint", False))
     theta = job.theta

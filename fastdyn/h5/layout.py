@@ -7,7 +7,9 @@ Root attributes
     ``timings`` (JSON, seconds), ``created``.
 Datasets (every time series is 1-d or 2-d with time as axis 0, chunked and resizable along it, and
 ``/time`` attached to axis 0 as an HDF5 dimension scale)
-    ``/time``                  output times (gradient-flow time t, or η·step for gd)
+    ``/time``                  output times; its ``units`` and ``long_name`` state the convention:
+                               MSFR models gradient-flow time t (gd: t = η·step), in-context
+                               models paper time t/τ = 2η·step (``units = "tau"``)
     ``/step``                  optimiser step of each output (discrete runs only)
     ``/loss/<name>``           test, train (and test_ic, test_iw for in-context runs)
     ``/theory/loss/<name>``    the analytic curve on the same grid

@@ -24,12 +24,14 @@ class FileFormatError(ValueError):
 
 @dataclass
 class Run:
-    """One run read from disk: series by path (``"loss/test"``), attributes, the config as a dict."""
+    """One run read from disk: series by path (``"loss/test"``), attributes, the config as a dict;
+    ``meta`` the ``units`` and ``long_name`` attributes of each dataset."""
 
     path: Path
     attrs: dict[str, Any]
     config: dict[str, Any]
     series: dict[str, np.ndarray] = field(default_factory=dict)
+    meta: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -239,6 +241,10 @@ def open_file(path: str | os.PathLike) -> h5py.File:
     return f
 
 
+def _describe(run: Run, name: str, ds: h5py.Dataset) -> None:
+    run.meta[name] = {k: str(_attr(ds.attrs[k])) for k in ("units", "long_name") if k in ds.attrs}
+
+
 def load(path: str | os.PathLike, series: bool = True) -> Run:
     """Read a fastdyn file: every dataset as a numpy array (truncated to the rows written)."""
     p = Path(path)
@@ -273,10 +279,12 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
                     if n is not None and obj.maxshape and obj.maxshape[0] is None:
                         data = data[:n]
                     run.series[name] = np.asarray(data)
+                    _describe(run, name, obj)
 
             f.visititems(visit)
             for name in (layout.TIME, layout.STEP, "tasks/index"):
                 if name in f:
+                    _describe(run, name, f[name])
                     data = f[name][()]
                     run.series[name] = np.asarray(data[:n] if name != "tasks/index" and n is not None else data)
         return run

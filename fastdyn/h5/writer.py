@@ -263,7 +263,9 @@ def checkpoint_damage(f: h5py.File) -> str | None:
 
 class RunWriter:
     """One output file. Series are declared up front: ``{path: trailing_shape}``; ``checkpoint``
-    declares the resume state ``{name: (shape, dtype)}`` (two slots are allocated up front)."""
+    declares the resume state ``{name: (shape, dtype)}`` (two slots are allocated up front);
+    ``time_units`` / ``time_long_name`` replace ``/time``'s default attributes (another time
+    convention, stated in the file)."""
 
     def __init__(
         self,
@@ -280,6 +282,7 @@ class RunWriter:
         chunk_rows: int = 1024,
         time_units: str | None = None,
         checkpoint: dict[str, tuple[tuple[int, ...], Any]] | None = None,
+        time_long_name: str | None = None,
     ):
         self.path = Path(path)
         self.t_start = _time.time()
@@ -300,7 +303,7 @@ class RunWriter:
             tmp.unlink(missing_ok=True)
             raise
         try:
-            self._create(f, model, config_toml, seed, series, static, scales, with_step, extra_attrs, chunk_rows, time_units, checkpoint)
+            self._create(f, model, config_toml, seed, series, static, scales, with_step, extra_attrs, chunk_rows, (time_units, time_long_name), checkpoint)
             f.flush()
             f.swmr_mode = True
             os.replace(tmp, self.path)
@@ -334,8 +337,9 @@ class RunWriter:
         tds = f.create_dataset(layout.TIME, shape=(0,), maxshape=(None,), dtype="f8", chunks=(chunk_rows,), fletcher32=True)
         tds.make_scale(layout.TIME)
         self._describe(tds, layout.TIME)
-        if time_units:
-            tds.attrs["units"] = time_units
+        for key, value in zip(("units", "long_name"), time_units or (None, None), strict=True):
+            if value:
+                tds.attrs[key] = value
         if with_step:
             sds = f.create_dataset(layout.STEP, shape=(0,), maxshape=(None,), dtype="i8", chunks=(chunk_rows,), fletcher32=True)
             self._describe(sds, layout.STEP)

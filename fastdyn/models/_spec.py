@@ -42,6 +42,8 @@ class ModelEntry:
     run: Callable[..., Any] | None = None
     setup: Callable[..., TrainedSetup | OdeSetup] | None = None
     extras: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    default_series: tuple[str, ...] = ("loss/test",)
+    loss_levels: tuple[str, ...] = ()
 
 
 @dataclass
@@ -50,7 +52,8 @@ class TrainedSetup:
 
     Built by the entry's ``setup(cfg, tools)`` from a validated config; the driver owns the
     optimiser, the step loop, streaming, checkpoints, resume, signals, divergence, progress and
-    status. Time is ``t = time_per_step · step``.
+    status. Time is ``t = time_per_step · step``; ``time_units`` and ``time_long_name`` (the
+    ``/time`` attributes) state that convention in the file when it is not the default one.
 
     - ``model``: ``n_params``, ``loss_and_grad(theta, prep, grad, idx) -> loss`` (``idx`` None: the
       full training set), ``loss_value(theta, prep)``; optionally ``fused_gd``.
@@ -76,6 +79,7 @@ class TrainedSetup:
     scales: dict[str, tuple[str, int]] | None = None
     extra_attrs: dict[str, Any] = field(default_factory=dict)
     time_units: str | None = None
+    time_long_name: str | None = None
     checkpoint_every: Any = 60.0
 
 

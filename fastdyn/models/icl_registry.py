@@ -22,6 +22,14 @@ _SUMMARIES = {
 _CLASSES = {"attn-m": AttnM, "attn-s": AttnS, "mlp-cubic": MLPCubic}
 _THEORY = {"attn-m": attn_m_theory, "attn-s": attn_s_theory, "mlp-cubic": attn_m_theory}
 
+#: reference levels on loss plots: ATTN_S visits every saddle M_m (plateau losses L(M_m)), the
+#: others go from M_0 straight to the global minimum L* (spec icl.md §4)
+_LEVELS = {
+    "attn-m": ("theory/L_star",),
+    "attn-s": ("theory/plateaus", "theory/L_star"),
+    "mlp-cubic": ("theory/L_star",),
+}
+
 ENTRIES = {}
 for _name in ("attn-m", "attn-s", "mlp-cubic"):
     th = _THEORY[_name]
@@ -32,5 +40,7 @@ for _name in ("attn-m", "attn-s", "mlp-cubic"):
             summary=_SUMMARIES[_name],
             setup=setup,
             extras={"model": _CLASSES[_name], **{f: getattr(th, f) for f in th.__all__}},
+            default_series=("loss/train",),
+            loss_levels=_LEVELS[_name],
         )
     )

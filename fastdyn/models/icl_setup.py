@@ -26,6 +26,14 @@ from ..problems import icl as icl_data
 from ._spec import TrainedSetup
 from .icl_settings import ICLSettings, build_model, load_data, theory_series
 
+#: ``/time`` attributes: paper time t/τ with τ dW/dt = −½ ∂L/∂W (spec icl.md §3); a step
+#: W ← W − η ∂L/∂W is that flow over Δt/τ = 2η, so t/τ = 2η·step (Eq. 10 is checked on it)
+TIME_UNITS = "tau"
+TIME_LONG_NAME = (
+    "paper time t/tau (tau dW/dt = -1/2 dL/dW; one step of rate learning_rate advances it by "
+    "2*learning_rate: t/tau = 2*learning_rate*step)"
+)
+
 #: the weights that are recorded as series at every save, not as final datasets
 _SERIES_WEIGHTS = ("value_weights", "Gamma", "Gamma_eig")
 
@@ -160,5 +168,6 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         epochs=s.schedule.epochs, save_steps=steps, time_per_step=2.0 * s.optim.lr, seed=s.seed,
         series=series, observe=observer(model, p.tests, p.eigvecs), row=row, final=final,
         static=static, extra_attrs={"n_trained": int(model.n_trained)},
-        time_units="t/tau (paper time, 2*lr*step)", checkpoint_every=s.output.checkpoint_every,
+        time_units=TIME_UNITS, time_long_name=TIME_LONG_NAME,
+        checkpoint_every=s.output.checkpoint_every,
     )  # fmt: skip

@@ -259,7 +259,7 @@ def test_auto_window_rejects_plateau_and_cutoff():
 def test_auto_window_cutoff_warns_and_truncates():
     x = np.logspace(-2, 8, 400)
     y = np.minimum(1.0, x**-0.6) * np.exp(-((x / 1e7) ** 2))  # flat plateau, kink at x = 1
-    with pytest.warns(UserWarning, match=r"cutoff_x = 1e\+06"):
+    with pytest.warns(UserWarning, match=r"cutoff x = 1e\+06"):
         lo, hi = auto_window(x, y, cutoff_x=1e6)
     assert hi <= 1e6 and lo >= 1.0
     with pytest.warns(UserWarning, match="cutoff"):

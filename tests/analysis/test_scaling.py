@@ -160,6 +160,6 @@ def test_time_law_on_closed_form_with_cutoff():
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         win = auto_window(t, L, cutoff_x=tc)
-    assert any(f"cutoff_x = {tc:g}" in str(w.message) for w in rec)
+    assert any(f"cutoff x = {tc:g}" in str(w.message) for w in rec)
     f = fit_power_law(t, L, window=win, bootstrap=0)
     assert abs(f.exponent - exponents(2.0, 0.0, 0.0).time) < 0.02

@@ -37,7 +37,7 @@ def test_fit_prints_exponent_window_and_theory(msfr_file):
     assert res.exit_code == 0, res.output
     out = res.output
     assert f"p = {EX.time:.5f} ±" in out and "95% CI [" in out
-    assert "window     time in [" in out and "(auto)" in out
+    assert "window     t in [" in out and "(auto: local exponent" in out
     assert f"theory     p = {EX.time:.5f}" in out and "alpha=2, beta=0.3, gamma=0.25" in out
     assert "diff       +0.00000" in out or "diff       -0.00000" in out
 

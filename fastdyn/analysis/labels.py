@@ -1,0 +1,108 @@
+"""⑥ What a file says about itself, for plots and fits: each model's default series, the time
+convention stated in ``/time``'s attributes, axis labels with units, run labels.
+
+The analysis never names a model: the defaults come from the model registry
+(:class:`fastdyn.models._spec.ModelEntry` ``default_series`` and ``loss_levels``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..h5.reader import Run
+
+__all__ = [
+    "default_series",
+    "loss_levels",
+    "time_label",
+    "y_label",
+    "run_labels",
+    "series_name",
+]
+
+_FALLBACK = ("loss/test", "loss/train")
+
+#: short names of the well-known series (axis labels, titles)
+_NAMES = {
+    "loss/test": "test loss L_test",
+    "loss/train": "training loss L_train",
+    "loss/test_ic": "in-context test loss",
+    "loss/test_iw": "in-weight test loss",
+}
+
+
+def _entry(run: Run):
+    from ..models.registry import get_model
+
+    try:
+        return get_model(run.model)
+    except KeyError:
+        return None
+
+
+def default_series(run: Run) -> str:
+    """The series ``plot``/``fit`` use for ``run`` without ``--y``: the first of its model's
+    ``default_series`` that the file has (then loss/test, loss/train); KeyError if none."""
+    entry = _entry(run)
+    prefs = (*(entry.default_series if entry is not None else ()), *_FALLBACK)
+    for s in prefs:
+        if s in run:
+            return s
+    have = ", ".join(k for k in sorted(run.series) if k.startswith("loss")) or "no loss series"
+    raise KeyError(f"{run.path}: none of the default series {', '.join(prefs)}; it has {have}")
+
+
+def loss_levels(run: Run) -> list[tuple[str, np.ndarray]]:
+    """The reference levels of ``run``'s model present in the file: ``[(dataset, values)]``."""
+    entry = _entry(run)
+    names = entry.loss_levels if entry is not None else ()
+    return [(n, np.atleast_1d(np.asarray(run[n], float))) for n in names if n in run]
+
+
+def _time_units(run: Run) -> str:
+    units = run.meta.get("time", {}).get("units", "gradient-flow time")
+    return "tau" if units == "tau" or units.startswith("t/tau") else units
+
+
+def time_label(runs: Sequence[Run]) -> str:
+    """x label of a time axis in the units the files state (ValueError when they differ)."""
+    units = {_time_units(r) for r in runs} or {"gradient-flow time"}
+    if len(units) > 1:
+        names = ", ".join(f"{r.path.name}: {_time_units(r)}" for r in runs)
+        raise ValueError(f"the files state different time units ({names}); plot them separately")
+    (u,) = units
+    if u == "tau":
+        return "t/τ (paper time; gd: t/τ = 2η·step)"
+    if u == "gradient-flow time":
+        return "t (gradient-flow time; gd: t = η·step)"
+    return f"t ({u})"
+
+
+def series_name(series: str) -> str:
+    """``loss/test`` → ``test loss L_test``; ``theory/…`` → ``theory: …``."""
+    if series.startswith("theory/"):
+        return "theory: " + series_name(series[len("theory/") :])
+    return _NAMES.get(series, series)
+
+
+def y_label(series: str) -> str:
+    """y label of a loss series, with its units (losses are dimensionless)."""
+    name = series_name(series)
+    return f"{name} (dimensionless)" if series.split("/")[-2:-1] == ["loss"] else name
+
+
+def run_labels(runs: Sequence[Run], labels: Sequence[str] | None = None) -> list[str]:
+    """One legend label per run: ``labels`` (one per run, from ``--label``), else the file names
+    (without .h5; the parent folder too where names repeat)."""
+    if labels:
+        if len(labels) != len(runs):
+            raise ValueError(
+                f"--label: give one per file ({len(runs)} files), got {len(labels)} labels"
+            )
+        return list(labels)
+    stems = [r.path.stem for r in runs]
+    if len(set(stems)) < len(stems):
+        return [f"{r.path.parent.name}/{r.path.stem}" for r in runs]
+    return stems
