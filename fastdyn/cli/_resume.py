@@ -21,7 +21,7 @@ from ..h5.reader import FileFormatError
 from ._common import UserError, verbosity
 
 #: config fields that change how a run is cut up or saved, never its numbers
-NEUTRAL = ("output.checkpoint_every", "output.times_per_segment")
+NEUTRAL = ("output.checkpoint_every", "output.times_per_segment", "output.keep_checkpoint")
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -34,9 +34,9 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _stored(file: Path) -> tuple[str, str, dict]:
-    """(status, model, config dict) of ``file``, after checking that the file and its checkpoint
-    can be read (FileFormatError otherwise)."""
+def _stored(file: Path) -> tuple[str, str, dict, bool]:
+    """(status, model, config dict, whether it has /checkpoint) of ``file``, after checking that
+    the file and its checkpoint can be read (FileFormatError otherwise)."""
     from ..h5.reader import open_file
     from ..h5.writer import read_checkpoint
 
@@ -66,7 +66,7 @@ def _stored(file: Path) -> tuple[str, str, dict]:
                 obj[()]  # checks every chunk's fletcher32 before anything is appended
 
         f.visititems(verify)
-        return status, model, config
+        return status, model, config, "checkpoint" in f
     except FileFormatError:
         raise
     except Exception as e:  # noqa: BLE001 — any failure to read it means a damaged file
@@ -103,7 +103,7 @@ def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets
     from ..drive.checkpoint import exit_code
     from ..drive.run import simulate, supports_resume
 
-    status, model, stored = _stored(file)
+    status, model, stored, has_checkpoint = _stored(file)
     if status.startswith("complete"):
         raise UserError(f"--resume {file}: the run is complete; nothing to resume (start a new file with -o)")
     try:
@@ -112,6 +112,8 @@ def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets
         raise FileFormatError(f"{file}: unknown model {model!r}") from None
     if not known:
         raise UserError(f"--resume {file}: resuming {model!r} runs is not supported (they keep no checkpoint); run it again with --overwrite")
+    if not has_checkpoint:
+        raise UserError(f"--resume {file}: no /checkpoint to continue from (a finished file is rewritten without it unless output.keep_checkpoint = true); start a new file with -o")
     if not os.access(file, os.W_OK):
         raise UserError(f"--resume {file}: not writable")
     try:
@@ -124,12 +126,16 @@ def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets
         a, b = _flat(to_dict(cfg_file)), _flat(to_dict(cfg))
         diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
         if diff:
-            k = diff[0]
-            shown = f"{k} (file {a.get(k)!r}, given {b.get(k)!r})"
-            if not all(d in NEUTRAL for d in diff):
-                raise UserError(f"--resume {file}: the config differs from the file's in {shown}; that changes the results, so it cannot be resumed — omit CONFIG/--set to use the file's config, or start a new file")
+            changing = [k for k in diff if k not in NEUTRAL]
+            shown = "; ".join(
+                f"{k} (file {a.get(k)!r}, given {b.get(k)!r}{'' if k in changing else ', does not change results'})"
+                for k in changing + [k for k in diff if k not in changing]
+            )
+            n = f"{len(diff)} key{'s' if len(diff) > 1 else ''}"
+            if changing:
+                raise UserError(f"--resume {file}: the config differs from the file's in {n}: {shown}; {len(changing)} of them change the results, so it cannot be resumed — omit CONFIG/--set to use the file's config, or start a new file")
             if not force:
-                raise UserError(f"--resume {file}: the config differs from the file's in {shown}; it does not change the results: pass --force to resume with it")
+                raise UserError(f"--resume {file}: the config differs from the file's in {n}: {shown}; none changes the results: pass --force to resume with it")
     if threads is not None:
         import numba
 

@@ -22,6 +22,7 @@ from fastdyn.h5 import RunWriter
 MSFR = [
     "--set", "task.n_tasks=8192", "--set", "time.t_max=1e9", "--set", "time.n_times=120",
     "--set", "output.times_per_segment=2", "--set", "output.checkpoint_every=0",
+    "--set", "output.keep_checkpoint=true",  # copies of the finished file are set back to running
     "--set", "theory.level=leading",
 ]  # fmt: skip
 

@@ -53,6 +53,9 @@ def test_resume_refuses_a_different_config_and_needs_force_for_a_neutral_one(msf
     _one_line_error(_invoke("simulate", "--resume", str(p), *MSFR, "--set", "solver.rtol=1e-9"), 2, "solver.rtol (file 1e-08, given 1e-09)")
     _one_line_error(_invoke("simulate", "--resume", str(p), *MSFR, "--set", "solver.rtol=1e-9", "--force"), 2, "cannot be resumed")
     _one_line_error(_invoke("simulate", "--resume", str(p), "--set", "output.times_per_segment=5"), 2, "pass --force")
+    # every differing key is named, those that change results first (issue 17)
+    res = _invoke("simulate", "--resume", str(p), "--set", "output.checkpoint_every=5", "--set", "task.alpha=1.5")
+    _one_line_error(res, 2, "differs from the file's in 2 keys: task.alpha (file 2.0, given 1.5); output.checkpoint_every (file 0.0, given 5.0, does not change results); 1 of them change the results")
     res = _invoke("-q", "simulate", "--resume", str(p), "--set", "output.times_per_segment=5", "--force")
     assert res.exit_code == 0, res.output
     assert_same_series(fastdyn.load(msfr_reference[0]), fastdyn.load(p))  # segmentation-neutral
@@ -128,3 +131,15 @@ def test_msfr_gd_sigterm_in_process_resumes_bit_identically(tmp_path, sigterm_af
     assert fastdyn.load(p).status.startswith("interrupted: SIGTERM")
     assert _invoke("-q", "simulate", "--resume", str(p)).exit_code == 0
     assert_same_series(fastdyn.load(ref), fastdyn.load(p))
+
+
+def test_resume_of_a_file_rewritten_without_its_checkpoint_is_one_line(tmp_path):
+    """A complete file is rewritten without /checkpoint (issue 17); set back to interrupted by
+    hand, it has nothing to continue from: one line naming the key that keeps it, exit 2."""
+    p = tmp_path / "c.h5"
+    res = _invoke("-q", "simulate", *MSFR, "--set", "output.keep_checkpoint=false", "-o", str(p))
+    assert res.exit_code == 0, res.output
+    with h5py.File(p, "r+") as f:
+        assert "checkpoint" not in f
+        f.attrs["status"] = "interrupted: test"
+    _one_line_error(_invoke("simulate", "--resume", str(p)), 2, "no /checkpoint to continue from")
