@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -81,3 +82,8 @@ def _check_output(out: Path, overwrite: bool) -> None:
         raise UserError(f"--output {out}: {parent} is not a directory")
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
         raise UserError(f"--output {out}: not writable")
+    try:  # the permission bits can say yes where the file system says no (read-only, sysfs, root squash)
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        raise UserError(f"--output {out}: cannot create files in {parent} ({e.strerror or e})") from None

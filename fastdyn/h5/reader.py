@@ -33,6 +33,10 @@ class Run:
     series: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, dict[str, str]] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k} {v.shape}" for k, v in self.series.items())
+        return f"Run({str(self.path)!r}, model={self.model!r}, status={self.status!r}, series: {shapes})"
+
     @property
     def status(self) -> str:
         return str(self.attrs.get("status", ""))

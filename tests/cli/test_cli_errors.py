@@ -72,3 +72,23 @@ def test_real_entry_point_prints_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "task.n_tasks" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/sys/kernel"), reason="needs sysfs, where even root cannot create files")
+def test_an_output_where_files_cannot_be_created_is_one_line():
+    """Permission bits say root may write /sys; the file system says no (issue 17)."""
+    res = CliRunner().invoke(main, ["simulate", "quickstart", "--set", "task.n_tasks=1000", "--set", "output.track=[1]", "-o", "/sys/x.h5"])  # fmt: skip
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--output /sys/x.h5: cannot create files in /sys" in lines[0], res.output
+
+
+def test_run_repr_is_a_short_summary(tmp_path):
+    import fastdyn
+
+    out = tmp_path / "r.h5"
+    res = CliRunner().invoke(main, ["-q", "simulate", "quickstart", "--set", "task.n_tasks=1024", "--set", "output.track=[1]", "--set", "solver.integrator=none", "--set", "theory.level=leading", "-o", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    text = repr(fastdyn.load(out))
+    assert text.startswith(f"Run({str(out)!r}, model='msfr', status='complete', series: ")
+    assert "theory/loss/test (129,)" in text and len(text) < 400 and "\n" not in text
