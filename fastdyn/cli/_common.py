@@ -41,7 +41,10 @@ def guarded(fn):
             if debug:
                 traceback.print_exc()
             raise UserError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
-        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt:  # Ctrl-C before a run installed its handlers (start-up, checks)
+            click.echo("fastdyn: interrupted (SIGINT)", err=True)
+            sys.exit(130)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except Exception as e:  # a runtime failure: the user sees one line unless --debug
             if debug:

@@ -92,3 +92,18 @@ def test_run_repr_is_a_short_summary(tmp_path):
     text = repr(fastdyn.load(out))
     assert text.startswith(f"Run({str(out)!r}, model='msfr', status='complete', series: ")
     assert "theory/loss/test (129,)" in text and len(text) < 400 and "\n" not in text
+
+
+def test_ctrl_c_before_the_run_starts_is_one_line_exit_130(monkeypatch, tmp_path):
+    """A SIGINT during start-up (before the run installs its handlers) printed click's "Aborted!"
+    with exit 1 (issue 22, item 7)."""
+    import fastdyn.config
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fastdyn.config, "load_config", interrupted)
+    res = CliRunner().invoke(main, ["simulate", "quickstart", "-o", str(tmp_path / "x.h5")])
+    assert res.exit_code == 130, res.output
+    assert res.output.strip() == "fastdyn: interrupted (SIGINT)"
+    assert not (tmp_path / "x.h5").exists()
