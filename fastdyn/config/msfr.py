@@ -131,6 +131,10 @@ class MsfrConfig:
                 raise ConfigError(
                     f"solver.lr: gd needs t_max / lr = {n:.3g} steps, more than solver.max_steps = {self.solver.max_steps}; raise lr or max_steps, or lower time.t_max"
                 )
+        if self.task.x_dist != "rademacher":
+            raise ConfigError(
+                f"task.x_dist: {self.task.x_dist!r} is not modelled by model = 'msfr' (its expected dynamics use Rademacher tokens, E x⁴ = 1; Gaussian tokens move the fixed point at O(1/ψ)); use 'rademacher', or model = 'msfr-attn' to train on Gaussian sequences"
+            )
         if self.solver.integrator == "none" and self.theory.level == "none":
             raise ConfigError("solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)")
         check_memory(

@@ -30,6 +30,7 @@ def _run(args, tmp_path):
         (["--set", "nokey"], "--set nokey: must be key=value"),
         (["--threads", "0"], "--threads: must be between 1"),
         (["no_such_preset"], "no such file or preset"),
+        (["--set", "task.x_dist=gaussian"], "task.x_dist: 'gaussian' is not modelled by model = 'msfr'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_file(args, needle, tmp_path):
