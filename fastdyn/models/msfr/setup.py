@@ -129,11 +129,12 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         "steps": ((n_state,), "i8"),
         "rejected": ((n_state,), "i8"),
     }
+    # the exact reduction has no closed-form half-rise time: the first-order one is stored, and
+    # the root attribute ``emergence_level`` says which
+    em_level = "leading" if level == "leading" else "first_order"
     static = (
         {
-            "tasks/emergence": emergence(
-                problem, track, "leading" if level == "leading" else "first_order"
-            )
+            "tasks/emergence": emergence(problem, track, em_level)
         }
         if th
         else {}
@@ -208,4 +209,5 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         cause=lambda chunks: cause(cfg, chunks), checkpoint=ck_spec,
         theory=theory_partials if th else None, static=static,
         times_per_segment=cfg.output.times_per_segment, checkpoint_every=cfg.output.checkpoint_every,
+        extra_attrs={"emergence_level": em_level} if th else {},
     )  # fmt: skip
