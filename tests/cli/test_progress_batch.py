@@ -107,7 +107,10 @@ def test_a_batch_run_of_10_s_writes_progress_lines_that_match_the_file(tmp_path)
         assert total == ROWS
         assert abs(pct - 100 * n / ROWS) <= 0.051
         if n:  # the model time shown is the last written row's
-            assert np.isclose(float(t), run.time[n - 1], rtol=1e-5, atol=0), (m.group(0), run.time[n - 1])
+            assert np.isclose(float(t), run.time[n - 1], rtol=1e-5, atol=0), (
+                m.group(0),
+                run.time[n - 1],
+            )
 
 
 def test_quiet_prints_nothing_not_even_for_a_signal(tmp_path):
