@@ -33,7 +33,6 @@ def command(ctx: click.Context, config: str | None, output: str | None, sets: tu
     time, step, rate, ETA); a first SIGINT/SIGTERM is acknowledged at once."""
     from ..config import load_config
     from ..config.presets import resolve
-    from ..drive.checkpoint import StopSignals
     from ..drive.run import simulate
 
     progress = _progress(ctx, quiet, every)
@@ -63,6 +62,8 @@ def command(ctx: click.Context, config: str | None, output: str | None, sets: tu
     stem = Path(path).stem if path else "fastdyn"
     out = Path(output) if output else Path("results") / f"{stem}.h5"
     _check_output(out, overwrite)
+    from ..drive.checkpoint import StopSignals
+
     with StopSignals(acknowledge=progress is not False):
         outcome = simulate(cfg, out, progress=progress)
     if verbosity(ctx) >= 0:
