@@ -10,7 +10,6 @@ continued file would no longer be one run of one config.
 from __future__ import annotations
 
 import os
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -75,8 +74,9 @@ def _stored(file: Path) -> tuple[str, str, dict, bool]:
         f.close()
 
 
-def resume_run(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, output: str | None, threads: int | None, quiet: bool) -> int:
-    """Take the file's writer lock, check, then continue ``file``; returns the exit code."""
+def resume_run(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, output: str | None, threads: int | None, progress: bool | float) -> int:
+    """Take the file's writer lock, check, then continue ``file``; returns the exit code
+    (``progress``: as :func:`fastdyn.drive.run.simulate` takes it, ``False`` when quiet)."""
     if output is not None and Path(output).resolve() != file.resolve():
         raise UserError(f"--output {output}: not used with --resume (the run continues in {file})")
     if not file.exists():
@@ -92,15 +92,15 @@ def resume_run(ctx: click.Context, file: Path, config_path: str | None, sets: tu
     except OSError as e:
         raise UserError(f"--resume {file}: cannot create its lock file beside it ({e.strerror}); the directory must be writable") from None
     try:
-        return _resume_locked(ctx, file, config_path, sets, force, threads, quiet)
+        return _resume_locked(ctx, file, config_path, sets, force, threads, progress)
     finally:
         lock.release()
 
 
-def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, threads: int | None, quiet: bool) -> int:
+def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, threads: int | None, progress: bool | float) -> int:
     from ..config import load_config
     from ..config.load import apply_sets, from_dict, to_dict
-    from ..drive.checkpoint import exit_code
+    from ..drive.checkpoint import StopSignals, exit_code
     from ..drive.run import simulate, supports_resume
 
     status, model, stored, has_checkpoint = _stored(file)
@@ -143,9 +143,9 @@ def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets
         if not 1 <= threads <= top:
             raise UserError(f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}")
         numba.set_num_threads(threads)
-    show = not quiet and verbosity(ctx) >= 0 and sys.stderr.isatty()
     try:
-        outcome = simulate(cfg, file, progress=show, resume=True)
+        with StopSignals(acknowledge=progress is not False):
+            outcome = simulate(cfg, file, progress=progress, resume=True)
     except BlockingIOError as e:
         raise UserError(f"--resume {e}") from None
     if verbosity(ctx) >= 0:

@@ -18,19 +18,24 @@ from ._common import UserError, guarded, verbosity
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config value, e.g. --set task.n_tasks=1000 (repeatable).")
 @click.option("--threads", type=int, help="numba threads [default: all cores].")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress on stderr (fastdyn -q: nothing at all).")
+@click.option("--progress-every", "every", metavar="SECONDS", help="Without a terminal (a batch job's stderr in a file): a progress line every SECONDS [default: 30].")
 @click.option("--resume", "resume", type=click.Path(dir_okay=False), metavar="FILE", help="Continue an interrupted or crashed run FILE from its checkpoint (CONFIG/--set, if given, must match the file's).")
 @click.option("--force", is_flag=True, help="With --resume: accept a config that differs from the file's in result-neutral fields only (output.checkpoint_every, output.times_per_segment).")
 @click.option("--check", is_flag=True, help="Validate CONFIG (and --set) and exit: 0 valid, 2 invalid; nothing is written.")
 @click.option("--device", type=click.Choice(("cpu", "cuda")), default=None, help="Where the kernels run (overrides the config's `device`; cuda needs a GPU and numba-cuda: docs/cuda.md).")
 @click.pass_context
 @guarded
-def command(ctx: click.Context, config: str | None, output: str | None, sets: tuple[str, ...], threads: int | None, overwrite: bool, quiet: bool, resume: str | None, force: bool, check: bool, device: str | None) -> None:
-    """Run CONFIG (a TOML file or a preset name such as 'quickstart'; default: the built-in defaults)."""
+def command(ctx: click.Context, config: str | None, output: str | None, sets: tuple[str, ...], threads: int | None, overwrite: bool, quiet: bool, every: str | None, resume: str | None, force: bool, check: bool, device: str | None) -> None:
+    """Run CONFIG (a TOML file or a preset name such as 'quickstart'; default: the built-in defaults).
+
+    Progress goes to stderr: a bar on a terminal, else a line every 30 s (rows written, model
+    time, step, rate, ETA); a first SIGINT/SIGTERM is acknowledged at once."""
     from ..config import load_config
     from ..config.presets import resolve
     from ..drive.run import simulate
 
+    progress = _progress(ctx, quiet, every)
     path = resolve(config) if config else None
     if device is not None:
         sets = (*sets, f'device="{device}"')
@@ -42,7 +47,7 @@ def command(ctx: click.Context, config: str | None, output: str | None, sets: tu
     if resume is not None:
         from ._resume import resume_run
 
-        sys.exit(resume_run(ctx, Path(resume), path, sets, force, output, threads, quiet))
+        sys.exit(resume_run(ctx, Path(resume), path, sets, force, output, threads, progress))
     cfg = load_config(path, sets)
     if check:
         click.echo(f"{config or 'defaults'}: valid {cfg.model} config")
@@ -57,14 +62,29 @@ def command(ctx: click.Context, config: str | None, output: str | None, sets: tu
     stem = Path(path).stem if path else "fastdyn"
     out = Path(output) if output else Path("results") / f"{stem}.h5"
     _check_output(out, overwrite)
-    show = not quiet and verbosity(ctx) >= 0 and sys.stderr.isatty()
-    outcome = simulate(cfg, out, progress=show)
+    from ..drive.checkpoint import StopSignals
+
+    with StopSignals(acknowledge=progress is not False):
+        outcome = simulate(cfg, out, progress=progress)
     if verbosity(ctx) >= 0:
         click.echo(f"{out}: {outcome}", err=True)
     if not outcome.startswith("complete"):
         from ..drive.checkpoint import exit_code
 
         sys.exit(exit_code(outcome))
+
+
+def _progress(ctx: click.Context, quiet: bool, every: str | None) -> bool | float:
+    """The drivers' ``progress``: False when quiet, else the seconds between batch-log lines."""
+    seconds = 30.0
+    if every is not None:
+        try:
+            seconds = float(every)
+        except ValueError:
+            seconds = float("nan")
+        if not 0 < seconds <= 1e9:
+            raise UserError(f"--progress-every: must be a number of seconds > 0 and ≤ 1e9, got {every!r}")
+    return False if quiet or verbosity(ctx) < 0 else seconds
 
 
 def _check_output(out: Path, overwrite: bool) -> None:

@@ -30,7 +30,7 @@ def command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @guarded
 def exponents_cmd(alpha: float, beta: float, gamma: float, as_json: bool) -> None:
-    """MSFR scaling laws (spec msfr.md §6): L ∝ x^-p for x = t, D, N, C, and D*(C)."""
+    """MSFR scaling laws (Lyu, Wang, Zhu, ICLR 2025): L ∝ x^-p for x = t, D, N, C, and D*(C)."""
     from ..models.msfr.scaling import exponents
 
     try:
@@ -82,7 +82,7 @@ def exponents_cmd(alpha: float, beta: float, gamma: float, as_json: bool) -> Non
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @guarded
 def plateaus_cmd(dim: int, context: float, spectrum: str, exponent: float, as_json: bool) -> None:
-    """ATTN_S plateau losses L(M_m), m = 0..D, and the ATTN_M minimum L* (spec icl.md §4)."""
+    """ATTN_S plateau losses L(M_m), m = 0..D, and the ATTN_M minimum L* (Zhang et al., ICML 2025)."""
     from ..analysis.compare import plateau_table
 
     try:

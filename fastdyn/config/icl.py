@@ -121,9 +121,7 @@ class AttentionSettings(Section):
         ("last", "cumulative"),
         help="last token, or the mean over prefixes n = 1..N of the error predicting token n+1",
     )
-    reduced: bool = flag(
-        False, help="sufficient-statistics path (spec icl.md §3; linear models only)"
-    )
+    reduced: bool = flag(False, help="sufficient-statistics path (linear models only)")
     ic_only: bool = flag(
         False, help="hold the in-weight blocks at zero (scalar key entries for attn-s)"
     )
@@ -156,7 +154,9 @@ class InitSettings(Section):
     _prefix = "init."
 
     scheme: str = choice(
-        "reference", ("paper", "reference"), help="initialisation scheme of spec icl.md §2"
+        "reference",
+        ("paper", "reference"),
+        help="reference: as the reference code, in-weight entries start at zero; paper: every trained entry drawn (mlp-cubic: the same under both)",
     )
     scale: float = number(1e-6, 0.0, help="standard deviation of the initial weights")
     from_file: str | None = text(

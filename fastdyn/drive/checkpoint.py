@@ -6,7 +6,8 @@
   ever taken at a chunk boundary, where the whole state is consistent and on disk.
 - :class:`Schedule` decides at each chunk boundary whether a checkpoint is due.
 - :class:`StopSignals` turns the first SIGINT or SIGTERM into a request the run loop polls after
-  each chunk (finish the chunk, checkpoint, status ``interrupted``, exit 130/143) and restores the
+  each chunk (finish the chunk, checkpoint, status ``interrupted``, exit 130/143), acknowledged on
+  stderr at once when asked (``fastdyn simulate`` unless quiet), and restores the
   default action, so a second signal ends the process at once, even inside a numba kernel; the file
   is then as a kill -9 leaves it: readable up to its last flush, resumable from its checkpoint.
 """
@@ -78,7 +79,9 @@ class StopSignals:
     #: the instance whose handlers are installed (a sweep's, around its points' runs)
     _active: StopSignals | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, acknowledge: bool = False) -> None:
+        self.acknowledge = acknowledge
+        self._ack = threading.Lock()
         self.name: str | None = None
         self._old: dict[int, Any] = {}
         self._pipe: tuple[int, int] | None = None
@@ -116,8 +119,19 @@ class StopSignals:
         self._seen += 1
         if self._seen >= 2:  # the second SIGINT/SIGTERM: end now, wherever the main thread is
             os._exit(128 + signum)
-        self.name = signal.Signals(signum).name
-        stop_flag.request(signum)  # the kernels return early
+        self._request(signum)
+
+    def _request(self, signum: int) -> None:
+        """The first signal: say so at once (with ``acknowledge``), then set the flag that the run
+        loop and the kernels poll, so the acknowledgement precedes the run's final status line."""
+        with self._ack:
+            if self.name is not None:
+                return
+            name = signal.Signals(signum).name
+            if self.acknowledge:
+                _say(f"fastdyn: {name} received: stopping at the next chunk boundary (a second SIGINT/SIGTERM ends at once)")
+            self.name = name
+            stop_flag.request(signum)  # the kernels return early
 
     def _watch(self, r: int) -> None:
         """Until EOF (``__exit__`` closes the write end); the watcher closes the read end itself,
@@ -136,9 +150,7 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: Any) -> None:
         # the watcher has already counted this signal (the C handler wrote it to the pipe first)
-        if self.name is None:
-            self.name = signal.Signals(signum).name
-            stop_flag.request(signum)
+        self._request(signum)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
 
@@ -164,6 +176,17 @@ class StopSignals:
         return Outcome.INTERRUPTED.text(
             f"{self.name} {where}; continue with fastdyn simulate --resume {path}"
         )
+
+
+def _say(line: str) -> None:
+    """One line on stderr, from any thread (a closed stderr is ignored)."""
+    import sys
+
+    try:
+        sys.stderr.write(("\n" if sys.stderr.isatty() else "") + line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def with_stop_signals(body: Any) -> Any:

@@ -144,7 +144,7 @@ def run_ode(
     cfg: Any,
     output: Path,
     *,
-    progress: bool = False,
+    progress: bool | float = False,
     resume: bool = False,
     tools: Any = None,
 ) -> str:
@@ -180,8 +180,8 @@ def run_ode(
                 raise RunFailed(str(e)) from None
     loss_ref = sum(job.zero_loss(ch) for ch in chunks) + job.tail[0] if job.simulate else 0.0
     seg = max(1, int(job.times_per_segment))
-    bar = Progress(len(times), progress)
-    bar.update(a0)
+    last_step = None if steps is None else int(steps[-1])
+    bar = Progress(len(times), progress, start=a0, total_steps=last_step)
     t_kernel = 0.0
     sched = Schedule(job.checkpoint_every, a0)
     timings = lambda: {"kernels": t_kernel, "total": _time.time() - t_wall}  # noqa: E731
@@ -227,7 +227,7 @@ def run_ode(
                     "theory/tasks/f": th_all["f"][a : a + k],
                 }
             writer.append(tt, rows, None if steps is None else steps[a : a + seg])
-            bar.update(k)
+            bar.update(k, float(tt[-1]), None if steps is None else int(steps[a + k - 1]))
             if a + k < len(times) and (stop.requested or sched.due(a + k)):
                 checkpoint(a + k)
             if stop.requested and a + k < len(times):

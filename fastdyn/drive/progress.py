@@ -1,24 +1,115 @@
-"""④ Progress of a run on stderr: a click progress bar, or nothing (``-q``, no TTY)."""
+"""④ Progress of a run on stderr: a click bar on a terminal; without one (a batch job's stderr
+goes to a file) one line every N seconds with the rows written, model time, step, rate and ETA;
+nothing with ``-q``.
+
+``progress`` as the drivers take it: ``False`` nothing; ``True`` the bar on a terminal, else a
+line every :data:`EVERY` seconds; a number > 0: the same with a line every that many seconds.
+"""
 
 from __future__ import annotations
 
+import sys
+import threading
+import time as _time
+
+#: seconds between two progress lines in a batch log (``fastdyn simulate --progress-every``)
+EVERY = 30.0
+
+
+def _duration(s: float) -> str:
+    s = int(round(s))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
 
 class Progress:
-    """A click progress bar of ``total`` units on stderr when ``show``; otherwise a no-op."""
+    """Progress of ``total`` rows, ``start`` of them written before (a resumed run). With
+    ``total_steps`` (the run's last step) the fraction and the ETA count steps, not rows:
+    log-spaced rows cost very different amounts of work."""
 
-    def __init__(self, total: int, show: bool, label: str = "simulate"):
+    def __init__(
+        self,
+        total: int,
+        show: bool | float,
+        label: str = "simulate",
+        *,
+        start: int = 0,
+        total_steps: int | None = None,
+    ):
         self.bar = None
-        if show:
+        self.total, self.label, self.total_steps = int(total), label, total_steps
+        self._t0 = _time.monotonic()
+        #: (clock, rows, model time, step) at the latest update, and the rows and step at the first
+        #: one: rates are measured between updates, so compilation and setup do not count
+        self.last: tuple[float, int, float | None, int | None] = (self._t0, int(start), None, None)
+        self._first: tuple[float, int, int] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if show is False or show is None:
+            return
+        every = EVERY if show is True else float(show)
+        if not every > 0:
+            raise ValueError(
+                f"progress: must be True, False or a number of seconds > 0, got {show!r}"
+            )
+        if sys.stderr.isatty():
             import click
 
             self.bar = click.progressbar(length=total, label=label, file=None, show_eta=True)
             self.bar.__enter__()
+            self.bar.update(start)
+            return
+        self._thread = threading.Thread(
+            target=self._tick, args=(every,), name="fastdyn-progress", daemon=True
+        )
+        self._thread.start()
 
-    def update(self, k: int) -> None:
+    def update(self, k: int, t: float | None = None, step: int | None = None) -> None:
+        """``k`` more rows written; the last one at model time ``t`` and ``step``."""
         if self.bar is not None and k:
             self.bar.update(k)
+        now, rows = _time.monotonic(), self.last[1] + k
+        if self._first is None:
+            self._first = (now, rows, 0 if step is None else step)
+        self.last = (now, rows, t, step)  # one assignment: the ticker thread reads a consistent row
+
+    def line(self) -> str:
+        """The progress line for now (one line, no newline)."""
+        clock, rows, t, step = self.last
+        by_steps = bool(self.total_steps) and step is not None
+        done, total = (step, self.total_steps) if by_steps else (rows, self.total)
+        parts = [f"{rows}/{self.total} rows written ({100 * done / total if total else 100:.1f}%)"]
+        if t is not None:
+            parts.append(f"t = {t:.6g}")
+        if step is not None:
+            parts.append(f"step {step}" + (f"/{self.total_steps}" if self.total_steps else ""))
+        rate = eta = "?"
+        if self._first is not None and clock > self._first[0]:
+            span = clock - self._first[0]
+            rate = f"{(rows - self._first[1]) / span:.3g}"
+            per_s = (done - (self._first[2] if by_steps else self._first[1])) / span
+            if per_s > 0:
+                eta = _duration(max(0.0, (total - done) / per_s - (_time.monotonic() - clock)))
+        parts += [f"{rate} rows/s", f"elapsed {_duration(_time.monotonic() - self._t0)}"]
+        parts.append(f"ETA {eta}")
+        return f"fastdyn: {self.label}: " + ", ".join(parts)
+
+    def _tick(self, every: float) -> None:
+        while not self._stop.wait(every):
+            try:
+                sys.stderr.write(self.line() + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):  # stderr closed: the run goes on without progress
+                return
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
             self.bar = None
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None

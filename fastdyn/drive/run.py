@@ -33,11 +33,13 @@ def tools(device: str = "cpu") -> SimpleNamespace:
 
 
 def simulate(
-    cfg: Any, output: str | os.PathLike, *, progress: bool = False, resume: bool = False
+    cfg: Any, output: str | os.PathLike, *, progress: bool | float = False, resume: bool = False
 ) -> str:
     """Run ``cfg`` (a validated config dataclass), stream it to ``output``; returns the status text.
 
-    ``resume`` continues the file ``output`` from its checkpoint.
+    ``resume`` continues the file ``output`` from its checkpoint. ``progress``: ``True`` a bar on
+    a terminal, else a line on stderr every 30 s; a number: every that many seconds
+    (:mod:`fastdyn.drive.progress`).
     """
     from ..models import registry
     from .device import resolve

@@ -58,7 +58,7 @@ def run_trained(
     cfg: Any,
     output: Path,
     *,
-    progress: bool = False,
+    progress: bool | float = False,
     resume: bool = False,
     tools: Any = None,
 ) -> str:
@@ -90,9 +90,8 @@ def run_trained(
         steps = steps[steps >= first]
     row = {"i": writer.n_rows}
     sched = Schedule(job.checkpoint_every, first)
-    bar = Progress(len(job.save_steps), progress, label="train")
-    bar.update(writer.n_rows)
     total = job.epochs
+    bar = Progress(len(job.save_steps), progress, "train", start=writer.n_rows, total_steps=total)
 
     def on_checkpoint(step: int, th: np.ndarray, o: Optimizer) -> None:
         if stop.requested or sched.due(step):
@@ -107,7 +106,7 @@ def run_trained(
         rows = job.row(i, step, losses, weights)
         writer.append(np.array([job.time_per_step * step]), rows, np.array([step]))
         row["i"] = i + 1
-        bar.update(1)
+        bar.update(1, job.time_per_step * step, step)
 
     timings = lambda: {"total": _time.time() - t_wall}  # noqa: E731
     try:

@@ -29,6 +29,7 @@ def _run(args, tmp_path):
         (["--set", "time.t_min=10", "--set", "time.t_max=1"], "time.t_min: must be < time.t_max"),
         (["--set", "nokey"], "--set nokey: must be key=value"),
         (["--threads", "0"], "--threads: must be between 1"),
+        (["--progress-every", "0"], "--progress-every: must be a number of seconds > 0"),
         (["no_such_preset"], "no such file or preset"),
         (["--set", "task.x_dist=gaussian"], "task.x_dist: 'gaussian' is not modelled by model = 'msfr'"),
     ],
