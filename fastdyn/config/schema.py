@@ -53,7 +53,7 @@ class Rule:
         if self.kind == "text":
             return "a string"
         if self.kind == "every":
-            return 'a number of seconds ≥ 0 (60, "60s") or "<n> steps"'
+            return 'a number of seconds ≥ 0 (60, "60s"), "<n> steps" or "off"'
         base = {"number": "a finite number", "integer": "an integer", "numbers": "a list of finite numbers", "integers": "a list of integers"}[self.kind]
         bounds = []
         if self.lo is not None:
