@@ -88,8 +88,9 @@ def test_fit_names_the_regime_of_its_window(tmp_path):
     assert d["regime"] == "large"
     assert d["theory"] == pytest.approx(0.6 / 1.4, abs=1e-12)
     assert abs(d["exponent"] - d["theory"]) < 0.03  # measured 0.448
-    assert "Λ_s ≫ 1" in d["theory_source"] and "the Λ_s ≪ 1 law would be p = 0.33333" in (
-        d["regime_text"]
+    assert (
+        "Λ_s ≫ 1" in d["theory_source"]
+        and "the Λ_s ≪ 1 law would be p = 0.33333" in (d["regime_text"])
     )
     text = cli("fit", h5, "--y", "theory/loss/test", "--bootstrap", 0)
     assert "  regime     Λ_s ≫ 1: tasks s = " in text
