@@ -6,8 +6,11 @@ compute-optimal frontier C = t·D of a grid of runs with different model sizes, 
 :func:`fastdyn.analysis.frontiers.frontier`). Exponents are p in L ∝ x^-p throughout.
 
 Theory lookups: for MSFR runs the exponent of spec msfr.md §6 from the config stored in the file
-(:func:`fastdyn.models.msfr.scaling.exponents`); time fits with ``window="auto"`` also end where the
-learned-task cutoff s_c(t) reaches ``cutoff_fraction`` of the represented tasks
+(:func:`fastdyn.models.msfr.scaling.exponents`), in the regime of the fit: time fits take the
+regime (Λ_s ≪ 1, Λ_s ≫ 1 or mixed) of the tasks that emerge inside the fit window
+(:func:`fastdyn.models.msfr.scaling.window_regime`), compute frontiers that of the tasks s within
+the model sizes; model-size and data laws are the same in both. Time fits with ``window="auto"``
+also end where the learned-task cutoff s_c(t) reaches ``cutoff_fraction`` of the represented tasks
 (:func:`fastdyn.models.msfr.scaling.emergence_times`), with a warning naming the cutoff.
 """
 
@@ -37,6 +40,7 @@ __all__ = [
     "FrontierReport",
     "theory_for",
     "msfr_cutoff_time",
+    "msfr_window_regime",
     "resource_value",
     "value_at",
     "fit_run",
@@ -48,6 +52,7 @@ __all__ = [
 
 RESOURCES = ("time", "model_size", "n_samples", "compute")
 _FIELD = {"time": "time", "model_size": "model_size", "n_samples": "data", "compute": "compute"}
+_KAPPA = {"small": "alpha+beta+gamma", "large": "alpha+beta+3gamma"}
 _EXPR = {
     "time": "eta/kappa_t",
     "model_size": "eta",
@@ -64,14 +69,24 @@ DEFAULT_CUTOFF_FRACTION = 0.1
 
 @dataclass(frozen=True)
 class Theory:
-    """A theory exponent p (L ∝ x^-p) and where it comes from; ``d_star`` for compute fits."""
+    """A theory exponent p (L ∝ x^-p) and where it comes from; ``d_star`` for compute fits;
+    ``regime`` ("small", "large", "mixed" or "" when the law does not depend on it) and one line
+    ``regime_text`` saying which tasks the fit sees and which law that makes."""
 
     exponent: float
     source: str
     d_star: float | None = None
+    regime: str = ""
+    regime_text: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"exponent": self.exponent, "source": self.source, "d_star": self.d_star}
+        return {
+            "exponent": self.exponent,
+            "source": self.source,
+            "d_star": self.d_star,
+            "regime": self.regime,
+            "regime_text": self.regime_text,
+        }
 
 
 def _msfr_abg(run: Run) -> tuple[float, float, float] | None:
@@ -89,19 +104,71 @@ def _msfr_abg(run: Run) -> tuple[float, float, float] | None:
         return None
 
 
-def theory_for(run: Run, x: str) -> Theory | None:
-    """The theory exponent for fitting ``run``'s loss against ``x`` (None when there is none)."""
+def theory_for(run: Run, x: str, regime: str = "small") -> Theory | None:
+    """The theory exponent for fitting ``run``'s loss against ``x`` in ``regime`` ("small":
+    Λ_s ≪ 1, "large": Λ_s ≫ 1; the model-size and data laws are the same in both), None when
+    there is none."""
     _check_x(x)
     abg = _msfr_abg(run)
     if abg is None:
         return None
     try:
-        ex = scaling.exponents(*abg)
+        ex = scaling.exponents(*abg, regime=regime)
     except ValueError:
         return None  # outside the laws' domain (alpha + 2 gamma <= 1, ...)
     a, b, g = abg
-    src = f"msfr spec §6: {_EXPR[x]} with alpha={a:g}, beta={b:g}, gamma={g:g}"
-    return Theory(getattr(ex, _FIELD[x]), src, ex.d_star if x == "compute" else None)
+    if x in ("time", "compute"):
+        where = f", {scaling.REGIME_NAMES[regime]}: kappa_t = {_KAPPA[regime]}"
+    else:
+        where = " (the same for Λ_s ≪ 1 and Λ_s ≫ 1)"
+    src = f"msfr spec §6{where}: {_EXPR[x]} with alpha={a:g}, beta={b:g}, gamma={g:g}"
+    rg = regime if x in ("time", "compute") else ""
+    return Theory(getattr(ex, _FIELD[x]), src, ex.d_star if x == "compute" else None, rg)
+
+
+def _strength(run: Run) -> tuple[float, float]:
+    get = lambda k, d: config_value(run, k, d)  # noqa: E731
+    return float(get("task.strength0", 1.0)), float(get("task.gamma", 0.0))
+
+
+def _regime_theory(run: Run, x: str, wr: scaling.WindowRegime, what: str) -> Theory | None:
+    """The theory of ``wr.law`` for ``x`` with a one-line account of the regime."""
+    th = theory_for(run, x, wr.law)
+    abg = _msfr_abg(run)
+    if abg is None:
+        return th
+    lam0, g = _strength(run)
+    sx = scaling.crossover(lam0, g)
+    cross = "no crossover (gamma = 0)" if sx is None else f"crossover s× = Λ0^(1/gamma) = {sx:.4g}"
+    other = "small" if wr.law == "large" else "large"
+    try:
+        p_other = f"p = {getattr(scaling.exponents(*abg, regime=other), _FIELD[x]):.5f}"
+    except ValueError:
+        p_other = "none"
+    tasks = f"tasks s = {wr.s_lo}..{wr.s_hi} {what}, Λ_s = {wr.lam_lo:.3g}..{wr.lam_hi:.3g}"
+    if wr.regime == "mixed":
+        head = (f"mixed: {tasks} span Λ_s = 1 ({cross}); neither law holds exactly, nearest "
+                f"{scaling.REGIME_NAMES[wr.law]}")  # fmt: skip
+    else:
+        head = f"{scaling.REGIME_NAMES[wr.regime]}: {tasks} ({cross})"
+    text = f"{head}; the {scaling.REGIME_NAMES[other]} law would be {p_other}"
+    if x == "time" and th is not None and math.isfinite(wr.kappa_w) and wr.kappa_w > 0:
+        eta = scaling.exponents(*abg).eta
+        text += f"; t_s ∝ s^{wr.kappa_w:.3f} there (logs included): eta/{wr.kappa_w:.3f} = {eta / wr.kappa_w:.5f}"
+    if th is None:
+        return None
+    return Theory(th.exponent, th.source, th.d_star, wr.regime, text)
+
+
+def msfr_window_regime(
+    run: Run, t_lo: float, t_hi: float, ts: np.ndarray | None = None
+) -> scaling.WindowRegime | None:
+    """The regime of the tasks of an MSFR run that emerge in [t_lo, t_hi] (None if not MSFR);
+    ``ts`` the run's emergence times when already computed."""
+    if _msfr_abg(run) is None:
+        return None
+    ts = _msfr_emergence(run) if ts is None else ts
+    return scaling.window_regime(t_lo, t_hi, ts, *_strength(run))
 
 
 def _check_x(x: str) -> None:
@@ -163,14 +230,12 @@ def value_at(run: Run, y: str = "loss/test", at: float | None = None) -> float:
     return float(np.interp(at, t, v))
 
 
-def msfr_cutoff_time(run: Run, fraction: float = DEFAULT_CUTOFF_FRACTION) -> float | None:
-    """Time at which s_c(t) reaches ``fraction`` of the represented tasks D (None if not MSFR).
+def _msfr_emergence(run: Run) -> np.ndarray:
+    """Emergence times t_s of the represented tasks s = 1..D (index s - 1) of an MSFR run.
 
-    Emergence times use P(s) = s^-alpha / Z(N_s) over all N_s tasks, restricted to s <= D; for
-    finite n_samples the expected frequencies stand in for the sampled counts.
+    P(s) = s^-alpha / Z(N_s) over all N_s tasks, restricted to s <= D; for finite n_samples the
+    expected frequencies stand in for the sampled counts.
     """
-    if _msfr_abg(run) is None:
-        return None
     get = lambda k, d: config_value(run, k, d)  # noqa: E731
     n_tasks = int(resolved_number(get("task.n_tasks", 10_000)))
     D = int(model_size(run))
@@ -183,7 +248,17 @@ def msfr_cutoff_time(run: Run, fraction: float = DEFAULT_CUTOFF_FRACTION) -> flo
         "psi_min": int(get("task.psi_min", 1)),
         "init_scale": float(get("init.scale", 1e-3)),
     }
-    ts = np.sort(scaling.emergence_times(n_tasks=n_tasks, **kw)[:D])
+    return scaling.emergence_times(n_tasks=n_tasks, **kw)[:D]
+
+
+def msfr_cutoff_time(
+    run: Run, fraction: float = DEFAULT_CUTOFF_FRACTION, ts: np.ndarray | None = None
+) -> float | None:
+    """Time at which s_c(t) reaches ``fraction`` of the represented tasks D (None if not MSFR);
+    ``ts`` the run's emergence times when already computed (:func:`_msfr_emergence`)."""
+    if _msfr_abg(run) is None:
+        return None
+    ts = np.sort(_msfr_emergence(run) if ts is None else ts)
     k = max(int(math.ceil(fraction * ts.size)), 1)
     return float(ts[k - 1])
 
@@ -230,6 +305,8 @@ class FitReport:
             "window_reason": self.window_reason,
             "theory": None if self.theory is None else _f(self.theory.exponent),
             "theory_source": None if self.theory is None else self.theory.source,
+            "regime": None if self.theory is None else self.theory.regime,
+            "regime_text": None if self.theory is None else self.theory.regime_text,
             "difference": _f(self.difference),
             "cutoff": _f(self.cutoff),
             "cutoff_text": self.cutoff_text,
@@ -311,7 +388,8 @@ def fit_run(
     if x != "time":
         raise ValueError(f"fit_run fits one run against time; use scan() for x={x!r}")
     t, v = _series(run, y)
-    cutoff = msfr_cutoff_time(run, cutoff_fraction)
+    ts = _msfr_emergence(run) if _msfr_abg(run) is not None else None
+    cutoff = msfr_cutoff_time(run, cutoff_fraction, ts)
     name = text = ""
     if cutoff is not None:
         D = int(model_size(run))
@@ -324,6 +402,10 @@ def fit_run(
         )
     f, mode, notes, reason = _do_fit(t, v, window, cutoff, name, offset, bootstrap, loss, seed, ci)
     _emit(notes)
+    th = theory_for(run, "time")
+    if ts is not None:
+        wr = scaling.window_regime(*f.window, ts, *_strength(run))
+        th = _regime_theory(run, "time", wr, "emerge in the window")
     return FitReport(
         "time",
         y,
@@ -331,7 +413,7 @@ def fit_run(
         v,
         f,
         mode,
-        theory_for(run, "time"),
+        th,
         cutoff,
         tuple(notes),
         run.path.name,
@@ -441,6 +523,8 @@ class FrontierReport:
             "window_mode": "interior",
             "theory": None if th is None else th.exponent,
             "theory_source": None if th is None else th.source,
+            "regime": None if th is None else th.regime,
+            "regime_text": None if th is None else th.regime_text,
             "difference": self.difference,
             "d_star_exponent": fr["d_star_exponent"],
             "d_star_ci": None if not fD.get("ci") else [-fD["ci"][1], -fD["ci"][0]],
@@ -475,11 +559,31 @@ def compute_frontier(
     ts, Ls = zip(*(_series(r, y) for r in runs), strict=True)
     notes: list[str] = []
     th = _shared_theory(runs, "compute", notes)
+    if th is not None:
+        th = _frontier_regime(runs, Ds[order], th, notes)
     fr = frontier(list(ts), Ds[order], list(Ls), n_C=n_C, bootstrap=bootstrap, seed=seed, ci=ci)
     _emit(notes)
     return FrontierReport(
         fr, Ds[order], list(ts), list(Ls), y, th, tuple(notes), tuple(str(r.path) for r in runs)
     )
+
+
+def _frontier_regime(
+    runs: Sequence[Run], Ds: np.ndarray, th: Theory, notes: list[str]
+) -> Theory | None:
+    """The compute theory in the regime of the tasks s = min D..max D (D* ≈ s_c(t) there)."""
+    lg = {_strength(r) for r in runs}
+    if len(lg) > 1:
+        notes.append("runs have different strength0/gamma: the compute law is the Λ_s ≪ 1 one")
+        return th
+    lam0, g = lg.pop()
+    s_lo, s_hi = int(Ds.min()), int(Ds.max())
+    lam = sorted((lam0 * s_lo**-g, lam0 * s_hi**-g))
+    reg = scaling.regime_of(*lam)
+    mid = math.sqrt(s_lo * s_hi)
+    law = reg if reg != "mixed" else ("large" if lam0 * mid**-g >= 1 else "small")
+    wr = scaling.WindowRegime(reg, law, s_lo, s_hi, lam[0], lam[1], math.nan, s_hi - s_lo + 1)
+    return _regime_theory(runs[0], "compute", wr, "are the model sizes")
 
 
 def plateau_table(

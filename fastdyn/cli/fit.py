@@ -106,6 +106,8 @@ def _describe(d: dict[str, Any], echo) -> None:
     if d["theory"] is not None:
         echo(f"  theory     p = {_fmt(d['theory'], '.5f')}   ({d['theory_source']})")
         echo(f"  diff       {d['difference']:+.5f} (fit - theory)")
+        if d.get("regime_text"):
+            echo(f"  regime     {d['regime_text']}")
     else:
         echo("  theory     none for this model/config")
     if "d_star_exponent" in d:

@@ -1,12 +1,26 @@
 """MSFR scaling-law theory (spec msfr.md sections 4 and 6): exponents, prefactors, task cutoff.
 
 Exponents (N_s -> infinity, small balanced init, logs ignored, valid for alpha + 2 gamma > 1),
-with eta = alpha + 2 gamma - 1 and kappa_t = alpha + beta + gamma, all as L ∝ x^-p:
+with eta = alpha + 2 gamma - 1, all as L ∝ x^-p:
 
     time t          p = eta / kappa_t
     model size D    p = eta
     data N          p = eta / alpha
     compute C = tD  p = eta / (kappa_t + 1),   and D*(C) ∝ C^(+1 / (kappa_t + 1))
+
+Regimes (derivation, docs/theory.md). Task s emerges at t_s = ln(Λ_s/f0(0) - 1) / (2 a_s Λ_s)
+with a_s Λ_s = P(s) ψ_s (1 + Λ_s²) Λ_s ∝ s^-(alpha+beta+gamma) (1 + Λ_s²). The loss at t is the
+tail of the unlearned tasks, L ≈ sum_{s > s_c(t)} P(s) Λ_s² / 2 ∝ s_c^-eta, and s_c(t) inverts
+t_s ∝ s^kappa_t:
+
+    Λ_s ≪ 1  (1 + Λ_s² ≈ 1):    kappa_t = alpha + beta + gamma
+    Λ_s ≫ 1  (1 + Λ_s² ≈ Λ_s²): kappa_t = alpha + beta + 3 gamma
+
+The model-size and data laws do not involve the rate, so they are the same in both regimes; the
+compute law (D* ≈ s_c(t), C = t D* ∝ D*^(kappa_t + 1)) takes the regime's kappa_t. Λ_s = 1 at the
+crossover s× = Λ0^(1/gamma); a task counts as Λ_s ≫ 1 when Λ_s ≥ 2 and Λ_s ≪ 1 when Λ_s ≤ 1/2
+(1 + Λ_s² within 25 % of Λ_s², resp. of 1: the local kappa_t lies within 0.4 |gamma| of the law).
+At gamma = 0 both regimes give the same laws.
 """
 
 from __future__ import annotations
@@ -21,6 +35,13 @@ from scipy import special
 __all__ = [
     "Exponents",
     "exponents",
+    "REGIMES",
+    "REGIME_NAMES",
+    "regime_exponents",
+    "crossover",
+    "regime_of",
+    "window_regime",
+    "WindowRegime",
     "normaliser",
     "loss_vs_model_size",
     "loss_vs_data",
@@ -32,7 +53,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Exponents:
-    """Theory exponents; loss exponents are p in L ∝ x^-p, ``d_star`` is q in D* ∝ C^+q."""
+    """Theory exponents; loss exponents are p in L ∝ x^-p, ``d_star`` is q in D* ∝ C^+q.
+
+    ``regime`` is "small" (Λ_s ≪ 1) or "large" (Λ_s ≫ 1); ``kappa_t`` is that regime's."""
 
     alpha: float
     beta: float
@@ -44,8 +67,9 @@ class Exponents:
     data: float
     compute: float
     d_star: float
+    regime: str = "small"
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -59,13 +83,18 @@ def _real(name: str, v: Any) -> float:
     return f
 
 
-def exponents(alpha: float, beta: float = 0.0, gamma: float = 0.0) -> Exponents:
-    """Scaling exponents of spec section 6 (eta = alpha + 2 gamma - 1, kappa_t = alpha+beta+gamma).
+def exponents(
+    alpha: float, beta: float = 0.0, gamma: float = 0.0, regime: str = "small"
+) -> Exponents:
+    """Scaling exponents of spec section 6 in ``regime`` "small" (Λ_s ≪ 1, kappa_t = alpha +
+    beta + gamma, the default) or "large" (Λ_s ≫ 1, kappa_t = alpha + beta + 3 gamma).
 
     Raises ValueError unless alpha > 0 and alpha + 2 gamma > 1 (else the tail loss diverges) and
     kappa_t > 0 (else the time law is undefined).
     """
     a, b, g = _real("alpha", alpha), _real("beta", beta), _real("gamma", gamma)
+    if regime not in REGIMES:
+        raise ValueError(f"regime must be one of {', '.join(REGIMES)}, got {regime!r}")
     if a <= 0:
         raise ValueError(f"alpha must be > 0, got alpha={a:g}")
     eta = a + 2 * g - 1
@@ -73,10 +102,96 @@ def exponents(alpha: float, beta: float = 0.0, gamma: float = 0.0) -> Exponents:
         raise ValueError(
             f"the scaling laws need alpha + 2*gamma > 1, got alpha + 2*gamma = {a + 2 * g:g}"
         )
-    kt = a + b + g
+    kt = a + b + (3 * g if regime == "large" else g)
     if kt <= 0:
-        raise ValueError(f"the time law needs kappa_t = alpha + beta + gamma > 0, got {kt:g}")
-    return Exponents(a, b, g, eta, kt, eta / kt, eta, eta / a, eta / (kt + 1), 1 / (kt + 1))
+        expr = "alpha + beta + 3*gamma" if regime == "large" else "alpha + beta + gamma"
+        raise ValueError(
+            f"the time law needs kappa_t = {expr} > 0 ({REGIME_NAMES[regime]} regime), got {kt:g}"
+        )
+    return Exponents(a, b, g, eta, kt, eta / kt, eta, eta / a, eta / (kt + 1), 1 / (kt + 1), regime)
+
+
+#: regime keys and their names: "small" is Λ_s ≪ 1, "large" is Λ_s ≫ 1
+REGIMES = ("small", "large")
+REGIME_NAMES = {"small": "Λ_s ≪ 1", "large": "Λ_s ≫ 1"}
+#: Λ_s ≥ LARGE_AT counts as Λ_s ≫ 1, Λ_s ≤ 1 / LARGE_AT as Λ_s ≪ 1 (module docstring)
+LARGE_AT = 2.0
+
+
+def regime_exponents(alpha: float, beta: float = 0.0, gamma: float = 0.0) -> dict[str, Any]:
+    """Both regimes' :class:`Exponents`: ``{"small": ..., "large": ... or the ValueError's text}``
+    (the large regime's time law may not exist where the small one does). Raises the small
+    regime's ValueError."""
+    out: dict[str, Any] = {"small": exponents(alpha, beta, gamma, "small")}
+    try:
+        out["large"] = exponents(alpha, beta, gamma, "large")
+    except ValueError as e:
+        out["large"] = str(e)
+    return out
+
+
+def crossover(strength0: float, gamma: float) -> float | None:
+    """s× = Λ0^(1/gamma), where Λ_s = Λ0 s^-gamma equals 1 (None for gamma = 0: no crossover)."""
+    g = _real("gamma", gamma)
+    if g == 0:
+        return None
+    with np.errstate(over="ignore"):
+        return float(np.float64(_real("strength0", strength0)) ** (1.0 / g))
+
+
+def regime_of(lam_lo: float, lam_hi: float) -> str:
+    """ "large", "small" or "mixed" for tasks whose Λ_s spans [lam_lo, lam_hi]."""
+    if lam_lo >= LARGE_AT:
+        return "large"
+    if lam_hi <= 1.0 / LARGE_AT:
+        return "small"
+    return "mixed"
+
+
+@dataclass(frozen=True)
+class WindowRegime:
+    """The tasks that emerge inside a time window and their regime.
+
+    ``regime`` is "large", "small" or "mixed"; ``law`` the regime whose laws apply ("mixed": the
+    one at the window's middle emerging task); ``s_lo..s_hi`` the tasks with t_s in the window
+    (or the one at the cutoff s_c when none does), ``lam_lo..lam_hi`` their Λ_s; ``kappa_w`` the
+    least-squares slope of ln t_s against ln s over them (logs included; nan for one task).
+    """
+
+    regime: str
+    law: str
+    s_lo: int
+    s_hi: int
+    lam_lo: float
+    lam_hi: float
+    kappa_w: float
+    n_emerging: int
+
+
+def window_regime(
+    t_lo: float, t_hi: float, ts: np.ndarray, strength0: float, gamma: float
+) -> WindowRegime:
+    """Regime of the tasks emerging in [t_lo, t_hi], given ``ts`` = :func:`emergence_times`
+    (index s - 1) of the represented tasks."""
+    ts = np.asarray(ts, dtype=float)
+    s_all = np.arange(1, ts.size + 1, dtype=float)
+    m = (ts >= t_lo) & (ts <= t_hi) & np.isfinite(ts)
+    if not m.any():  # none emerges in the window: the task at the cutoff s_c(t_hi)
+        k = int(np.sum(ts <= t_hi))
+        m = s_all == float(min(max(k, 1), ts.size))
+    s = s_all[m]
+    lam = strength0 * s**-gamma
+    lam_lo, lam_hi = float(lam.min()), float(lam.max())
+    kappa_w = math.nan
+    if s.size >= 2 and s[-1] > s[0] and np.all(ts[m] > 0):
+        kappa_w = float(np.polyfit(np.log(s), np.log(ts[m]), 1)[0])
+    regime = regime_of(lam_lo, lam_hi)
+    if regime == "mixed":
+        mid = float(np.exp(0.5 * (np.log(s[0]) + np.log(s[-1]))))
+        law = "large" if strength0 * mid**-gamma >= 1.0 else "small"
+    else:
+        law = regime
+    return WindowRegime(regime, law, int(s[0]), int(s[-1]), lam_lo, lam_hi, kappa_w, int(m.sum()))
 
 
 def normaliser(alpha: float, n_tasks: float = math.inf) -> float:
