@@ -104,6 +104,8 @@ def build(cls: type, data: Any, prefix: str = "") -> Any:
     obj = cls(**kwargs)  # a Section checks itself on construction
     if hasattr(obj, "check") and not isinstance(obj, Section):
         obj.check()
+    if hasattr(obj, "resolve"):  # fields derived from files, knowing which keys were given
+        obj = obj.resolve(frozenset(data))
     return obj
 
 

@@ -14,7 +14,11 @@ from .schema import (
     integers,
     number,
     numbers,
+    text,
 )
+
+#: task fields a table replaces (setting one beside ``task.table`` is an error)
+TABLE_REPLACES = ("alpha", "strength0", "gamma", "psi0", "beta", "psi_min")
 
 
 @dataclass(frozen=True)
@@ -34,11 +38,34 @@ class TaskSection:
     model_size: int | str = integer("all", 1, 10**10, extra=("all",), help='model size D (tasks s ≤ D are represented); "all" = n_tasks')
     x_dist: str = choice("rademacher", ("rademacher", "gaussian"), help="scalar token input distribution")
     embedding: str = choice("block", ("block",), help="token embedding; 'shared' is trained only by msfr-attention")
+    table: str | None = text(None, optional=True, help="a task table file (.npz, .csv, .h5) with columns weight (or P), strength, psi, optional counts; its length is n_tasks (docs/task-tables.md)")
 
     def check(self) -> None:
         """Cross-field rules."""
         if self.n_samples != "inf" and float(self.n_samples) != int(float(self.n_samples)):
             raise ConfigError(f"task.n_samples: must be a whole number of sequences or 'inf', got {self.n_samples!r}")
+
+    def resolve(self, given: frozenset) -> TaskSection:
+        """With ``task.table``: n_tasks = the table's length (a given n_tasks must equal it), and
+        the power-law fields it replaces must not be given; a ``counts`` column fixes N = Σ #_s."""
+        if self.table is None:
+            return self
+        from dataclasses import replace
+
+        from .task_table import open_table
+
+        for k in TABLE_REPLACES:
+            if k in given:
+                raise ConfigError(f"task.{k}: not used with task.table (the table gives P, Λ and ψ of every task); remove task.{k} or task.table")
+        tab = open_table(self.table)
+        if "n_tasks" in given and self.n_tasks != tab.n:
+            raise ConfigError(f"task.n_tasks: task.table {self.table} has {tab.n} rows (tasks); leave n_tasks out or set it to {tab.n}, got {self.n_tasks}")
+        if not tab.has_counts:
+            return replace(self, n_tasks=tab.n)
+        total = tab.counts_total()
+        if "n_samples" in given and (self.n_samples == "inf" or int(float(self.n_samples)) != total):
+            raise ConfigError(f"task.n_samples: task.table {self.table} has a counts column, which fixes N = Σ counts = {total}; leave n_samples out or set it to {total}, got {self.n_samples!r}")
+        return replace(self, n_tasks=tab.n, n_samples=float(total))
 
     @property
     def d(self) -> int:

@@ -160,7 +160,19 @@ class MsfrAttnConfig:
 
 def mean_tokens(task) -> float:
     """E[ψ_s + 1] under P(s) ∝ s^-α: exact over the first 2^20 tasks, the rest by a geometric
-    quadrature (midpoint of 4096 log-spaced bins, weighted by the integers each holds)."""
+    quadrature (midpoint of 4096 log-spaced bins, weighted by the integers each holds). With
+    ``task.table``: streamed over the table, weighted by its counts when it has them."""
+    if task.table is not None:
+        from .task_table import open_table
+
+        tab = open_table(task.table)
+        num = den = 0.0
+        for a in range(0, tab.n, 1 << 18):
+            cols = tab.read(a, min(a + (1 << 18), tab.n))
+            wt = cols["counts"] if tab.has_counts else cols["weight"]
+            num += float(np.sum(wt * (cols["psi"] + 1)))
+            den += float(np.sum(wt))
+        return num / den if den > 0 else 1.0
     n = task.n_tasks
     head = np.arange(1, min(n, 2**20) + 1, dtype=np.float64)
     s, w = head, np.ones_like(head)

@@ -144,6 +144,85 @@ def _tail_partials(first, n, alpha, inv_z, lam0, gamma, counts, inv_n, use_count
         out_train[b] = ar
 
 
+@njit(**PARALLEL)
+def _block_sums_of(w, out):
+    """out[b] = Σ w in block b, serial inside a block (the order of :func:`_block_prob_sums`)."""
+    n = w.shape[0]
+    for b in prange(out.shape[0]):
+        lo = b * BLOCK
+        hi = min(lo + BLOCK, n)
+        acc = 0.0
+        for i in range(lo, hi):
+            acc += w[i]
+        out[b] = acc
+
+
+@njit(**PARALLEL)
+def _fill_cols(first, w, inv_z, strength, psi_col, scheme, scale, seed, lam, psi, wtest, v0x, v0y, w0x, w0y):
+    """:func:`_fill` from table columns (the same operations on the tabulated values)."""
+    n = lam.shape[0]
+    for i in prange(n):
+        wtest[i] = w[i] * inv_z
+        lk = strength[i]
+        lam[i] = lk
+        psi[i] = psi_col[i]
+        if scheme == INIT_BALANCED:
+            nrm = 1.0 / math.sqrt(1.0 + lk * lk)
+            v0x[i] = scale * nrm
+            v0y[i] = scale * lk * nrm
+            w0x[i] = v0x[i]
+            w0y[i] = v0y[i]
+        else:
+            idx = first + i
+            v0x[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 0)
+            v0y[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 1)
+            w0x[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 0)
+            w0y[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 1)
+
+
+@njit(**PARALLEL)
+def _tail_partials_cols(w, strength, inv_z, counts, inv_n, use_counts, out_test, out_train):
+    """:func:`_tail_partials` from table columns."""
+    n = w.shape[0]
+    for b in prange(out_test.shape[0]):
+        lo = b * BLOCK
+        hi = min(lo + BLOCK, n)
+        at = 0.0
+        ar = 0.0
+        for i in range(lo, hi):
+            p = w[i] * inv_z
+            lk = strength[i]
+            at += 0.5 * p * lk * lk
+            c = counts[i] * inv_n if use_counts else p
+            ar += 0.5 * c * lk * lk
+        out_test[b] = at
+        out_train[b] = ar
+
+
+#: rows per pass over a task table (a multiple of BLOCK; bounds the memory of a pass)
+TABLE_STEP = 256 * BLOCK
+
+
+def check_columns(path: str, a: int, cols: dict) -> None:
+    """One-line ConfigError naming ``task.table``, the column and the row (1-based) of the first
+    bad value among rows a+1 … of ``cols``: weights finite ≥ 0, strengths finite > 0, ψ whole
+    numbers in [1, 1e9], counts whole numbers ≥ 0."""
+    from ..config.task_table import err
+
+    rules = {
+        "weight": (lambda v: np.isfinite(v) & (v >= 0), "a finite number ≥ 0"),
+        "strength": (lambda v: np.isfinite(v) & (v > 0), "a finite number > 0"),
+        "psi": (lambda v: np.isfinite(v) & (v >= 1) & (v <= 1e9) & (v == np.floor(v)), "a whole number of tokens ≥ 1 and ≤ 1e9"),
+        "counts": (lambda v: np.isfinite(v) & (v >= 0) & (v == np.floor(v)), "a whole number ≥ 0"),
+    }
+    for name, v in cols.items():
+        ok, what = rules[name]
+        bad = np.flatnonzero(~ok(v))
+        if bad.size:
+            i = int(bad[0])
+            raise err(path, f"column {name}, row {a + i + 1}: must be {what}, got {float(v[i])!r}")
+
+
 class MsfrProblem:
     """The task table of one MSFR config, generated on demand in chunks of whole blocks."""
 
@@ -153,6 +232,10 @@ class MsfrProblem:
         self.seed = int(seed)
         self.n_tasks = int(task.n_tasks)
         self.d = int(task.d)
+        self.source = None
+        if getattr(task, "table", None) is not None:
+            self._init_table()
+            return
         nb = n_blocks(self.n_tasks)
         near = min(nb, n_blocks(EM_FROM))  # blocks summed term by term
         self._block_p = np.zeros(nb)
@@ -168,18 +251,75 @@ class MsfrProblem:
             probs = self._block_p / self._block_p.sum()
             self._block_counts = rng.generator(self.seed, 7).multinomial(self.n_samples, probs)
 
+    def _init_table(self) -> None:
+        """One pass over ``task.table``: check every value, sum the weights per block (the
+        normaliser Z in the built-in's order) and, with a counts column, the counts per block."""
+        from ..config.task_table import err, open_table
+
+        task = self.task
+        src = self.source = open_table(task.table)
+        if src.n != self.n_tasks:
+            raise err(task.table, f"has {src.n} rows but task.n_tasks = {self.n_tasks}; leave n_tasks out or set it to {src.n}")
+        nb = n_blocks(self.n_tasks)
+        self._block_p = np.zeros(nb)
+        block_c = np.zeros(nb, dtype=np.int64) if src.has_counts else None
+        for a in range(0, self.n_tasks, TABLE_STEP):
+            b = min(a + TABLE_STEP, self.n_tasks)
+            cols = src.read(a, b)
+            check_columns(task.table, a, cols)
+            _block_sums_of(cols["weight"], self._block_p[a // BLOCK : n_blocks(b)])
+            if block_c is not None:
+                c = cols["counts"].astype(np.int64)
+                block_c[a // BLOCK : n_blocks(b)] = np.add.reduceat(c, np.arange(0, b - a, BLOCK))
+        self.z = float(_ordered_sum(self._block_p))
+        if not self.z > 0 or not math.isfinite(self.z):
+            raise err(task.table, f"column {src.weight_name}: weights must have a finite sum > 0, got {self.z!r}")
+        self.finite_n = src.has_counts or task.n_samples != "inf"
+        self._block_counts = None
+        if src.has_counts:
+            self.n_samples = int(block_c.sum())
+            if self.n_samples < 1:
+                raise err(task.table, "column counts: sums to 0; the training set needs at least one sequence")
+            self._block_counts = block_c
+        elif self.finite_n:
+            self.n_samples = int(float(task.n_samples))
+            probs = self._block_p / self._block_p.sum()
+            self._block_counts = rng.generator(self.seed, 7).multinomial(self.n_samples, probs)
+        else:
+            self.n_samples = math.inf
+
+    def weights(self, first: int, n: int) -> np.ndarray:
+        """Unnormalised weights of tasks first+1..first+n (s^-α, or the table's column)."""
+        if self.source is not None:
+            return self.source.read(first, first + n)["weight"]
+        s = np.arange(first + 1, first + n + 1, dtype=np.float64)
+        return s ** (-float(self.task.alpha))
+
+    def lam_psi(self, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(Λ_s, ψ_s as int64 tokens) of tasks first+1..first+n."""
+        if self.source is not None:
+            cols = self.source.read(first, first + n)
+            return cols["strength"].copy(), cols["psi"].astype(np.int64)
+        t = self.task
+        s = np.arange(first + 1, first + n + 1, dtype=np.float64)
+        lam = float(t.strength0) * s ** (-float(t.gamma))
+        psi = np.maximum(int(t.psi_min), np.floor(float(t.psi0) * s ** (-float(t.beta)) + 0.5)).astype(np.int64)
+        return lam, psi
+
     def counts(self, first: int, n: int) -> np.ndarray:
-        """Exact multinomial counts #_s for tasks first+1..first+n (first on a block boundary)."""
+        """Exact multinomial counts #_s for tasks first+1..first+n (first on a block boundary);
+        a table's counts column as it stands."""
         if first % BLOCK:
             raise ValueError("counts: first must be a multiple of BLOCK")
+        if self.source is not None and self.source.has_counts:
+            return self.source.read(first, first + n)["counts"].astype(np.int64)
         out = np.zeros(n, dtype=np.int64)
         for b in range(first // BLOCK, n_blocks(first + n)):
             if self._block_counts[b] == 0:
                 continue  # every count of the block is 0 (and its stream is its own: skipping it changes nothing)
             lo = b * BLOCK
             hi = min(lo + BLOCK, self.n_tasks)
-            s = np.arange(lo + 1, hi + 1, dtype=np.float64)
-            p = s ** (-float(self.task.alpha))
+            p = self.weights(lo, hi - lo)
             c = rng.generator(self.seed, 8, b).multinomial(int(self._block_counts[b]), p / p.sum())
             a, e = max(lo, first), min(hi, first + n)
             out[a - first : e - first] = c[a - lo : e - lo]
@@ -191,7 +331,11 @@ class MsfrProblem:
         arrs = [np.empty(n) for _ in range(8)]
         lam, psi, rate, wtest, v0x, v0y, w0x, w0y = arrs
         scheme = INIT_BALANCED if it.scheme == "balanced" else INIT_RANDOM
-        _fill(first, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), float(t.psi0), float(t.beta), int(t.psi_min), scheme, float(it.scale), self.seed, lam, psi, wtest, v0x, v0y, w0x, w0y)
+        if self.source is not None:
+            cols = self.source.read(first, first + n)
+            _fill_cols(first, cols["weight"], 1.0 / self.z, cols["strength"], cols["psi"], scheme, float(it.scale), self.seed, lam, psi, wtest, v0x, v0y, w0x, w0y)
+        else:
+            _fill(first, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), float(t.psi0), float(t.beta), int(t.psi_min), scheme, float(it.scale), self.seed, lam, psi, wtest, v0x, v0y, w0x, w0y)  # fmt: skip
         if self.finite_n:
             rate[:] = self.counts(first, n) / float(self.n_samples)
         else:
@@ -211,7 +355,7 @@ class MsfrProblem:
         tot_train = 0.0
         step = max(BLOCK, (int(chunk_tasks) // BLOCK) * BLOCK)
         start = (self.d // BLOCK) * BLOCK
-        far = max(start, EM_FROM)  # chunks from here on: in closed form per block
+        far = max(start, EM_FROM) if self.source is None else self.n_tasks  # chunks from here on: in closed form per block
         for first in range(start, self.n_tasks, step):
             if first >= far:
                 far = first
@@ -224,7 +368,12 @@ class MsfrProblem:
             # tasks in [start, d) are represented: exclude them by zeroing their weight
             lo_local = max(0, self.d - first)
             sub_first = first + lo_local
-            if lo_local:
+            if self.source is not None:
+                cols = self.source.read(first, first + n)
+                pt = np.zeros(n_blocks(n - lo_local))
+                pr = np.zeros(n_blocks(n - lo_local))
+                _tail_partials_cols(cols["weight"][lo_local:], cols["strength"][lo_local:], 1.0 / self.z, counts[lo_local:], inv_n, self.finite_n, pt, pr)
+            elif lo_local:
                 # recompute only the represented-free part, keeping block alignment for the rest
                 pt = np.zeros(n_blocks(n - lo_local))
                 pr = np.zeros(n_blocks(n - lo_local))

@@ -146,29 +146,16 @@ def task_columns(problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     step = 256 * BLOCK
     for first in range(0, nt, step):
         n = min(step, nt - first)
-        ch = _table(problem, first, n)
-        lam[first : first + n] = ch[0]
-        psi[first : first + n] = ch[1]
+        lam[first : first + n], psi[first : first + n] = problem.lam_psi(first, n)
         if problem.finite_n:
             counts[first : first + n] = problem.counts(first, n)
     return lam, psi, counts
-
-
-def _table(problem, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    t = problem.task
-    s = np.arange(first + 1, first + n + 1, dtype=np.float64)
-    lam = float(t.strength0) * s ** (-float(t.gamma))
-    psi = np.maximum(int(t.psi_min), np.floor(float(t.psi0) * s ** (-float(t.beta)) + 0.5)).astype(
-        np.int64
-    )
-    return lam, psi
 
 
 def test_set(problem, n_test: int, **kw) -> SeqData:
     """``n_test`` fresh sequences, tasks ~ P(s) (multinomial from its own stream), for held-out
     estimates where the population loss has no closed form."""
     lam, psi, _ = task_columns(problem)
-    s = np.arange(1, problem.n_tasks + 1, dtype=np.float64)
-    p = s ** (-float(problem.task.alpha))
+    p = problem.weights(0, problem.n_tasks)
     counts = rng.generator(problem.seed, STREAM_TEST).multinomial(int(n_test), p / p.sum())
     return from_counts(counts, lam, psi, problem.seed, stream=STREAM_TEST, **kw)

@@ -90,7 +90,7 @@ def broken(draw):
     i = draw(st.integers(0, len(_BAD) + 1))
     if i == len(_BAD):  # an unknown key, possibly unicode
         sec = draw(st.sampled_from(["task", "solver", "time", "output"]))
-        key = draw(st.text(min_size=1, max_size=15).filter(lambda k: k not in {"n_tasks", "alpha", "strength0", "gamma", "psi0", "beta", "psi_min", "n_samples", "model_size", "x_dist", "embedding", "integrator", "rtol", "atol", "steps_per_timescale", "lr", "settle_tol", "max_steps", "grid", "t_min", "t_max", "n_times", "include_zero", "times", "track", "chunk_tasks", "times_per_segment", "checkpoint_every"}))
+        key = draw(st.text(min_size=1, max_size=15).filter(lambda k: k not in {"n_tasks", "alpha", "strength0", "gamma", "psi0", "beta", "psi_min", "n_samples", "model_size", "x_dist", "embedding", "table", "integrator", "rtol", "atol", "steps_per_timescale", "lr", "settle_tol", "max_steps", "grid", "t_min", "t_max", "n_times", "include_zero", "times", "track", "chunk_tasks", "times_per_segment", "checkpoint_every"}))
         cfg[sec][key] = draw(st.integers() | st.text(max_size=5))
         return cfg, f"{sec}.{key}"
     if i == len(_BAD) + 1:  # t_min ≥ t_max (a cross-field rule)
