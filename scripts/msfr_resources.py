@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
     ex0 = exponents(2.0, 0.0, 0.0)
     print(
         "theory table (alpha = 2, beta = 0, gamma = 0):",
-        {k: round(v, 5) for k, v in ex0.to_dict().items()},
+        {k: round(v, 5) if isinstance(v, float) else v for k, v in ex0.to_dict().items()},
     )
 
     def quiet(f, *a, **k):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .._jit import PARALLEL
+from .._jit import PARALLEL, SERIAL
 from ..reduce import BLOCK, n_blocks
 from . import rng
 
@@ -99,6 +99,23 @@ def power_sums(lo: np.ndarray, hi: np.ndarray, x: float) -> np.ndarray:
     return out
 
 
+@njit(**SERIAL, inline="always")
+def _init_task(idx, lk, scheme, scale, seed):
+    """(v0x, v0y, w0x, w0y) of task index ``idx`` (0-based) with strength ``lk``: balanced
+    v0 = w0 = scale·(1, Λ)/√(1+Λ²), or random normals from the per-task init streams."""
+    if scheme == INIT_BALANCED:
+        nrm = 1.0 / math.sqrt(1.0 + lk * lk)
+        a = scale * nrm
+        b = scale * lk * nrm
+        return a, b, a, b
+    return (
+        scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 0),
+        scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 1),
+        scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 0),
+        scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 1),
+    )
+
+
 @njit(**PARALLEL)
 def _fill(first, alpha, inv_z, lam0, gamma, psi0, beta, psi_min, scheme, scale, seed, lam, psi, wtest, v0x, v0y, w0x, w0y):
     n = lam.shape[0]
@@ -110,18 +127,7 @@ def _fill(first, alpha, inv_z, lam0, gamma, psi0, beta, psi_min, scheme, scale, 
         lam[i] = lk
         ps = math.floor(psi0 * s ** (-beta) + 0.5)
         psi[i] = max(float(psi_min), ps)
-        if scheme == INIT_BALANCED:
-            nrm = 1.0 / math.sqrt(1.0 + lk * lk)
-            v0x[i] = scale * nrm
-            v0y[i] = scale * lk * nrm
-            w0x[i] = v0x[i]
-            w0y[i] = v0y[i]
-        else:
-            idx = first + i
-            v0x[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 0)
-            v0y[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 1)
-            w0x[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 0)
-            w0y[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 1)
+        v0x[i], v0y[i], w0x[i], w0y[i] = _init_task(first + i, lk, scheme, scale, seed)
 
 
 @njit(**PARALLEL)
@@ -166,18 +172,7 @@ def _fill_cols(first, w, inv_z, strength, psi_col, scheme, scale, seed, lam, psi
         lk = strength[i]
         lam[i] = lk
         psi[i] = psi_col[i]
-        if scheme == INIT_BALANCED:
-            nrm = 1.0 / math.sqrt(1.0 + lk * lk)
-            v0x[i] = scale * nrm
-            v0y[i] = scale * lk * nrm
-            w0x[i] = v0x[i]
-            w0y[i] = v0y[i]
-        else:
-            idx = first + i
-            v0x[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 0)
-            v0y[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 1)
-            w0x[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 0)
-            w0y[i] = scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 1)
+        v0x[i], v0y[i], w0x[i], w0y[i] = _init_task(first + i, lk, scheme, scale, seed)
 
 
 @njit(**PARALLEL)
