@@ -14,15 +14,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: the cases in two halves, each run in its own subprocess at the same time (2 cores)
+HALVES = ("closed_form or integrators or dopri5", "not (closed_form or integrators or dopri5)")
+
+
 @pytest.mark.cuda
 def test_cuda_twins_match_cpu_under_the_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NUMBA_NUM_THREADS="1")
-    res = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__).with_name("_sim_cases.py"))],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
-    assert " passed" in res.stdout and "failed" not in res.stdout and "skipped" not in res.stdout, res.stdout[-2000:]
+    cases = str(Path(__file__).with_name("_sim_cases.py"))
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cases, "-k", k], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        for k in HALVES
+    ]
+    outs = [p.communicate(timeout=900) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out[-6000:] + err[-2000:]
+        assert " passed" in out and "failed" not in out and "skipped" not in out, out[-2000:]
+    n = sum(int(out.strip().splitlines()[-1].split(" passed")[0].split()[-1]) for out, _ in outs)
+    assert n == 19, [o.strip().splitlines()[-1] for o, _ in outs]  # every case ran, in one half
 
 
 def _gpu_here() -> bool:

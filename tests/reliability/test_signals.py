@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
@@ -22,30 +23,37 @@ def _resume(path) -> None:
     assert res.exit_code == 0, res.output
 
 
+def _kill(p, dt: float, ref) -> int:
+    """Start a run into ``p``, kill -9 it ``dt`` s after its file appears; check the rows so far
+    (plain SWMR read, as a follower would); return how many rows were flushed."""
+    proc = popen("-q", "simulate", *MSFR, "-o", str(p))
+    wait_for(p, proc)
+    time.sleep(dt)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    with h5py.File(p, "r", libver="latest", swmr=True) as f:
+        n = f["time"].shape[0]
+        np.testing.assert_array_equal(f["loss/test"][:n], ref["loss/test"][:n])
+        assert f["loss/test"].shape[0] == n
+    return n
+
+
 def _kill_and_resume(msfr_reference, tmp_path, n: int, seed: int) -> None:
     ref_path, duration = msfr_reference
     ref = fastdyn.load(ref_path)
     rng = np.random.default_rng(seed)
     moments = rng.uniform(0.0, 0.9 * duration, size=n)  # seconds after the file appears
+    paths = [tmp_path / f"k{i}.h5" for i in range(n)]
+    with ThreadPoolExecutor(2) as pool:  # two killed runs at a time (each runs 1 numba thread)
+        rows = list(pool.map(lambda a: _kill(a[0], a[1], ref), zip(paths, moments, strict=True)))
     killed_mid_run = 0
-    for i, dt in enumerate(moments):
-        p = tmp_path / f"k{i}.h5"
-        proc = popen("-q", "simulate", *MSFR, "-o", str(p))
-        wait_for(p, proc)
-        time.sleep(dt)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
-        # readable with plain h5py (SWMR read, as a follower would) up to the last flushed chunk
-        with h5py.File(p, "r", libver="latest", swmr=True) as f:
-            n = f["time"].shape[0]
-            np.testing.assert_array_equal(f["loss/test"][:n], ref["loss/test"][:n])
-            assert f["loss/test"].shape[0] == n
+    for p, n_rows in zip(paths, rows, strict=True):
         r = fastdyn.load(p)
         if r.status == "running":
             # a kill after the last row is flushed but before the status says complete is
             # legitimate (n == len): such a file must resume to complete like any other
-            assert n <= len(ref.time)
-            killed_mid_run += n < len(ref.time)
+            assert n_rows <= len(ref.time)
+            killed_mid_run += n_rows < len(ref.time)
             _resume(p)
         r = fastdyn.load(p)
         assert r.status == "complete"
