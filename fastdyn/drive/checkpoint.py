@@ -116,10 +116,14 @@ class StopSignals:
         return self
 
     def _note(self, signum: int) -> None:
+        """In the watcher thread only (never blocks it): count, end at the second signal."""
         self._seen += 1
         if self._seen >= 2:  # the second SIGINT/SIGTERM: end now, wherever the main thread is
             os._exit(128 + signum)
-        self._request(signum)
+        if self.acknowledge:  # writing to stderr may block (a full pipe): not in the watcher
+            threading.Thread(target=self._request, args=(signum,), daemon=True).start()
+        else:
+            self._request(signum)
 
     def _request(self, signum: int) -> None:
         """The first signal: say so at once (with ``acknowledge``), then set the flag that the run
@@ -149,8 +153,10 @@ class StopSignals:
                     self._note(signum)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        # the watcher has already counted this signal (the C handler wrote it to the pipe first)
-        self._request(signum)
+        # The watcher counts the signal and sets the flag (the C handler wrote it to the pipe
+        # first). This Python-level handler takes no lock and writes nothing: it may run nested
+        # in itself when a second signal arrives at once, and a lock taken here deadlocked
+        # against the watcher (seen once: a double SIGINT that never ended the process).
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
 
@@ -185,7 +191,7 @@ def _say(line: str) -> None:
     try:
         sys.stderr.write(("\n" if sys.stderr.isatty() else "") + line + "\n")
         sys.stderr.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a reentrant write
         pass
 
 
