@@ -81,7 +81,7 @@ class StopSignals:
 
     def __init__(self, acknowledge: bool = False) -> None:
         self.acknowledge = acknowledge
-        self._ack = threading.Lock()
+        self._claim = threading.Lock()  # taken once, never released: one acknowledgement
         self.name: str | None = None
         self._old: dict[int, Any] = {}
         self._pipe: tuple[int, int] | None = None
@@ -126,16 +126,16 @@ class StopSignals:
             self._request(signum)
 
     def _request(self, signum: int) -> None:
-        """The first signal: say so at once (with ``acknowledge``), then set the flag that the run
-        loop and the kernels poll, so the acknowledgement precedes the run's final status line."""
-        with self._ack:
-            if self.name is not None:
-                return
-            name = signal.Signals(signum).name
-            if self.acknowledge:
-                _say(f"fastdyn: {name} received: stopping at the next chunk boundary (a second SIGINT/SIGTERM ends at once)")
+        """The first signal: say so once (with ``acknowledge``; the first caller to claim it
+        writes), then set the flag the run loop and the kernels poll. Never blocks on a lock:
+        it runs in the watcher (or its helper) and in the Python-level handler, which a second
+        signal can nest inside itself."""
+        name = signal.Signals(signum).name
+        if self._claim.acquire(blocking=False) and self.acknowledge:
+            _say(f"fastdyn: {name} received: stopping at the next chunk boundary (a second SIGINT/SIGTERM ends at once)")
+        if self.name is None:
             self.name = name
-            stop_flag.request(signum)  # the kernels return early
+        stop_flag.request(signum)  # the kernels return early
 
     def _watch(self, r: int) -> None:
         """Until EOF (``__exit__`` closes the write end); the watcher closes the read end itself,
@@ -153,10 +153,11 @@ class StopSignals:
                     self._note(signum)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        # The watcher counts the signal and sets the flag (the C handler wrote it to the pipe
-        # first). This Python-level handler takes no lock and writes nothing: it may run nested
-        # in itself when a second signal arrives at once, and a lock taken here deadlocked
-        # against the watcher (seen once: a double SIGINT that never ended the process).
+        # The watcher has counted this signal (the C handler wrote it to the pipe first). Set
+        # the flag here too, at once and deterministically, without blocking on any lock: this
+        # handler can run nested in itself when a second signal arrives at once, and a lock
+        # taken here deadlocked against the watcher (a double SIGINT that never ended).
+        self._request(signum)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
 
