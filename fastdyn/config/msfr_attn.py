@@ -11,6 +11,7 @@ TOML layout::
     [optim]      name, lr, batch_size, weight_decay, beta1, beta2, eps, momentum
     [schedule]   epochs, n_saves, save_steps
     [theory]     compare
+    [adapt]      factors (in-context adaptation: test on sequences of strength c·Λ_s)
     [output]     track, save_weights
 """
 
@@ -21,7 +22,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from .msfr import InitSection, TaskSection
-from .schema import ConfigError, check_memory, choice, every, flag, integer, integers, number
+from .schema import (
+    ConfigError,
+    check_memory,
+    choice,
+    every,
+    flag,
+    integer,
+    integers,
+    number,
+    numbers,
+)
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,10 @@ class AttentionSection:
         ("block", "shared"),
         help="block: an [x, y] pair per task; shared: one common label coordinate",
     )
+    constrained: bool = flag(
+        False,
+        help="hold v_{s;s} = w_{s;N+1} = 0 (the authors' constrained model: f = ψΛ v_y w_x, adapts exactly, f̃ = Λ̃); block, merged, linear, sparse only",
+    )
 
 
 @dataclass(frozen=True)
@@ -101,13 +116,33 @@ class TheorySection:
 
 
 @dataclass(frozen=True)
+class AdaptSection:
+    """[adapt]: in-context adaptation (spec msfr.md §2): the trained weights tested on sequences of
+    task s whose context tokens carry another strength Λ̃_s = c·Λ_s (query target Λ̃_s x_q)."""
+
+    factors: tuple = numbers(
+        (),
+        0.0,
+        1e6,
+        lo_open=True,
+        help="strength factors c (Λ̃_s = c·Λ_s); each streams /adapt/loss/test and /adapt/tasks/f beside the formula Λ(1 + Λ̃Λ)²/(1 + Λ²)²",
+    )
+
+
+@dataclass(frozen=True)
 class OutputSection:
     """[output]: what is stored besides the losses."""
 
     track: tuple = integers((), 1, help="tasks s whose f_s(t) are stored; [] = 1, 3, 10, 30, … ≤ D")
     save_weights: bool = flag(True, help="store the final flat parameter vector /params/theta")
-    checkpoint_every: float | str = every(60.0, help='resume state (weights, optimiser state) written to /checkpoint at a save step every this many seconds (60, "60s") or optimiser steps ("100 steps"); 0 = at every save; "off" = only when a signal stops the run')
-    keep_checkpoint: bool = flag(False, help="keep /checkpoint in a complete file (else the finished file is rewritten without it)")
+    checkpoint_every: float | str = every(
+        60.0,
+        help='resume state (weights, optimiser state) written to /checkpoint at a save step every this many seconds (60, "60s") or optimiser steps ("100 steps"); 0 = at every save; "off" = only when a signal stops the run',
+    )
+    keep_checkpoint: bool = flag(
+        False,
+        help="keep /checkpoint in a complete file (else the finished file is rewritten without it)",
+    )
 
 
 @dataclass(frozen=True)
@@ -118,7 +153,9 @@ class MsfrAttnConfig:
     seed: int = integer(
         0, 0, 2**63 - 1, help="seed of every random draw (counts, data, init, minibatches)"
     )
-    device: str = choice("cpu", ("cpu", "cuda"), help="where the kernels run (msfr-attn: cpu only; docs/cuda.md)")
+    device: str = choice(
+        "cpu", ("cpu", "cuda"), help="where the kernels run (msfr-attn: cpu only; docs/cuda.md)"
+    )
     task: TaskSection = TaskSection(n_tasks=1000, n_samples=10_000.0)
     init: InitSection = InitSection()
     data: DataSection = DataSection()
@@ -126,6 +163,7 @@ class MsfrAttnConfig:
     optim: OptimSection = OptimSection()
     schedule: ScheduleSection = ScheduleSection()
     theory: TheorySection = TheorySection()
+    adapt: AdaptSection = AdaptSection()
     output: OutputSection = OutputSection()
 
     def check(self) -> None:
@@ -142,6 +180,20 @@ class MsfrAttnConfig:
             )
         if self.data.feature_noise > 0 and self.data.tau > 0:
             raise ConfigError("data.tau: choose feature_noise or tau, not both")
+        dense = self.data.feature_noise > 0 or self.data.tau > 0
+        a = self.attention
+        if a.constrained and (a.embedding != "block" or a.kq != "merged" or a.softmax or dense):
+            raise ConfigError(
+                "attention.constrained: needs attention.embedding = 'block', kq = 'merged', softmax = false and no data.feature_noise/tau"
+            )
+        if self.adapt.factors and dense:
+            raise ConfigError(
+                "adapt.factors: needs exact sparse features (no data.feature_noise or data.tau)"
+            )
+        if self.adapt.factors and a.softmax and self.task.x_dist != "rademacher":
+            raise ConfigError(
+                "adapt.factors: softmax attention is evaluated exactly only for task.x_dist = 'rademacher'"
+            )
         if self.optim.batch_size > int(float(self.task.n_samples)):
             raise ConfigError(
                 f"optim.batch_size: must be ≤ task.n_samples ({int(float(self.task.n_samples))}), got {self.optim.batch_size}"
@@ -205,7 +257,13 @@ def bytes_needed(cfg: MsfrAttnConfig) -> tuple[float, float, float, float]:
 
 def _check_memory(cfg: MsfrAttnConfig) -> None:
     t = cfg.task
-    terms = dict(zip(("task.n_samples", "data.n_test", "task.n_tasks", "task.model_size"), bytes_needed(cfg), strict=True))
+    terms = dict(
+        zip(
+            ("task.n_samples", "data.n_test", "task.n_tasks", "task.model_size"),
+            bytes_needed(cfg),
+            strict=True,
+        )
+    )
     field = max(terms, key=terms.__getitem__)
     what, fix = {
         "task.n_samples": (f"task.n_samples = {float(t.n_samples):g} training sequences", "lower task.n_samples (or task.psi0)"),

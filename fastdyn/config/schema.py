@@ -83,6 +83,8 @@ class Rule:
                 unit, x = parse_every(value, name)
             except ValueError as e:
                 raise ConfigError(str(e)) from None
+            if unit == "off":
+                return "off"
             return x if unit == "seconds" else f"{int(x)} steps"
         if self.kind == "choice":
             if isinstance(value, int) and not isinstance(value, bool) and str(value) in self.options:

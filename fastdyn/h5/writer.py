@@ -276,7 +276,7 @@ class RunWriter:
         seed: int,
         series: dict[str, tuple[int, ...]],
         static: dict[str, np.ndarray] | None = None,
-        scales: dict[str, tuple[str, int]] | None = None,
+        scales: dict[str, tuple[str, int | dict[str, int]]] | None = None,
         with_step: bool = False,
         extra_attrs: dict[str, Any] | None = None,
         chunk_rows: int = 1024,
@@ -363,7 +363,8 @@ class RunWriter:
             self._describe(ds, name)
             ds.dims[0].attach_scale(tds)
             _link_scale(f, name, layout.TIME)
-            for sname, (_scale_label, axis) in (scales or {}).items():
+            for sname, (_scale_label, where) in (scales or {}).items():
+                axis = where.get(name, 0) if isinstance(where, dict) else where
                 if 0 < axis < ds.ndim and ds.shape[axis] == f[sname].shape[0]:
                     ds.dims[axis].attach_scale(f[sname])
                     _link_scale(f, name, sname)

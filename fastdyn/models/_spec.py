@@ -76,7 +76,8 @@ class TrainedSetup:
     row: Callable[[int, int, dict[str, float], dict[str, np.ndarray]], dict[str, np.ndarray]]
     final: Callable[[np.ndarray], dict[str, np.ndarray]]
     static: dict[str, np.ndarray] = field(default_factory=dict)
-    scales: dict[str, tuple[str, int]] | None = None
+    #: static dataset → (scale label, axis of every series it labels | {series: axis})
+    scales: dict[str, tuple[str, int | dict[str, int]]] | None = None
     extra_attrs: dict[str, Any] = field(default_factory=dict)
     time_units: str | None = None
     time_long_name: str | None = None

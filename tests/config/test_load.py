@@ -135,3 +135,11 @@ def test_msfr_attn_mean_tokens_matches_the_exact_sum():
         p = s**-a
         psi = np.maximum(1, np.floor(100 * s**-b + 0.5))
         assert mean_tokens(cfg.task) == pytest.approx((p * (psi + 1)).sum() / p.sum(), rel=1e-3)
+
+
+@pytest.mark.parametrize("given", ["off", "never", "OFF"])
+def test_checkpoint_every_off_is_kept_as_off(given):
+    """ "off" used to reach int(inf) in the schema and fail the run with exit 1."""
+    for model in ("msfr", "attn-m"):
+        cfg = from_dict({"model": model, "output": {"checkpoint_every": given}})
+        assert cfg.output.checkpoint_every == "off"

@@ -597,6 +597,17 @@ def init_params(
     return th
 
 
+def constrained_indices(layout: Layout) -> np.ndarray:
+    """Entries of θ that the constrained model holds at 0 (block, merged, sparse layout): every
+    task's value weight on its own feature coordinate, v_{s;s} = v_x[s], and its W_KQ entry from the
+    label coordinate, w_{s;N+1} = w_y[s]. Then f_s = ψ_s Λ_s v_y w_x (Rademacher, spec msfr.md §2)."""
+    if layout.dense or layout.shared or layout.separate or layout.softmax:
+        raise ValueError("the constrained model needs the block, merged, linear, sparse layout")
+    d = layout.d
+    oky = layout.offsets[3]
+    return np.concatenate([np.arange(d), oky + np.arange(d)]).astype(np.int64)
+
+
 def local_pairs(
     theta: np.ndarray, layout: Layout
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -12,6 +12,16 @@ Series (time t = η·step, the msfr-core gd clock; /step holds the optimiser ste
   the msfr-core gd map with η = optim.lr, of the same task table, counts and init (these assume
   block embedding and Rademacher H; they are written for any variant as the reference curve).
   The gd map is the driver's integrator, handed in as ``tools.integrate_gd``.
+- ``adapt/loss/test``, ``adapt/tasks/f`` (with ``adapt.factors``): in-context adaptation, the same
+  weights tested on sequences whose context tokens carry Λ̃_s = c·Λ_s (exact population values),
+  beside ``adapt/theory/tasks/f``: f_s(t) (1 + Λ̃Λ)²/(1 + Λ²)² from the leading-order closed form
+  (the authors' t → ∞ formula Λ(1 + Λ̃Λ)²/(1 + Λ²)², spec msfr.md §2; it holds to O(1/ψ)).
+
+``attention.constrained`` holds v_{s;s} = v_x = 0 and w_{s;N+1} = w_y = 0 (their gradient is
+zeroed, so every optimiser keeps them at 0). Then f_s = ψ_s Λ_s v_y w_x: with p = v_y, q = w_x,
+K = ψΛ, dp/dt = −(#/N) r K q, dq/dt = −(#/N) r K p, i.e. MSFR's leading-order Riccati with κ → K
+and g, h → p, q. ``theory/loss/test`` is that closed form (no ``ode/*`` columns: the msfr-core map
+is of the unconstrained model), and adaptation is exact: f̃_s = c·f_s at every step.
 """
 
 from __future__ import annotations
@@ -69,13 +79,27 @@ class Evaluator:
             acc += v
         return acc + self.tail, f[self.track - 1]
 
+    def adapt(self, theta: np.ndarray, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per factor c: the population test loss on sequences of strength Λ̃ = cΛ (tail c²·tail)
+        and f̃ of the tracked tasks; shapes (n_f,), (n_f, n_track)."""
+        lo = np.empty(len(factors))
+        f = np.empty((len(factors), len(self.track)))
+        for i, c in enumerate(factors.tolist()):
+            fs, e2 = K.population(theta, self.layout, c * self.lam, self.psi, self.cfg.task.x_dist)
+            acc = 0.0
+            for v in (self.wtest * e2).tolist():
+                acc += v
+            lo[i] = acc + c * c * self.tail
+            f[i] = fs[self.track - 1]
+        return lo, f
+
 
 class SequenceModel:
     """The step loop's view of msfr-attn: the loss and gradient on the whole training set or on a
-    minibatch of sequences (``idx``)."""
+    minibatch of sequences (``idx``); entries ``frozen`` (the constrained model's) get no gradient."""
 
-    def __init__(self, layout: K.Layout, data: Any):
-        self.layout, self.data = layout, data
+    def __init__(self, layout: K.Layout, data: Any, frozen: np.ndarray | None = None):
+        self.layout, self.data, self.frozen = layout, data, frozen
         self.n_params = layout.n_params
         self.full = K.Workspace(layout, data)
         self._g = np.zeros(layout.n_params)
@@ -84,7 +108,10 @@ class SequenceModel:
         self, theta: np.ndarray, prep: dict, grad: np.ndarray, idx: np.ndarray | None = None
     ) -> float:
         ws = self.full if idx is None else K.Workspace(self.layout, self.data, idx)
-        return K.loss_and_grad(theta, self.layout, self.data, grad, ws)
+        loss = K.loss_and_grad(theta, self.layout, self.data, grad, ws)
+        if self.frozen is not None:
+            grad[self.frozen] = 0.0
+        return loss
 
     def loss_value(self, theta: np.ndarray, prep: dict) -> float:
         return K.loss_and_grad(theta, self.layout, self.data, self._g, self.full)
@@ -104,6 +131,37 @@ def comparison(
         "ode/loss/test": res.loss_test() + tail,
         "ode/tasks/f": res.f_track.T,
     }
+
+
+def constrained_pairs(ch: Any, theta: np.ndarray, layout: K.Layout, d: int) -> tuple:
+    """The constrained model as MSFR's leading-order closed form (spec §4): ψ' = ψΛ/(1 + Λ²) makes
+    κ' = ψ'(1 + Λ²) = ψΛ = K, and v' = p û, w' = q û (û = (1, Λ)/|u|) give g = p, h = q."""
+    vx, vy, wx, wy = K.local_pairs(theta, layout)
+    lam = ch.lam[:d]
+    nu = np.sqrt(1.0 + lam * lam)
+    ux, uy = 1.0 / nu, lam / nu
+    psi_k = ch.psi[:d] * lam / (1.0 + lam * lam)
+    return lam, psi_k, ch.rate[:d], ch.wtest[:d], vy * ux, vy * uy, wx * ux, wx * uy
+
+
+def adapt_theory(
+    ch: Any, times: np.ndarray, track: np.ndarray, factors: np.ndarray, pairs: tuple | None
+) -> np.ndarray:
+    """(T, n_f, n_track): the leading-order f_s(t) of the tracked tasks times (1 + Λ̃Λ)²/(1 + Λ²)²
+    (unconstrained), or c·f_s(t) of the constrained closed form (exact)."""
+    from ..msfr import theory
+
+    i = track - 1
+    if pairs is None:
+        cols = (ch.lam, ch.psi, ch.rate, ch.v0x, ch.v0y, ch.w0x, ch.w0y)
+        f = theory.f_curves(times, *(np.ascontiguousarray(c[i], dtype=np.float64) for c in cols))
+        lam = ch.lam[i]
+        gain = np.stack([(1.0 + c * lam * lam) ** 2 / (1.0 + lam * lam) ** 2 for c in factors])
+    else:
+        lam, psi_k, rate, _w, vx, vy, wx, wy = (np.ascontiguousarray(a[i]) for a in pairs)
+        f = theory.f_curves(times, lam, psi_k, rate, vx, vy, wx, wy)
+        gain = np.stack([np.full(len(i), c) for c in factors])
+    return np.ascontiguousarray((gain[:, :, None] * f[None, :, :]).transpose(2, 0, 1))
 
 
 def setup(cfg: Any, tools: Any) -> TrainedSetup:
@@ -128,20 +186,37 @@ def setup(cfg: Any, tools: Any) -> TrainedSetup:
         else default_track(d)
     )
     track = track[track <= d]
+    frozen = K.constrained_indices(layout) if a.constrained else None
+    if frozen is not None:
+        theta[frozen] = 0.0
+    pairs = constrained_pairs(ch, theta, layout, d) if frozen is not None else None
     ev = Evaluator(cfg, problem, layout, lam, psi, ch.wtest, track)
     steps = save_steps(cfg)
     o = cfg.optim
+    times = o.lr * steps.astype(np.float64)
     series = {"loss/test": (), "loss/train": (), "tasks/f": (len(track),)}
     ref: dict[str, np.ndarray] = {}
-    if cfg.theory.compare:
+    if cfg.theory.compare and pairs is None:
         series |= {"theory/loss/test": (), "ode/loss/test": (), "ode/tasks/f": (len(track),)}
-        ref = comparison(
-            ch, ev.tail, o.lr * steps.astype(np.float64), o.lr, track, tools.integrate_gd
-        )
+        ref = comparison(ch, ev.tail, times, o.lr, track, tools.integrate_gd)
+    elif cfg.theory.compare:
+        from ..msfr import theory
+
+        series |= {"theory/loss/test": ()}
+        ref = {"theory/loss/test": theory.loss_curves(times, *pairs)[0] + ev.tail}
+    factors = np.asarray(cfg.adapt.factors, dtype=np.float64)
+    nf = len(factors)
+    if nf:
+        series |= {"adapt/loss/test": (nf,), "adapt/tasks/f": (nf, len(track))}
+        series |= {"adapt/theory/tasks/f": (nf, len(track))}
+        ref["adapt/theory/tasks/f"] = adapt_theory(ch, times, track, factors, pairs)
 
     def observe(th: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
         te, f = ev(th)
-        return {"test": te}, {"f": f}
+        if not nf:
+            return {"test": te}, {"f": f}
+        alo, af = ev.adapt(th, factors)
+        return {"test": te}, {"f": f, "adapt_loss": alo, "adapt_f": af}
 
     def row(
         i: int, step: int, losses: dict[str, float], weights: dict[str, np.ndarray]
@@ -151,6 +226,9 @@ def setup(cfg: Any, tools: Any) -> TrainedSetup:
             "loss/test": np.array([losses["test"]]),
             "tasks/f": np.asarray(weights["f"]).reshape(1, len(track)),
         }
+        if nf:
+            rows["adapt/loss/test"] = weights["adapt_loss"].reshape(1, nf)
+            rows["adapt/tasks/f"] = weights["adapt_f"].reshape(1, nf, len(track))
         return rows | {k: v[i : i + 1] for k, v in ref.items()}
 
     def final(th: np.ndarray) -> dict[str, np.ndarray]:
@@ -159,12 +237,19 @@ def setup(cfg: Any, tools: Any) -> TrainedSetup:
             out |= {"data/task": data.task, "data/offset": data.offset, "data/x": data.x}
         return out
 
+    scales: dict[str, Any] = {"tasks/index": ("task", 1)}
+    if nf:  # explicit axes: n_f may equal the number of tracked tasks
+        on_task = {k: len(v) for k, v in series.items() if k.endswith("tasks/f")}
+        scales = {
+            "tasks/index": ("task", on_task),
+            "adapt/factor": ("factor", {k: 1 for k in series if k.startswith("adapt/")}),
+        }
     full_batch = o.batch_size == 0 or o.batch_size >= data.n
     return TrainedSetup(
-        model=SequenceModel(layout, data), prep={"kind": "data", "P": data.n}, theta=theta, optim=o,
+        model=SequenceModel(layout, data, frozen), prep={"kind": "data", "P": data.n}, theta=theta, optim=o,
         batch_size=None if full_batch else o.batch_size, epochs=cfg.schedule.epochs, save_steps=steps,
         time_per_step=o.lr, seed=cfg.seed, series=series, observe=observe, row=row, final=final,
-        static={"tasks/index": track}, scales={"tasks/index": ("task", 1)},
+        static={"tasks/index": track} | ({"adapt/factor": factors} if nf else {}), scales=scales,
         extra_attrs={"n_represented": d, "n_params": layout.n_params, "n_sequences": data.n, "n_tokens": int(data.x.shape[0]), "tail_loss_test": ev.tail, "test_loss_method": ev.method},
         checkpoint_every=cfg.output.checkpoint_every,
     )  # fmt: skip
