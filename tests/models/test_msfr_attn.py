@@ -201,3 +201,26 @@ def test_one_vs_many_threads_bit_identical(tmp_path):
     outs = outputs_per_thread_count(_THREADS_SCRIPT, tmp_path)
     assert_bit_identical(outs)
     assert np.any(outs[0]["grad_block"] != 0.0) and np.any(outs[0]["grad_shared"] != 0.0)
+
+
+def test_population_f_is_the_mean_of_yhat_times_query_for_gaussian_tokens():
+    """f_s = E[ŷ x_q] = ψA + 3B for Gaussian tokens (E x_q⁴ = 3; it was ψA + B), against the mean
+    over 2·10^5 sampled sequences computed in numpy from the stored tokens (ŷ = q(S2·A + q²B))."""
+    lam, psi = np.array([0.9, 0.6]), np.array([6, 3])
+    data = msfr_seq.from_counts(np.array([200000, 200000]), lam, psi, 9, x_dist="gaussian")
+    lay = K.Layout(2)
+    th = np.array([0.3, 0.2, 0.25, -0.1, 0.2, 0.35, 0.15, 0.3])
+    f, _ = K.population(th, lay, lam, psi, "gaussian")
+    vx, vy, wx, wy = th[:2], th[2:4], th[4:6], th[6:8]
+    x = data.x.astype(np.float64)
+    cs = np.concatenate([[0.0], np.cumsum(x * x)])  # cs[k] = Σ_{t<k} x_t²
+    for s in range(2):
+        a, b = data.task_start[s], data.task_start[s + 1]
+        ends = data.offset[a + 1 : b + 1] - 1  # the query token of each sequence
+        q = x[ends]
+        s2 = cs[ends] - cs[data.offset[a:b]]  # context tokens only
+        A = (vx[s] + lam[s] * vy[s]) * (wx[s] + lam[s] * wy[s])
+        yq = q * (s2 * A + q * q * vx[s] * wx[s]) * q
+        se = yq.std() / np.sqrt(yq.size)
+        assert abs(yq.mean() - f[s]) < 4 * se, (yq.mean(), f[s], se)  # 4 standard errors
+    np.testing.assert_allclose(K.clean_response(th, lay, lam, psi, "gaussian"), f, rtol=1e-15)

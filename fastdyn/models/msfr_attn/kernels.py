@@ -597,6 +597,21 @@ def init_params(
     return th
 
 
+def clean_response(
+    theta: np.ndarray, layout: Layout, lam: np.ndarray, psi: np.ndarray, x_dist: str
+) -> np.ndarray:
+    """Per task s ≤ D, f_s = E[ŷ x_q] on a noise-free sequence of task s (linear attention, any
+    layout): ψA + B (Rademacher) or ψA + 3B (Gaussian), A = (uᵀv)(uᵀw), B = v_x w_x of the local
+    pairs; NaN for softmax. In the dense variants this is the response the closed form f⁰ predicts
+    (the paper's App. H.2); the noise's own contribution is not in it."""
+    d = layout.d
+    if layout.softmax:
+        return np.full(d, np.nan)
+    vx, vy, wx, wy = local_pairs(theta, layout)
+    lm, ps = lam[:d], psi[:d].astype(np.float64)
+    return ps * (vx + lm * vy) * (wx + lm * wy) + (1.0 if x_dist == "rademacher" else 3.0) * vx * wx
+
+
 def constrained_indices(layout: Layout) -> np.ndarray:
     """Entries of θ that the constrained model holds at 0 (block, merged, sparse layout): every
     task's value weight on its own feature coordinate, v_{s;s} = v_x[s], and its W_KQ entry from the
@@ -702,7 +717,7 @@ def population(
 
     linear, Rademacher: f = ψ(uᵀv)(uᵀw) + v_x w_x, loss (f − Λ)²/2.
     linear, Gaussian (S2 ~ χ²_ψ, E q² = 1, E q⁴ = 3, E q⁶ = 15), A = (uᵀv)(uᵀw), B = v_x w_x:
-      E q²(S2 A + q² B − Λ)² = (ψ² + 2ψ)A² + 15B² + Λ² + 6ψAB − 2ψAΛ − 6BΛ; f = ψA + B (= E ŷ q).
+      E q²(S2 A + q² B − Λ)² = (ψ² + 2ψ)A² + 15B² + Λ² + 6ψAB − 2ψAΛ − 6BΛ; f = ψA + 3B (= E ŷ q).
     softmax, Rademacher: the binomial sum of :func:`_softmax_rademacher`. Otherwise None.
     """
     if layout.dense or (layout.softmax and x_dist != "rademacher"):
@@ -719,9 +734,10 @@ def population(
         return f, lo
     A = (vx + lm * vy) * (wx + lm * wy)
     B = vx * wx
-    f = ps * A + B
     if x_dist == "rademacher":
+        f = ps * A + B
         return f, 0.5 * (f - lm) ** 2
+    f = ps * A + 3.0 * B
     e2 = (
         (ps * ps + 2 * ps) * A * A
         + 15 * B * B

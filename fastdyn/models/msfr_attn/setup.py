@@ -7,7 +7,8 @@ Series (time t = η·step, the msfr-core gd clock; /step holds the optimiser ste
   closed form exists (sparse linear: Rademacher and Gaussian; sparse softmax: Rademacher), plus the
   tail Σ_{s>D} P(s) Λ_s²/2; otherwise a held-out estimate on ``data.n_test`` fresh sequences
   (root attribute ``test_loss_method`` says which);
-- ``tasks/f``: f_s = E[ŷ x_q] of the tracked tasks (NaN where no closed form);
+- ``tasks/f``: f_s = E[ŷ x_q] of the tracked tasks; with feature noise or tau, on a noise-free
+  sequence of task s (the response the closed form f⁰ describes, App. H.2); NaN for softmax there;
 - ``theory/loss/test``: the closed form (exact level) and ``ode/loss/test`` (+ ``ode/tasks/f``):
   the msfr-core gd map with η = optim.lr, of the same task table, counts and init (these assume
   block embedding and Rademacher H; they are written for any variant as the reference curve).
@@ -72,7 +73,8 @@ class Evaluator:
         pop = K.population(theta, self.layout, self.lam, self.psi, self.cfg.task.x_dist)
         if pop is None:
             loss = K.loss_and_grad(theta, self.layout, self.test, self.g, self.ws)
-            return loss, np.full(len(self.track), np.nan)
+            f = K.clean_response(theta, self.layout, self.lam, self.psi, self.cfg.task.x_dist)
+            return loss, f[self.track - 1]
         f, lo = pop
         acc = 0.0
         for v in (self.wtest * lo).tolist():
