@@ -66,10 +66,12 @@ class HSection:
     )
 
     def resolve(self, given: frozenset) -> HSection:
-        """``h.file`` excludes ``spectrum`` and ``eigenvectors``; the spectrum has ``dim`` entries."""
+        """``h.file`` excludes ``spectrum`` and ``eigenvectors`` (other than their defaults) and sets
+        ``dim``; otherwise the spectrum has ``dim`` entries."""
         if self.file is not None:
-            for k in ("spectrum", "eigenvectors"):
-                if k in given:
+            # the defaults are accepted (a resolved config, written to a file, round-trips)
+            for k, default in (("spectrum", ()), ("eigenvectors", "identity")):
+                if k in given and getattr(self, k) != default:
                     raise ConfigError(
                         f"h.{k}: not used with h.file (the file gives H); remove h.{k} or h.file"
                     )
