@@ -22,10 +22,13 @@ MAX_DIM = 8
 
 @dataclass(frozen=True)
 class TaskSection(msfr.TaskSection):
-    """[task]: the MSFR task distribution (spec §1); every task is integrated by RK4, so the
-    default is small."""
+    """[task]: the MSFR task distribution (spec §1); every task is integrated by RK4 at the step of
+    the fastest, so the defaults (n_tasks, psi0) are small."""
 
-    n_tasks: int = integer(100, 1, 10**8, help="number of task types N_s")
+    n_tasks: int = integer(30, 1, 10**8, help="number of task types N_s")
+    psi0: float = number(
+        10.0, 1.0, 1e9, help="ψ0 in ψ_s = max(psi_min, round(ψ0 s^-β))", units="tokens"
+    )
     x_dist: str = choice(
         "rademacher",
         ("rademacher",),
@@ -151,7 +154,7 @@ class InitSection:
 class TimeSection(msfr.TimeSection):
     """[time]: the output time grid (gradient-flow time t)."""
 
-    t_max: float = number(1e3, 0.0, 1e15, lo_open=True, help="last output time")
+    t_max: float = number(300.0, 0.0, 1e15, lo_open=True, help="last output time")
     n_times: int = integer(128, 1, 10**7, help="number of output times (log/linear grids)")
 
 
@@ -168,11 +171,14 @@ class SolverSection:
         1e9,
         lo_open=True,
         extra=("auto",),
-        help="nominal RK4 step; 'auto' = 1/(steps_per_timescale · max_s (#_s/N)·λmax(H_s)·(2|Λ_s| + 1e-300))",
+        help="nominal RK4 step, one for every task; 'auto' = 1/(steps_per_timescale · max_s (#_s/N) λmax(H_s) (2|Λ_s| + 2|f_s(0)|))",
         units="time",
     )
     steps_per_timescale: int = integer(
-        200, 4, 10**7, help="RK4 steps per 1/((#/N) λmax 2|Λ|) of the fastest task (h = 'auto')"
+        200,
+        4,
+        10**7,
+        help="RK4 steps per 1/((#/N) λmax(H) (2|Λ| + 2|f(0)|)) of the fastest task (h = 'auto')",
     )
     max_steps: int = integer(
         100_000_000, 1, 10**12, help="RK4 steps allowed per task (t_max/h); more is a config error"

@@ -23,6 +23,7 @@ NAMES = [
     "msfr_resources",
     "msfr_tasks",
     "msfr_attention",
+    "msfr_h",
     "icl_fig1",
     "icl_fig3",
     "icl_fig4",
