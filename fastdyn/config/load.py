@@ -77,9 +77,11 @@ def _ensure_schemas() -> None:
         from .icl import MODELS, IclConfig
         from .msfr import MsfrConfig
         from .msfr_attn import MsfrAttnConfig
+        from .msfr_h import MsfrHConfig
 
         register_schema("msfr", MsfrConfig)
         register_schema("msfr-attn", MsfrAttnConfig)  # trained attention on sampled MSFR sequences
+        register_schema("msfr-h", MsfrHConfig)  # MSFR tasks with a general d×d H_s
         for m in MODELS:  # in-context regression (config/icl.py)
             register_schema(m, IclConfig)
 

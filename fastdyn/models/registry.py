@@ -21,6 +21,7 @@ def _load() -> None:
         icl_registry,  # noqa: F401  (registers "attn-m", "attn-s", "mlp-cubic")
         msfr,  # noqa: F401  (registers "msfr")
         msfr_attn,  # noqa: F401  (registers "msfr-attn")
+        msfr_h,  # noqa: F401  (registers "msfr-h")
     )
 
 

@@ -24,6 +24,7 @@ NAMES = [
     "msfr_tasks",
     "msfr_attention",
     "msfr_noise",
+    "msfr_h",
     "icl_fig1",
     "icl_fig3",
     "icl_fig4",

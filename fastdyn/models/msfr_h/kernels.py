@@ -1,0 +1,60 @@
+"""Per-task kernels of msfr-h for the generic RK4 (``drive/integrate_soa``).
+
+p = (#/N, Λ, P(s), H row-major (d² entries)); y = (v, w) ∈ R^{2d}. f = vᵀHw, r = f − Λ,
+dv/dt = −(#/N) r H w, dw/dt = −(#/N) r H v (spec/msfr.md §3 with a general H).
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ..._jit import SERIAL
+
+#: rows of the parameter column before H's entries
+N_SCALARS = 3
+
+
+@njit(**SERIAL)
+def value(p, y):
+    """f = vᵀ H w."""
+    d = y.shape[0] // 2
+    f = 0.0
+    for i in range(d):
+        hw = 0.0
+        for j in range(d):
+            hw += p[N_SCALARS + i * d + j] * y[d + j]
+        f += y[i] * hw
+    return f
+
+
+@njit(**SERIAL)
+def rhs(p, y, dy):
+    """(dv, dw) = −(#/N) r (H w, H v)."""
+    d = y.shape[0] // 2
+    f = 0.0
+    for i in range(d):
+        hw = 0.0
+        hv = 0.0
+        for j in range(d):
+            hij = p[N_SCALARS + i * d + j]
+            hw += hij * y[d + j]
+            hv += hij * y[j]
+        dy[i] = hw
+        dy[d + i] = hv
+        f += y[i] * hw
+    c = -p[0] * (f - p[1])
+    for k in range(2 * d):
+        dy[k] *= c
+
+
+@njit(**SERIAL)
+def observe(p, y):
+    return value(p, y)
+
+
+@njit(**SERIAL)
+def loss(p, y):
+    """(P(s) r²/2, (#/N) r²/2)."""
+    r = value(p, y) - p[1]
+    h = 0.5 * r * r
+    return p[2] * h, p[0] * h
