@@ -16,9 +16,10 @@ from .schema import (
     numbers,
     text,
 )
+from .task_families import FAMILY_KEYS, FREQUENCY_LAWS, STRENGTH_LAWS, check_given, is_default
 
 #: task fields a table replaces (setting one beside ``task.table`` is an error)
-TABLE_REPLACES = ("alpha", "strength0", "gamma", "psi0", "beta", "psi_min")
+TABLE_REPLACES = ("alpha", "strength0", "gamma", "psi0", "beta", "psi_min", *FAMILY_KEYS)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,15 @@ class TaskSection:
     model_size: int | str = integer("all", 1, 10**10, extra=("all",), help='model size D (tasks s ≤ D are represented); "all" = n_tasks')
     x_dist: str = choice("rademacher", ("rademacher", "gaussian"), help="scalar token input distribution")
     embedding: str = choice("block", ("block",), help="token embedding; 'shared' is trained only by msfr-attention")
+    frequency_law: str = choice("power", FREQUENCY_LAWS, help="family of P(s): power (s^-α), exponential (e^-(s−1)/s0), broken-power (s^-α up to s_b, s^-α2 beyond); docs/task-tables.md")
+    frequency_decay: float = number(100.0, 0.0, 1e12, lo_open=True, help="s0 in P(s) ∝ e^-(s−1)/s0 (frequency_law = 'exponential')", units="tasks")
+    frequency_break: float = number(100.0, 1.0, 1e10, help="s_b of frequency_law = 'broken-power'", units="tasks")
+    alpha2: float = number(2.0, 0.0, 20.0, lo_open=True, help="exponent α2 of P(s) beyond s_b (frequency_law = 'broken-power')")
+    strength_law: str = choice("power", STRENGTH_LAWS, help="family of Λ_s: power (Λ0 s^-γ), exponential (Λ0 e^-(s−1)/s0), broken-power (s^-γ up to s_b, s^-γ2 beyond), lognormal (Λ0 s^-γ e^(σ z_s), z_s ~ N(0,1) per task from the seed)")
+    strength_decay: float = number(100.0, 0.0, 1e12, lo_open=True, help="s0 in Λ_s = Λ0 e^-(s−1)/s0 (strength_law = 'exponential')", units="tasks")
+    strength_break: float = number(100.0, 1.0, 1e10, help="s_b of strength_law = 'broken-power'", units="tasks")
+    gamma2: float = number(1.0, -5.0, 20.0, help="exponent γ2 of Λ_s beyond s_b (strength_law = 'broken-power')")
+    strength_sigma: float = number(1.0, 0.0, 10.0, lo_open=True, help="σ of ln Λ_s about its median Λ0 s^-γ (strength_law = 'lognormal')")
     table: str | None = text(None, optional=True, help="a task table file (.npz, .csv, .h5) with columns weight (or P), strength, psi, optional counts; its length is n_tasks (docs/task-tables.md)")
 
     def check(self) -> None:
@@ -46,16 +56,18 @@ class TaskSection:
             raise ConfigError(f"task.n_samples: must be a whole number of sequences or 'inf', got {self.n_samples!r}")
 
     def resolve(self, given: frozenset) -> TaskSection:
-        """With ``task.table``: n_tasks = the table's length (a given n_tasks must equal it), and
+        """Without a table: a family parameter given beside a law that does not read it is an
+        error (:func:`~fastdyn.config.task_families.check_given`). With ``task.table``: n_tasks = the table's length (a given n_tasks must equal it), and
         the power-law fields it replaces must not be given; a ``counts`` column fixes N = Σ #_s."""
         if self.table is None:
+            check_given(self, given)
             return self
         from dataclasses import replace
 
         from .task_table import open_table
 
         for k in TABLE_REPLACES:
-            if k in given:
+            if k in given and not is_default(self, k):  # defaults: a resolved config written back out
                 raise ConfigError(f"task.{k}: not used with task.table (the table gives P, Λ and ψ of every task); remove task.{k} or task.table")
         tab = open_table(self.table)
         if "n_tasks" in given and self.n_tasks != tab.n:

@@ -213,11 +213,13 @@ class MsfrAttnConfig:
 def mean_tokens(task) -> float:
     """E[ψ_s + 1] under P(s) ∝ s^-α: exact over the first 2^20 tasks, the rest by a geometric
     quadrature (midpoint of 4096 log-spaced bins, weighted by the integers each holds). With
-    ``task.table``: streamed over the table, weighted by its counts when it has them."""
-    if task.table is not None:
+    ``task.table`` or a named family: streamed over its rows, weighted by its counts when it has them."""
+    from .task_families import FamilySource, uses_family
+
+    if task.table is not None or uses_family(task):
         from .task_table import open_table
 
-        tab = open_table(task.table)
+        tab = open_table(task.table) if task.table is not None else FamilySource(task)
         num = den = 0.0
         for a in range(0, tab.n, 1 << 18):
             cols = tab.read(a, min(a + (1 << 18), tab.n))

@@ -90,6 +90,18 @@ class TaskTable:
         if self.n < 1:
             raise err(self.path, "has no rows; needs one row per task")
 
+    def __del__(self) -> None:
+        """Close the open CSV/HDF5 handle when the table is dropped (its read closure makes a
+        reference cycle, collected at an arbitrary later moment: an unclosed-file ResourceWarning
+        then landed in whatever command was running, e.g. inside a ``--json`` output)."""
+        for name in ("_fh", "_h5"):
+            h = self.__dict__.get(name)
+            if h is not None:
+                try:
+                    h.close()
+                except Exception:  # noqa: BLE001 (interpreter shutdown)
+                    pass
+
     # -- formats -------------------------------------------------------------------------------
     def _open_npz(self) -> dict[str, int]:
         try:

@@ -21,6 +21,8 @@ import numpy as np
 from numba import njit, prange
 
 from .._jit import PARALLEL, SERIAL
+from ..config.schema import ConfigError
+from ..config.task_families import FamilySource, uses_family
 from ..reduce import BLOCK, n_blocks
 from . import rng
 
@@ -229,7 +231,12 @@ class MsfrProblem:
         self.d = int(task.d)
         self.source = None
         if getattr(task, "table", None) is not None:
-            self._init_table()
+            from ..config.task_table import open_table
+
+            self._init_table(open_table(task.table))
+            return
+        if uses_family(task):  # a named family: read like a table, its rows computed per chunk
+            self._init_table(FamilySource(task, self.seed))
             return
         nb = n_blocks(self.n_tasks)
         near = min(nb, n_blocks(EM_FROM))  # blocks summed term by term
@@ -246,14 +253,17 @@ class MsfrProblem:
             probs = self._block_p / self._block_p.sum()
             self._block_counts = rng.generator(self.seed, 7).multinomial(self.n_samples, probs)
 
-    def _init_table(self) -> None:
-        """One pass over ``task.table``: check every value, sum the weights per block (the
-        normaliser Z in the built-in's order) and, with a counts column, the counts per block."""
-        from ..config.task_table import err, open_table
+    def _init_table(self, src) -> None:
+        """One pass over ``task.table`` (or a named family's computed rows, ``src`` a
+        :class:`~fastdyn.config.task_families.FamilySource`): check every value, sum the weights
+        per block (the normaliser Z in the built-in's order) and, with a counts column, the
+        counts per block."""
+        from ..config.task_table import err
 
         task = self.task
-        src = self.source = open_table(task.table)
-        if src.n != self.n_tasks:
+        self.source = src
+        family = isinstance(src, FamilySource)
+        if not family and src.n != self.n_tasks:
             raise err(task.table, f"has {src.n} rows but task.n_tasks = {self.n_tasks}; leave n_tasks out or set it to {src.n}")
         nb = n_blocks(self.n_tasks)
         self._block_p = np.zeros(nb)
@@ -261,12 +271,17 @@ class MsfrProblem:
         for a in range(0, self.n_tasks, TABLE_STEP):
             b = min(a + TABLE_STEP, self.n_tasks)
             cols = src.read(a, b)
-            check_columns(task.table, a, cols)
+            if family:
+                src.check(a, cols)
+            else:
+                check_columns(task.table, a, cols)
             _block_sums_of(cols["weight"], self._block_p[a // BLOCK : n_blocks(b)])
             if block_c is not None:
                 c = cols["counts"].astype(np.int64)
                 block_c[a // BLOCK : n_blocks(b)] = np.add.reduceat(c, np.arange(0, b - a, BLOCK))
         self.z = float(_ordered_sum(self._block_p))
+        if family and not (self.z > 0 and math.isfinite(self.z)):
+            raise ConfigError(f"task.frequency_law: the weights of {src.path} sum to {self.z!r}; change its parameters")
         if not self.z > 0 or not math.isfinite(self.z):
             raise err(task.table, f"column {src.weight_name}: weights must have a finite sum > 0, got {self.z!r}")
         self.finite_n = src.has_counts or task.n_samples != "inf"
@@ -284,7 +299,7 @@ class MsfrProblem:
             self.n_samples = math.inf
 
     def weights(self, first: int, n: int) -> np.ndarray:
-        """Unnormalised weights of tasks first+1..first+n (s^-α, or the table's column)."""
+        """Unnormalised weights of tasks first+1..first+n (s^-α, or the table's or family's column)."""
         if self.source is not None:
             return self.source.read(first, first + n)["weight"]
         s = np.arange(first + 1, first + n + 1, dtype=np.float64)

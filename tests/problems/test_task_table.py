@@ -165,7 +165,7 @@ def _set(k, i, v):
             "column psi has 1499 rows, column weight has 1500",
         ),
         ("t.npz", lambda c: None, ["task.n_tasks=1000"], "task.n_tasks: task.table"),
-        ("t.npz", lambda c: None, ["task.alpha=2"], "task.alpha: not used with task.table"),
+        ("t.npz", lambda c: None, ["task.alpha=2.5"], "task.alpha: not used with task.table"),
         ("t.txt", lambda c: None, [], "unknown format"),
     ],
 )

@@ -22,6 +22,7 @@ NAMES = [
     "msfr_time",
     "msfr_resources",
     "msfr_tasks",
+    "msfr_families",
     "msfr_attention",
     "msfr_noise",
     "msfr_h",
