@@ -66,7 +66,12 @@ def plot_1e5(x: np.ndarray, y: np.ndarray, out: Path) -> None:
     """fastdyn.analysis.plot.plot_loss of a 10^5-point run (with its theory line) to a PNG."""
     import matplotlib.pyplot as plt
 
-    run = Run(Path("bench-1e5.h5"), {"model": "msfr"}, {}, {"time": x, "loss/test": y, "theory/loss/test": 2 * x**-0.5})
+    run = Run(
+        Path("bench-1e5.h5"),
+        {"model": "msfr"},
+        {},
+        {"time": x, "loss/test": y, "theory/loss/test": 2 * x**-0.5},
+    )
     fig = plot_loss([run], out)
     plt.close(fig)
 

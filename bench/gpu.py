@@ -33,7 +33,9 @@ def closed_form(n: int):
     from fastdyn.models.msfr import theory
     from fastdyn.problems.msfr import MsfrProblem
 
-    cfg = fastdyn.load_config(None, [f"task.n_tasks={n}", "solver.integrator=none", "theory.level=leading"])
+    cfg = fastdyn.load_config(
+        None, [f"task.n_tasks={n}", "solver.integrator=none", "theory.level=leading"]
+    )
     prob = MsfrProblem(cfg.task, cfg.init, cfg.seed)
     times = np.geomspace(1e-1, 1e12, 64)
     chunk = 1 << 22
@@ -42,7 +44,20 @@ def closed_form(n: int):
         lt = np.zeros(times.size)
         for lo in range(0, n, chunk):
             ch = prob.chunk(lo, min(chunk, n - lo))
-            a, _ = theory.loss_curves(times, ch.lam, ch.psi, ch.rate, ch.wtest, ch.v0x, ch.v0y, ch.w0x, ch.w0y, "leading", chunk=chunk, device=dev)
+            a, _ = theory.loss_curves(
+                times,
+                ch.lam,
+                ch.psi,
+                ch.rate,
+                ch.wtest,
+                ch.v0x,
+                ch.v0y,
+                ch.w0x,
+                ch.w0y,
+                "leading",
+                chunk=chunk,
+                device=dev,
+            )
             lt += a
         return lt
 
@@ -63,7 +78,9 @@ def rk4(n: int):
 
     def run(dev):
         st = integrate.TaskState.fresh(*[a.copy() for a in v0])
-        seg = integrate.advance("rk4", lam, psi, rate, wt, st, times, steps_per_timescale=20.0, device=dev)
+        seg = integrate.advance(
+            "rk4", lam, psi, rate, wt, st, times, steps_per_timescale=20.0, device=dev
+        )
         return seg.test_partials.sum(axis=0)
 
     out = {}
@@ -96,16 +113,23 @@ def icl_fig4(epochs: int, P: int = 80000):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--closed", type=float, default=1e8)
     ap.add_argument("--rk4", type=float, default=1e7)
     ap.add_argument("--icl-epochs", type=int, default=200)
-    ap.add_argument("--icl-p", type=int, default=80000, help="training sequences (80000 as in Fig. 4)")
+    ap.add_argument(
+        "--icl-p", type=int, default=80000, help="training sequences (80000 as in Fig. 4)"
+    )
     a = ap.parse_args(argv)
     from numba import cuda
 
     if not cuda.is_available():
-        print("bench/gpu.py: no usable CUDA GPU here (numba.cuda.is_available() is False); run it on a GPU node", file=sys.stderr)
+        print(
+            "bench/gpu.py: no usable CUDA GPU here (numba.cuda.is_available() is False); run it on a GPU node",
+            file=sys.stderr,
+        )
         return 2
     try:
         name = cuda.get_current_device().name
@@ -115,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         (f"MSFR closed form, {a.closed:.0e} tasks x 64 times", lambda: closed_form(int(a.closed))),
         (f"MSFR RK4, {a.rk4:.0e} tasks x 16 times", lambda: rk4(int(a.rk4))),
-        (f"ICL Fig. 4 full model (P = {a.icl_p}), {a.icl_epochs} GD epochs", lambda: icl_fig4(a.icl_epochs, a.icl_p)),
+        (
+            f"ICL Fig. 4 full model (P = {a.icl_p}), {a.icl_epochs} GD epochs",
+            lambda: icl_fig4(a.icl_epochs, a.icl_p),
+        ),
     ]
     print(f"{'hot path':<55s} {'cpu s':>9s} {'gpu s':>9s} {'ratio':>7s} {'max rel diff':>13s}")
     for name, fn in rows:
@@ -123,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         (tc, yc), (tg, yg) = out["cpu"], out["cuda"]
         yc, yg = np.asarray(yc, float), np.asarray(yg, float)
         m = np.maximum(np.abs(yc), np.abs(yg)) > 0
-        rel = float(np.max(np.abs(yc - yg)[m] / np.maximum(np.abs(yc), np.abs(yg))[m])) if m.any() else 0.0
+        rel = (
+            float(np.max(np.abs(yc - yg)[m] / np.maximum(np.abs(yc), np.abs(yg))[m]))
+            if m.any()
+            else 0.0
+        )
         print(f"{name:<55s} {tc:9.3f} {tg:9.3f} {tc / tg:7.1f} {rel:13.2e}", flush=True)
     return 0
 

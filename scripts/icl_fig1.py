@@ -78,7 +78,11 @@ def main(argv: list[str] | None = None) -> dict:
     # finite P: the train set is a sample (its mean y_q² is 0.953, not 1), so its minimum is not
     # L*: the final loss is printed beside L* and held to the train set's own minimum below
     for name, L in (("ATTN_M", La), ("MLP", Lm)):
-        g.info(f"{name} final train loss (P = {attn.config['data']['P']})", L[-1], note=f"population L* = {Ls:.5f} ({L[-1] / Ls - 1:+.2%})")
+        g.info(
+            f"{name} final train loss (P = {attn.config['data']['P']})",
+            L[-1],
+            note=f"population L* = {Ls:.5f} ({L[-1] / Ls - 1:+.2%})",
+        )
     # the exact reference for a finite train set: the least-squares minimum over ATTN_M's
     # function class on the same P sequences (population L* is the P → ∞ limit of it); what is
     # left is the slowest eigen-direction still converging at the last epoch: tolerance 1%

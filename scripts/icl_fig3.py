@@ -28,7 +28,9 @@ CFG = "icl_fig3.toml"
 POP = {"data.population": True, "attention.reduced": True, "data.n_test": 0}
 
 
-def check_plateaus(g: Gallery, label: str, run, tol: float, upto: int | None = None, held: bool = True) -> list[int]:
+def check_plateaus(
+    g: Gallery, label: str, run, tol: float, upto: int | None = None, held: bool = True
+) -> list[int]:
     """Rows for each theory plateau L(M_m), m = 0..upto: the slowest point of the loss curve in the
     band around L(M_m) against L(M_m) (``held=False``: printed beside it, not held to it).
     Returns the m whose slowest point is a pause (slope < 0.02)."""
@@ -44,7 +46,11 @@ def check_plateaus(g: Gallery, label: str, run, tol: float, upto: int | None = N
         if held:
             g.row(name, val, th[m], tol, "rel", note=f"|dlnL/dlnt| = {slope:.1e}")
         else:
-            g.info(name, val, note=f"population L(M_{m}) = {th[m]:.5f} ({val / th[m] - 1:+.2%}); |dlnL/dlnt| = {slope:.1e}")
+            g.info(
+                name,
+                val,
+                note=f"population L(M_{m}) = {th[m]:.5f} ({val / th[m] - 1:+.2%}); |dlnL/dlnt| = {slope:.1e}",
+            )
     return paused
 
 
@@ -100,7 +106,13 @@ def main(argv: list[str] | None = None) -> dict:
             if m > 3:
                 break
             ref = icl_train_set_minimum(CFG, {"data.P": 5000}, m)
-            g.row(f"P = 5000: slowest point near M_{m} vs train-set minimum on the top-{m} eigenspace", val, ref, 0.02, "rel")
+            g.row(
+                f"P = 5000: slowest point near M_{m} vs train-set minimum on the top-{m} eigenspace",
+                val,
+                ref,
+                0.02,
+                "rel",
+            )
         runs.append(("P = 5000 (10001 epochs)", fin))
 
     pl = plt()

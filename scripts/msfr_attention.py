@@ -40,8 +40,11 @@ VARIANTS = {
     # epochs: a multiple of the rarest sampled task's half-rise time under the linear-attention
     # rule; softmax and the W_Kᵀ W_Q product (three factors, slower escape) need longer
     "softmax": {**scal.VARIANTS["softmax"], "factor": 16.0},
-    "separate": {**scal.VARIANTS["gd"], "sets": ['attention.kq="separate"', "attention.rank=1"],
-                 "factor": 6.0},  # fmt: skip
+    "separate": {
+        **scal.VARIANTS["gd"],
+        "sets": ['attention.kq="separate"', "attention.rank=1"],
+        "factor": 6.0,
+    },  # fmt: skip
 }
 
 
@@ -147,7 +150,9 @@ def main(argv: list[str] | None = None) -> dict:
         axs[1].loglog(np.maximum(st, 1), Lt, lw=2, color=f"C{k}", label=name)
         axs[2].loglog(np.array(track)[ok], th[ok], "o-", color=f"C{k}", label=name)
         if k == 0:
-            axs[1].axhline(r["limit"], color="gray", ls=":", lw=0.8, label="t → ∞ loss of the counts")
+            axs[1].axhline(
+                r["limit"], color="gray", ls=":", lw=0.8, label="t → ∞ loss of the counts"
+            )
     axs[1].set_xlabel("step")
     axs[1].set_ylabel("test loss")
     axs[1].set_title(f"variants, model size D = {d}")

@@ -27,5 +27,7 @@ def test_no_import_cycle_through_a_cuda_twin():
 
 def test_no_device_global():
     assert importlib.util.find_spec("fastdyn._device") is None
-    readers = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if "_device.active" in p.read_text()]
+    readers = [
+        str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if "_device.active" in p.read_text()
+    ]
     assert not readers, readers

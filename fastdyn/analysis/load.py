@@ -153,10 +153,15 @@ def _read_index(path: Path) -> list[Path]:
     index = path / "index.h5" if path.is_dir() else path
     table = read(index)
     base = index.parent
-    done = [base / rel for rel, st in zip(table["path"], table["status"], strict=True) if st == COMPLETE]
+    done = [
+        base / rel for rel, st in zip(table["path"], table["status"], strict=True) if st == COMPLETE
+    ]
     left = [n for n, st in zip(table["name"], table["status"], strict=True) if st != COMPLETE]
     if left:
-        warnings.warn(f"{index}: {len(left)} of {len(table['status'])} sweep points are not complete and are left out ({', '.join(left[:5])}{', …' if len(left) > 5 else ''})", stacklevel=3)
+        warnings.warn(
+            f"{index}: {len(left)} of {len(table['status'])} sweep points are not complete and are left out ({', '.join(left[:5])}{', …' if len(left) > 5 else ''})",
+            stacklevel=3,
+        )
     if not done:
         raise FileFormatError(f"{index}: no complete sweep points to load")
     return done

@@ -69,12 +69,25 @@ def _stored(file: Path) -> tuple[str, str, dict, bool]:
     except FileFormatError:
         raise
     except Exception as e:  # noqa: BLE001 — any failure to read it means a damaged file
-        raise FileFormatError(f"{file}: damaged file ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"[:300]) from None
+        raise FileFormatError(
+            f"{file}: damaged file ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"[
+                :300
+            ]
+        ) from None
     finally:
         f.close()
 
 
-def resume_run(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, output: str | None, threads: int | None, progress: bool | float) -> int:
+def resume_run(
+    ctx: click.Context,
+    file: Path,
+    config_path: str | None,
+    sets: tuple[str, ...],
+    force: bool,
+    output: str | None,
+    threads: int | None,
+    progress: bool | float,
+) -> int:
     """Take the file's writer lock, check, then continue ``file``; returns the exit code
     (``progress``: as :func:`fastdyn.drive.run.simulate` takes it, ``False`` when quiet)."""
     if output is not None and Path(output).resolve() != file.resolve():
@@ -90,14 +103,24 @@ def resume_run(ctx: click.Context, file: Path, config_path: str | None, sets: tu
     except BlockingIOError as e:
         raise UserError(f"--resume {e}") from None
     except OSError as e:
-        raise UserError(f"--resume {file}: cannot create its lock file beside it ({e.strerror}); the directory must be writable") from None
+        raise UserError(
+            f"--resume {file}: cannot create its lock file beside it ({e.strerror}); the directory must be writable"
+        ) from None
     try:
         return _resume_locked(ctx, file, config_path, sets, force, threads, progress)
     finally:
         lock.release()
 
 
-def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets: tuple[str, ...], force: bool, threads: int | None, progress: bool | float) -> int:
+def _resume_locked(
+    ctx: click.Context,
+    file: Path,
+    config_path: str | None,
+    sets: tuple[str, ...],
+    force: bool,
+    threads: int | None,
+    progress: bool | float,
+) -> int:
     from ..config import load_config
     from ..config.load import apply_sets, from_dict, to_dict
     from ..drive.checkpoint import StopSignals, exit_code
@@ -105,24 +128,36 @@ def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets
 
     status, model, stored, has_checkpoint = _stored(file)
     if status.startswith("complete"):
-        raise UserError(f"--resume {file}: the run is complete; nothing to resume (start a new file with -o)")
+        raise UserError(
+            f"--resume {file}: the run is complete; nothing to resume (start a new file with -o)"
+        )
     try:
         known = supports_resume(model)
     except Exception:  # noqa: BLE001 — an unknown model name in the file
         raise FileFormatError(f"{file}: unknown model {model!r}") from None
     if not known:
-        raise UserError(f"--resume {file}: resuming {model!r} runs is not supported (they keep no checkpoint); run it again with --overwrite")
+        raise UserError(
+            f"--resume {file}: resuming {model!r} runs is not supported (they keep no checkpoint); run it again with --overwrite"
+        )
     if not has_checkpoint:
-        raise UserError(f"--resume {file}: no /checkpoint to continue from (a finished file is rewritten without it unless output.keep_checkpoint = true); start a new file with -o")
+        raise UserError(
+            f"--resume {file}: no /checkpoint to continue from (a finished file is rewritten without it unless output.keep_checkpoint = true); start a new file with -o"
+        )
     if not os.access(file, os.W_OK):
         raise UserError(f"--resume {file}: not writable")
     try:
         cfg_file = from_dict(stored)
     except ValueError as e:
-        raise FileFormatError(f"{file}: its stored config does not validate ({str(e).splitlines()[0]})") from None
+        raise FileFormatError(
+            f"{file}: its stored config does not validate ({str(e).splitlines()[0]})"
+        ) from None
     cfg = cfg_file
     if config_path is not None or sets:
-        cfg = load_config(config_path, sets) if config_path is not None else from_dict(apply_sets(to_dict(cfg_file), list(sets)))
+        cfg = (
+            load_config(config_path, sets)
+            if config_path is not None
+            else from_dict(apply_sets(to_dict(cfg_file), list(sets)))
+        )
         a, b = _flat(to_dict(cfg_file)), _flat(to_dict(cfg))
         diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
         if diff:
@@ -133,15 +168,21 @@ def _resume_locked(ctx: click.Context, file: Path, config_path: str | None, sets
             )
             n = f"{len(diff)} key{'s' if len(diff) > 1 else ''}"
             if changing:
-                raise UserError(f"--resume {file}: the config differs from the file's in {n}: {shown}; {len(changing)} of them change the results, so it cannot be resumed — omit CONFIG/--set to use the file's config, or start a new file")
+                raise UserError(
+                    f"--resume {file}: the config differs from the file's in {n}: {shown}; {len(changing)} of them change the results, so it cannot be resumed — omit CONFIG/--set to use the file's config, or start a new file"
+                )
             if not force:
-                raise UserError(f"--resume {file}: the config differs from the file's in {n}: {shown}; none changes the results: pass --force to resume with it")
+                raise UserError(
+                    f"--resume {file}: the config differs from the file's in {n}: {shown}; none changes the results: pass --force to resume with it"
+                )
     if threads is not None:
         import numba
 
         top = numba.config.NUMBA_NUM_THREADS
         if not 1 <= threads <= top:
-            raise UserError(f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}")
+            raise UserError(
+                f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}"
+            )
         numba.set_num_threads(threads)
     try:
         with StopSignals(acknowledge=progress is not False):

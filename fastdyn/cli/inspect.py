@@ -10,7 +10,11 @@ from ._common import guarded
 @click.command("inspect")
 @click.argument("file")
 @click.option("--config/--no-config", "show_config", default=True, help="Print the stored config.")
-@click.option("--verify/--no-verify", default=True, help="Read every dataset, checking its checksums (a damaged file exits 2).")
+@click.option(
+    "--verify/--no-verify",
+    default=True,
+    help="Read every dataset, checking its checksums (a damaged file exits 2).",
+)
 @guarded
 def command(file: str, show_config: bool, verify: bool) -> None:
     """Describe a fastdyn HDF5 FILE."""

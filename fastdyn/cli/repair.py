@@ -23,5 +23,7 @@ def command(file: str) -> None:
         click.echo(str(e))
         return
     except (OSError, ValueError) as e:
-        raise UserError(f"{file}: cannot repair ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise UserError(
+            f"{file}: cannot repair ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
     click.echo(f"{file}: {status}")

@@ -14,19 +14,67 @@ from ._common import UserError, guarded, verbosity
 
 @click.command("simulate")
 @click.argument("config", required=False)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output HDF5 file [default: results/<config name>.h5].")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config value, e.g. --set task.n_tasks=1000 (repeatable).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Output HDF5 file [default: results/<config name>.h5].",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config value, e.g. --set task.n_tasks=1000 (repeatable).",
+)
 @click.option("--threads", type=int, help="numba threads [default: all cores].")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr (fastdyn -q: nothing at all).")
-@click.option("--progress-every", "every", metavar="SECONDS", help="Without a terminal (a batch job's stderr in a file): a progress line every SECONDS [default: 30].")
-@click.option("--resume", "resume", type=click.Path(dir_okay=False), metavar="FILE", help="Continue an interrupted or crashed run FILE from its checkpoint (CONFIG/--set, if given, must match the file's).")
-@click.option("--force", is_flag=True, help="With --resume: accept a config that differs from the file's in result-neutral fields only (output.checkpoint_every, output.times_per_segment).")
-@click.option("--check", is_flag=True, help="Validate CONFIG (and --set) and exit: 0 valid, 2 invalid; nothing is written.")
-@click.option("--device", type=click.Choice(("cpu", "cuda")), default=None, help="Where the kernels run (overrides the config's `device`; cuda needs a GPU and numba-cuda: docs/cuda.md).")
+@click.option(
+    "--progress-every",
+    "every",
+    metavar="SECONDS",
+    help="Without a terminal (a batch job's stderr in a file): a progress line every SECONDS [default: 30].",
+)
+@click.option(
+    "--resume",
+    "resume",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Continue an interrupted or crashed run FILE from its checkpoint (CONFIG/--set, if given, must match the file's).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --resume: accept a config that differs from the file's in result-neutral fields only (output.checkpoint_every, output.times_per_segment).",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Validate CONFIG (and --set) and exit: 0 valid, 2 invalid; nothing is written.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(("cpu", "cuda")),
+    default=None,
+    help="Where the kernels run (overrides the config's `device`; cuda needs a GPU and numba-cuda: docs/cuda.md).",
+)
 @click.pass_context
 @guarded
-def command(ctx: click.Context, config: str | None, output: str | None, sets: tuple[str, ...], threads: int | None, overwrite: bool, quiet: bool, every: str | None, resume: str | None, force: bool, check: bool, device: str | None) -> None:
+def command(
+    ctx: click.Context,
+    config: str | None,
+    output: str | None,
+    sets: tuple[str, ...],
+    threads: int | None,
+    overwrite: bool,
+    quiet: bool,
+    every: str | None,
+    resume: str | None,
+    force: bool,
+    check: bool,
+    device: str | None,
+) -> None:
     """Run CONFIG (a TOML file or a preset name such as 'quickstart'; default: the built-in defaults).
 
     Progress goes to stderr: a bar on a terminal, else a line every 30 s (rows written, model
@@ -57,7 +105,9 @@ def command(ctx: click.Context, config: str | None, output: str | None, sets: tu
 
         top = numba.config.NUMBA_NUM_THREADS
         if not 1 <= threads <= top:
-            raise UserError(f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}")
+            raise UserError(
+                f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}"
+            )
         numba.set_num_threads(threads)
     stem = Path(path).stem if path else "fastdyn"
     out = Path(output) if output else Path("results") / f"{stem}.h5"
@@ -83,7 +133,9 @@ def _progress(ctx: click.Context, quiet: bool, every: str | None) -> bool | floa
         except ValueError:
             seconds = float("nan")
         if not 0 < seconds <= 1e9:
-            raise UserError(f"--progress-every: must be a number of seconds > 0 and ≤ 1e9, got {every!r}")
+            raise UserError(
+                f"--progress-every: must be a number of seconds > 0 and ≤ 1e9, got {every!r}"
+            )
     return False if quiet or verbosity(ctx) < 0 else seconds
 
 
@@ -97,7 +149,9 @@ def _check_output(out: Path, overwrite: bool) -> None:
         try:
             parent.mkdir(parents=True)
         except OSError as e:
-            raise UserError(f"--output {out}: cannot create directory {parent} ({e.strerror})") from None
+            raise UserError(
+                f"--output {out}: cannot create directory {parent} ({e.strerror})"
+            ) from None
     if not parent.is_dir():
         raise UserError(f"--output {out}: {parent} is not a directory")
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
@@ -106,4 +160,6 @@ def _check_output(out: Path, overwrite: bool) -> None:
         with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as e:
-        raise UserError(f"--output {out}: cannot create files in {parent} ({e.strerror or e})") from None
+        raise UserError(
+            f"--output {out}: cannot create files in {parent} ({e.strerror or e})"
+        ) from None

@@ -17,15 +17,25 @@ def check_supported(cfg: Any) -> None:
     model = cfg.model
     if model == "msfr":
         if cfg.solver.integrator == "dopri5":
-            raise ConfigError("solver.integrator: 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4', 'gd' or 'none' with device = 'cuda', or device = 'cpu'")
+            raise ConfigError(
+                "solver.integrator: 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4', 'gd' or 'none' with device = 'cuda', or device = 'cpu'"
+            )
         if cfg.theory.level == "exact":
-            raise ConfigError("theory.level: 'exact' has no CUDA kernel; use 'leading', 'first_order' or 'none' with device = 'cuda', or device = 'cpu'")
+            raise ConfigError(
+                "theory.level: 'exact' has no CUDA kernel; use 'leading', 'first_order' or 'none' with device = 'cuda', or device = 'cpu'"
+            )
         return
     if model in ("attn-m", "attn-s"):
         s = cfg.settings
         if s.data.population:
-            raise ConfigError("data.population: the population path uses CPU sufficient statistics, not the per-sample kernels that run on CUDA; use device = 'cpu'")
+            raise ConfigError(
+                "data.population: the population path uses CPU sufficient statistics, not the per-sample kernels that run on CUDA; use device = 'cpu'"
+            )
         if getattr(s.model, "reduced", False):
-            raise ConfigError("attention.reduced: the reduced path has no CUDA kernel; use attention.reduced = false or device = 'cpu'")
+            raise ConfigError(
+                "attention.reduced: the reduced path has no CUDA kernel; use attention.reduced = false or device = 'cpu'"
+            )
         return
-    raise ConfigError(f"device: 'cuda' is not available for model {model!r} (CUDA kernels: msfr, attn-m, attn-s); use device = 'cpu'")
+    raise ConfigError(
+        f"device: 'cuda' is not available for model {model!r} (CUDA kernels: msfr, attn-m, attn-s); use device = 'cpu'"
+    )

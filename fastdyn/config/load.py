@@ -43,7 +43,9 @@ def check_depth(data: Any, where: str) -> None:
     """ConfigError naming ``where`` and the path when ``data`` nests deeper than :data:`MAX_DEPTH`."""
     path = _deep_path(data)
     if path is not None:
-        raise ConfigError(f"{where}: {_show_path(path)}: tables and arrays nested more than {MAX_DEPTH} levels deep; a config nests at most 3 ([section] key = [list])")
+        raise ConfigError(
+            f"{where}: {_show_path(path)}: tables and arrays nested more than {MAX_DEPTH} levels deep; a config nests at most 3 ([section] key = [list])"
+        )
 
 
 def loads_toml(text: str, where: str) -> dict:
@@ -54,7 +56,9 @@ def loads_toml(text: str, where: str) -> dict:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{where}: malformed TOML ({e})") from None
     except RecursionError:
-        raise ConfigError(f"{where}: arrays or inline tables nested too deeply to parse; a config nests at most 3 levels ([section] key = [list])") from None
+        raise ConfigError(
+            f"{where}: arrays or inline tables nested too deeply to parse; a config nests at most 3 levels ([section] key = [list])"
+        ) from None
     check_depth(data, where)
     return data
 
@@ -68,7 +72,9 @@ def schema_for(model: str) -> type:
     """The root config dataclass for ``model`` (ConfigError listing the known models otherwise)."""
     _ensure_schemas()
     if model not in _SCHEMAS:
-        raise ConfigError(f"model: must be one of {', '.join(repr(m) for m in sorted(_SCHEMAS))}, got {model!r}")
+        raise ConfigError(
+            f"model: must be one of {', '.join(repr(m) for m in sorted(_SCHEMAS))}, got {model!r}"
+        )
     return _SCHEMAS[model]
 
 
@@ -125,7 +131,9 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     except tomllib.TOMLDecodeError:
         value = raw
     except RecursionError:
-        raise ConfigError(f"--set {key.strip()}: value nested too deeply to parse; a config value is a number, string or flat list") from None
+        raise ConfigError(
+            f"--set {key.strip()}: value nested too deeply to parse; a config value is a number, string or flat list"
+        ) from None
     check_depth(value, f"--set {key.strip()}")
     return path, value
 
@@ -185,7 +193,9 @@ def to_dict(cfg: Any) -> dict:
         v = getattr(cfg, f.name)
         if v is None:
             continue
-        out[f.name] = to_dict(v) if dataclasses.is_dataclass(v) else (list(v) if isinstance(v, tuple) else v)
+        out[f.name] = (
+            to_dict(v) if dataclasses.is_dataclass(v) else (list(v) if isinstance(v, tuple) else v)
+        )
     return out
 
 

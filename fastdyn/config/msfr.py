@@ -30,30 +30,88 @@ class TaskSection:
     alpha: float = number(2.0, 0.0, 20.0, lo_open=True, help="Zipf exponent: P(s) ∝ s^-α")
     strength0: float = number(1.0, 0.0, 1e6, lo_open=True, help="Λ0 in Λ_s = Λ0 s^-γ")
     gamma: float = number(0.0, -5.0, 20.0, help="task-strength exponent γ")
-    psi0: float = number(100.0, 1.0, 1e9, help="ψ0 in ψ_s = max(psi_min, round(ψ0 s^-β))", units="tokens")
+    psi0: float = number(
+        100.0, 1.0, 1e9, help="ψ0 in ψ_s = max(psi_min, round(ψ0 s^-β))", units="tokens"
+    )
     beta: float = number(0.0, -5.0, 20.0, help="context-length exponent β")
     psi_min: int = integer(1, 1, 10**9, help="smallest context length", units="tokens")
     n_samples: float | str = number(
         "inf", 1.0, 1e18, extra=("inf",), help='training sequences N; "inf" gives #_s/N = P(s)'
     )
-    model_size: int | str = integer("all", 1, 10**10, extra=("all",), help='model size D (tasks s ≤ D are represented); "all" = n_tasks')
-    x_dist: str = choice("rademacher", ("rademacher", "gaussian"), help="scalar token input distribution")
-    embedding: str = choice("block", ("block",), help="token embedding; 'shared' is trained only by msfr-attention")
-    frequency_law: str = choice("power", FREQUENCY_LAWS, help="family of P(s): power (s^-α), exponential (e^-(s−1)/s0), broken-power (s^-α up to s_b, s^-α2 beyond); docs/task-tables.md")
-    frequency_decay: float = number(100.0, 0.0, 1e12, lo_open=True, help="s0 in P(s) ∝ e^-(s−1)/s0 (frequency_law = 'exponential')", units="tasks")
-    frequency_break: float = number(100.0, 1.0, 1e10, help="s_b of frequency_law = 'broken-power'", units="tasks")
-    alpha2: float = number(2.0, 0.0, 20.0, lo_open=True, help="exponent α2 of P(s) beyond s_b (frequency_law = 'broken-power')")
-    strength_law: str = choice("power", STRENGTH_LAWS, help="family of Λ_s: power (Λ0 s^-γ), exponential (Λ0 e^-(s−1)/s0), broken-power (s^-γ up to s_b, s^-γ2 beyond), lognormal (Λ0 s^-γ e^(σ z_s), z_s ~ N(0,1) per task from the seed)")
-    strength_decay: float = number(100.0, 0.0, 1e12, lo_open=True, help="s0 in Λ_s = Λ0 e^-(s−1)/s0 (strength_law = 'exponential')", units="tasks")
-    strength_break: float = number(100.0, 1.0, 1e10, help="s_b of strength_law = 'broken-power'", units="tasks")
-    gamma2: float = number(1.0, -5.0, 20.0, help="exponent γ2 of Λ_s beyond s_b (strength_law = 'broken-power')")
-    strength_sigma: float = number(1.0, 0.0, 10.0, lo_open=True, help="σ of ln Λ_s about its median Λ0 s^-γ (strength_law = 'lognormal')")
-    table: str | None = text(None, optional=True, help="a task table file (.npz, .csv, .h5) with columns weight (or P), strength, psi, optional counts; its length is n_tasks (docs/task-tables.md)")
+    model_size: int | str = integer(
+        "all",
+        1,
+        10**10,
+        extra=("all",),
+        help='model size D (tasks s ≤ D are represented); "all" = n_tasks',
+    )
+    x_dist: str = choice(
+        "rademacher", ("rademacher", "gaussian"), help="scalar token input distribution"
+    )
+    embedding: str = choice(
+        "block", ("block",), help="token embedding; 'shared' is trained only by msfr-attention"
+    )
+    frequency_law: str = choice(
+        "power",
+        FREQUENCY_LAWS,
+        help="family of P(s): power (s^-α), exponential (e^-(s−1)/s0), broken-power (s^-α up to s_b, s^-α2 beyond); docs/task-tables.md",
+    )
+    frequency_decay: float = number(
+        100.0,
+        0.0,
+        1e12,
+        lo_open=True,
+        help="s0 in P(s) ∝ e^-(s−1)/s0 (frequency_law = 'exponential')",
+        units="tasks",
+    )
+    frequency_break: float = number(
+        100.0, 1.0, 1e10, help="s_b of frequency_law = 'broken-power'", units="tasks"
+    )
+    alpha2: float = number(
+        2.0,
+        0.0,
+        20.0,
+        lo_open=True,
+        help="exponent α2 of P(s) beyond s_b (frequency_law = 'broken-power')",
+    )
+    strength_law: str = choice(
+        "power",
+        STRENGTH_LAWS,
+        help="family of Λ_s: power (Λ0 s^-γ), exponential (Λ0 e^-(s−1)/s0), broken-power (s^-γ up to s_b, s^-γ2 beyond), lognormal (Λ0 s^-γ e^(σ z_s), z_s ~ N(0,1) per task from the seed)",
+    )
+    strength_decay: float = number(
+        100.0,
+        0.0,
+        1e12,
+        lo_open=True,
+        help="s0 in Λ_s = Λ0 e^-(s−1)/s0 (strength_law = 'exponential')",
+        units="tasks",
+    )
+    strength_break: float = number(
+        100.0, 1.0, 1e10, help="s_b of strength_law = 'broken-power'", units="tasks"
+    )
+    gamma2: float = number(
+        1.0, -5.0, 20.0, help="exponent γ2 of Λ_s beyond s_b (strength_law = 'broken-power')"
+    )
+    strength_sigma: float = number(
+        1.0,
+        0.0,
+        10.0,
+        lo_open=True,
+        help="σ of ln Λ_s about its median Λ0 s^-γ (strength_law = 'lognormal')",
+    )
+    table: str | None = text(
+        None,
+        optional=True,
+        help="a task table file (.npz, .csv, .h5) with columns weight (or P), strength, psi, optional counts; its length is n_tasks (docs/task-tables.md)",
+    )
 
     def check(self) -> None:
         """Cross-field rules."""
         if self.n_samples != "inf" and float(self.n_samples) != int(float(self.n_samples)):
-            raise ConfigError(f"task.n_samples: must be a whole number of sequences or 'inf', got {self.n_samples!r}")
+            raise ConfigError(
+                f"task.n_samples: must be a whole number of sequences or 'inf', got {self.n_samples!r}"
+            )
 
     def resolve(self, given: frozenset) -> TaskSection:
         """Without a table: a family parameter given beside a law that does not read it is an
@@ -67,16 +125,26 @@ class TaskSection:
         from .task_table import open_table
 
         for k in TABLE_REPLACES:
-            if k in given and not is_default(self, k):  # defaults: a resolved config written back out
-                raise ConfigError(f"task.{k}: not used with task.table (the table gives P, Λ and ψ of every task); remove task.{k} or task.table")
+            if k in given and not is_default(
+                self, k
+            ):  # defaults: a resolved config written back out
+                raise ConfigError(
+                    f"task.{k}: not used with task.table (the table gives P, Λ and ψ of every task); remove task.{k} or task.table"
+                )
         tab = open_table(self.table)
         if "n_tasks" in given and self.n_tasks != tab.n:
-            raise ConfigError(f"task.n_tasks: task.table {self.table} has {tab.n} rows (tasks); leave n_tasks out or set it to {tab.n}, got {self.n_tasks}")
+            raise ConfigError(
+                f"task.n_tasks: task.table {self.table} has {tab.n} rows (tasks); leave n_tasks out or set it to {tab.n}, got {self.n_tasks}"
+            )
         if not tab.has_counts:
             return replace(self, n_tasks=tab.n)
         total = tab.counts_total()
-        if "n_samples" in given and (self.n_samples == "inf" or int(float(self.n_samples)) != total):
-            raise ConfigError(f"task.n_samples: task.table {self.table} has a counts column, which fixes N = Σ counts = {total}; leave n_samples out or set it to {total}, got {self.n_samples!r}")
+        if "n_samples" in given and (
+            self.n_samples == "inf" or int(float(self.n_samples)) != total
+        ):
+            raise ConfigError(
+                f"task.n_samples: task.table {self.table} has a counts column, which fixes N = Σ counts = {total}; leave n_samples out or set it to {total}, got {self.n_samples!r}"
+            )
         return replace(self, n_tasks=tab.n, n_samples=float(total))
 
     @property
@@ -89,7 +157,11 @@ class TaskSection:
 class InitSection:
     """[init]: initial v_s, w_s (spec §3)."""
 
-    scheme: str = choice("balanced", ("balanced", "random"), help="balanced: v = w = σ0 û_s; random: i.i.d. N(0, σ0²) per task")
+    scheme: str = choice(
+        "balanced",
+        ("balanced", "random"),
+        help="balanced: v = w = σ0 û_s; random: i.i.d. N(0, σ0²) per task",
+    )
     scale: float = number(1e-3, 0.0, 1e3, lo_open=True, help="σ0")
 
 
@@ -98,51 +170,85 @@ class TimeSection:
     """[time]: the output time grid (gradient-flow time t; gd: t = η·step)."""
 
     grid: str = choice("log", ("log", "linear", "explicit"), help="spacing of the output times")
-    t_min: float = number(1e-2, 0.0, lo_open=True, help="first output time after 0 (log/linear grids)")
+    t_min: float = number(
+        1e-2, 0.0, lo_open=True, help="first output time after 0 (log/linear grids)"
+    )
     t_max: float = number(1e12, 0.0, 1e15, lo_open=True, help="last output time")
     n_times: int = integer(256, 1, 10**7, help="number of output times (log/linear grids)")
     include_zero: bool = flag(True, help="also record t = 0")
-    times: tuple = numbers((), 0.0, help="explicit output times (grid = 'explicit'), strictly increasing")
+    times: tuple = numbers(
+        (), 0.0, help="explicit output times (grid = 'explicit'), strictly increasing"
+    )
 
     def check(self) -> None:
         if self.grid == "explicit":
             if len(self.times) == 0:
-                raise ConfigError("time.times: must be a non-empty list of times when time.grid = 'explicit'")
+                raise ConfigError(
+                    "time.times: must be a non-empty list of times when time.grid = 'explicit'"
+                )
             if any(b <= a for a, b in zip(self.times, self.times[1:], strict=False)):
                 raise ConfigError("time.times: must be strictly increasing")
         elif self.t_min >= self.t_max:
-            raise ConfigError(f"time.t_min: must be < time.t_max ({self.t_max:g}), got {self.t_min:g}")
+            raise ConfigError(
+                f"time.t_min: must be < time.t_max ({self.t_max:g}), got {self.t_min:g}"
+            )
 
 
 @dataclass(frozen=True)
 class SolverSection:
     """[solver]: how the v/w dynamics are integrated (spec §3)."""
 
-    integrator: str = choice("dopri5", ("dopri5", "rk4", "gd", "none"), help="per-task adaptive DP5(4), per-task fixed-step RK4, discrete GD, or theory only")
+    integrator: str = choice(
+        "dopri5",
+        ("dopri5", "rk4", "gd", "none"),
+        help="per-task adaptive DP5(4), per-task fixed-step RK4, discrete GD, or theory only",
+    )
     rtol: float = number(1e-8, 1e-14, 1e-2, help="dopri5 relative tolerance")
     atol: float = number(1e-14, 0.0, 1.0, lo_open=True, help="dopri5 absolute tolerance")
     steps_per_timescale: int = integer(200, 4, 10**7, help="rk4 steps per 1/(a_s R_s) of each task")
     lr: float = number(1e-2, 0.0, 1e6, lo_open=True, help="gd learning rate η (t = η·step)")
-    settle_tol: float = number(1e-13, 0.0, 1e-3, lo_open=True, help="a task whose |f_s − Λ_s| ≤ settle_tol·Λ_s is frozen")
-    max_steps: int = integer(100_000_000, 1, 10**12, help="steps allowed per task; a task that needs more fails the run")
+    settle_tol: float = number(
+        1e-13, 0.0, 1e-3, lo_open=True, help="a task whose |f_s − Λ_s| ≤ settle_tol·Λ_s is frozen"
+    )
+    max_steps: int = integer(
+        100_000_000, 1, 10**12, help="steps allowed per task; a task that needs more fails the run"
+    )
 
 
 @dataclass(frozen=True)
 class TheorySection:
     """[theory]: the closed form written beside the simulation (spec §4–5)."""
 
-    level: str = choice("exact", ("leading", "first_order", "exact", "none"), help="f0, f0 + ε f1, the exact finite-ψ reduction, or none")
+    level: str = choice(
+        "exact",
+        ("leading", "first_order", "exact", "none"),
+        help="f0, f0 + ε f1, the exact finite-ψ reduction, or none",
+    )
 
 
 @dataclass(frozen=True)
 class OutputSection:
     """[output]: what is stored besides the losses."""
 
-    track: tuple = integers((), 1, help="task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size")
-    chunk_tasks: int = integer(262_144, 1024, 2**31, help="tasks per kernel call (rounded up to a multiple of 1024)")
-    times_per_segment: int = integer(16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks")
-    checkpoint_every: float | str = every(60.0, help='resume state written to /checkpoint every this many seconds (60, "60s") or output times ("100 steps"); 0 = after every segment; "off" = only when a signal stops the run')
-    keep_checkpoint: bool = flag(False, help="keep /checkpoint in a complete file (else the finished file is rewritten without it, a fraction of the size)")
+    track: tuple = integers(
+        (),
+        1,
+        help="task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size",
+    )
+    chunk_tasks: int = integer(
+        262_144, 1024, 2**31, help="tasks per kernel call (rounded up to a multiple of 1024)"
+    )
+    times_per_segment: int = integer(
+        16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks"
+    )
+    checkpoint_every: float | str = every(
+        60.0,
+        help='resume state written to /checkpoint every this many seconds (60, "60s") or output times ("100 steps"); 0 = after every segment; "off" = only when a signal stops the run',
+    )
+    keep_checkpoint: bool = flag(
+        False,
+        help="keep /checkpoint in a complete file (else the finished file is rewritten without it, a fraction of the size)",
+    )
 
 
 @dataclass(frozen=True)
@@ -151,7 +257,11 @@ class MsfrConfig:
 
     model: str = choice("msfr", ("msfr",))
     seed: int = integer(0, 0, 2**63 - 1, help="seed of every random draw (counts, init)")
-    device: str = choice("cpu", ("cpu", "cuda"), help="where the kernels run: cpu, or cuda (rk4/gd and the leading/first-order closed form; docs/cuda.md)")
+    device: str = choice(
+        "cpu",
+        ("cpu", "cuda"),
+        help="where the kernels run: cpu, or cuda (rk4/gd and the leading/first-order closed form; docs/cuda.md)",
+    )
     task: TaskSection = TaskSection()
     init: InitSection = InitSection()
     time: TimeSection = TimeSection()
@@ -175,7 +285,9 @@ class MsfrConfig:
                 f"task.x_dist: {self.task.x_dist!r} is not modelled by model = 'msfr' (its expected dynamics use Rademacher tokens, E x⁴ = 1; Gaussian tokens move the fixed point at O(1/ψ)); use 'rademacher', or model = 'msfr-attn' to train on Gaussian sequences"
             )
         if self.solver.integrator == "none" and self.theory.level == "none":
-            raise ConfigError("solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)")
+            raise ConfigError(
+                "solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)"
+            )
         check_memory(
             _bytes_needed(self), "task.model_size",
             f"D = {self.task.d} represented tasks (state, tables, checkpoint)",
@@ -183,7 +295,9 @@ class MsfrConfig:
         )  # fmt: skip
         bad = [s for s in self.output.track if s > self.task.n_tasks]
         if bad:
-            raise ConfigError(f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}")
+            raise ConfigError(
+                f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}"
+            )
 
 
 def _bytes_needed(cfg: MsfrConfig) -> float:
@@ -196,6 +310,10 @@ def _bytes_needed(cfg: MsfrConfig) -> float:
     itself (Python, numba, h5py: 256 MiB)."""
     n_times = len(cfg.time.times) if cfg.time.grid == "explicit" else cfg.time.n_times
     d = cfg.task.d
-    per_task = 8.0 * 28 * d if cfg.solver.integrator != "none" else min(64.0 * d, 2.0**30) + 64.0 * min(d, cfg.output.chunk_tasks)
+    per_task = (
+        8.0 * 28 * d
+        if cfg.solver.integrator != "none"
+        else min(64.0 * d, 2.0**30) + 64.0 * min(d, cfg.output.chunk_tasks)
+    )
     blocks = 64.0 * cfg.task.n_tasks / 1024
     return per_task + blocks + 8.0 * 8 * n_times * (4 + max(len(cfg.output.track), 8)) + 256 * 2**20

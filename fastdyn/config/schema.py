@@ -54,7 +54,12 @@ class Rule:
             return "a string"
         if self.kind == "every":
             return 'a number of seconds ≥ 0 (60, "60s"), "<n> steps" or "off"'
-        base = {"number": "a finite number", "integer": "an integer", "numbers": "a list of finite numbers", "integers": "a list of integers"}[self.kind]
+        base = {
+            "number": "a finite number",
+            "integer": "an integer",
+            "numbers": "a list of finite numbers",
+            "integers": "a list of integers",
+        }[self.kind]
         bounds = []
         if self.lo is not None:
             bounds.append(("> " if self.lo_open else "≥ ") + _fmt(self.lo))
@@ -87,7 +92,11 @@ class Rule:
                 return "off"
             return x if unit == "seconds" else f"{int(x)} steps"
         if self.kind == "choice":
-            if isinstance(value, int) and not isinstance(value, bool) and str(value) in self.options:
+            if (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and str(value) in self.options
+            ):
                 return str(value)  # attention_scale = 1 means "1"
             if not isinstance(value, str) or value not in self.options:
                 raise bad
@@ -97,7 +106,13 @@ class Rule:
         if self.kind in ("numbers", "integers"):
             if not isinstance(value, list | tuple):
                 raise bad
-            scalar = Rule("number" if self.kind == "numbers" else "integer", self.lo, self.hi, self.lo_open, self.hi_open)
+            scalar = Rule(
+                "number" if self.kind == "numbers" else "integer",
+                self.lo,
+                self.hi,
+                self.lo_open,
+                self.hi_open,
+            )
             try:
                 return tuple(scalar.coerce(name, v) for v in value)
             except ConfigError:
@@ -140,14 +155,24 @@ def _field(default: Any, rule: Rule, key: str | None = None) -> Any:
     return field(default=default, metadata=meta)
 
 
-def number(default: float, lo=None, hi=None, *, lo_open=False, hi_open=False, extra=(), help="", units="") -> Any:
+def number(
+    default: float, lo=None, hi=None, *, lo_open=False, hi_open=False, extra=(), help="", units=""
+) -> Any:
     """A finite float field with optional bounds."""
-    return _field(default, Rule("number", lo, hi, lo_open, hi_open, extra=tuple(extra), help=help, units=units))
+    return _field(
+        default,
+        Rule("number", lo, hi, lo_open, hi_open, extra=tuple(extra), help=help, units=units),
+    )
 
 
-def integer(default: int | None, lo=None, hi=None, *, extra=(), optional=False, help="", units="") -> Any:
+def integer(
+    default: int | None, lo=None, hi=None, *, extra=(), optional=False, help="", units=""
+) -> Any:
     """An integer field with optional bounds (``optional``: also ``None``, "not given")."""
-    return _field(default, Rule("integer", lo, hi, extra=tuple(extra), help=help, units=units, optional=optional))
+    return _field(
+        default,
+        Rule("integer", lo, hi, extra=tuple(extra), help=help, units=units, optional=optional),
+    )
 
 
 def choice(default: str, options, *, help="", key: str | None = None) -> Any:
@@ -211,9 +236,14 @@ def memory_limit() -> tuple[int, str]:
         m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)", raw)
         unit = m and _UNITS.get(m.group(2).lower())
         if not unit or float(m.group(1)) * unit < 1:
-            raise ConfigError(f'{MEMORY_ENV}: must be a positive size in bytes or with a unit ("8GiB", "500MB"), got {raw!r}')
+            raise ConfigError(
+                f'{MEMORY_ENV}: must be a positive size in bytes or with a unit ("8GiB", "500MB"), got {raw!r}'
+            )
         return int(float(m.group(1)) * unit), f"{MEMORY_ENV} = {raw}"
-    limits = [(physical_memory(), "this machine's memory"), (_cgroup_limit(), "this cgroup's memory limit")]
+    limits = [
+        (physical_memory(), "this machine's memory"),
+        (_cgroup_limit(), "this cgroup's memory limit"),
+    ]
     try:
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
         if soft != resource.RLIM_INFINITY:
@@ -230,7 +260,9 @@ def check_memory(need: float, field: str, what: str, fix: str) -> None:
     """ConfigError naming ``field`` when a run's estimated ``need`` (bytes) exceeds :func:`memory_limit`."""
     limit, where = memory_limit()
     if limit and need > limit:
-        raise ConfigError(f"{field}: {what} need ~{size_text(need)}, more than the {size_text(limit)} allowed ({where}); {fix}")
+        raise ConfigError(
+            f"{field}: {what} need ~{size_text(need)}, more than the {size_text(limit)} allowed ({where}); {fix}"
+        )
 
 
 def size_text(b: float) -> str:
@@ -251,7 +283,9 @@ def parse_every(value: Any, field: str = "output.checkpoint_every") -> tuple[str
     seconds of wall time, "<n> steps" counts the run's own steps, 0 = at every chunk boundary,
     "off" = none on a schedule (only when a signal stops the run): ("off", inf)
     (ValueError naming ``field`` otherwise)."""
-    bad = ValueError(f'{field}: must be a number of seconds ≥ 0 (60, "60s"), "<n> steps" or "off", got {_show(value)}')
+    bad = ValueError(
+        f'{field}: must be a number of seconds ≥ 0 (60, "60s"), "<n> steps" or "off", got {_show(value)}'
+    )
     if isinstance(value, bool):
         raise bad
     if isinstance(value, str) and value.strip().lower() in ("off", "never", "none"):
@@ -302,7 +336,9 @@ class Section:
                 key = f.metadata.get("key") or self._prefix + f.name
                 object.__setattr__(self, f.name, rule.coerce(key, value))
             elif dataclasses.is_dataclass(f.default) and not isinstance(value, type(f.default)):
-                raise ConfigError(f"{self._prefix}{f.name}: must be a {type(f.default).__name__}, got {_show(value)}")
+                raise ConfigError(
+                    f"{self._prefix}{f.name}: must be a {type(f.default).__name__}, got {_show(value)}"
+                )
         self.check()
 
     def check(self) -> None:

@@ -132,7 +132,9 @@ class StopSignals:
         signal can nest inside itself."""
         name = signal.Signals(signum).name
         if self._claim.acquire(blocking=False) and self.acknowledge:
-            _say(f"fastdyn: {name} received: stopping at the next chunk boundary (a second SIGINT/SIGTERM ends at once)")
+            _say(
+                f"fastdyn: {name} received: stopping at the next chunk boundary (a second SIGINT/SIGTERM ends at once)"
+            )
         if self.name is None:
             self.name = name
         stop_flag.request(signum)  # the kernels return early

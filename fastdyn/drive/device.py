@@ -27,19 +27,25 @@ __all__ = ["DEVICES", "check_available", "check_supported", "resolve"]
 def check_available(name: str) -> None:
     """ConfigError (one line) unless device ``name`` can run here."""
     if name not in DEVICES:
-        raise ConfigError(f"device: must be one of {', '.join(repr(d) for d in DEVICES)}, got {name!r}")
+        raise ConfigError(
+            f"device: must be one of {', '.join(repr(d) for d in DEVICES)}, got {name!r}"
+        )
     if name == "cpu":
         return
     try:
         from numba import cuda
     except ImportError:  # pragma: no cover — numba without its CUDA target
-        raise ConfigError("device = 'cuda': numba's CUDA support is not installed (pip install 'fastdyn[cuda]'); use device = 'cpu'") from None
+        raise ConfigError(
+            "device = 'cuda': numba's CUDA support is not installed (pip install 'fastdyn[cuda]'); use device = 'cpu'"
+        ) from None
     try:
         ok = bool(cuda.is_available())
     except Exception:  # noqa: BLE001 — a broken driver install reads as "no GPU"
         ok = False
     if not ok:
-        raise ConfigError("device = 'cuda': no usable CUDA GPU here (numba.cuda.is_available() is False: no GPU, no driver, or no CUDA toolkit; pip install 'fastdyn[cuda]'); use device = 'cpu'")
+        raise ConfigError(
+            "device = 'cuda': no usable CUDA GPU here (numba.cuda.is_available() is False: no GPU, no driver, or no CUDA toolkit; pip install 'fastdyn[cuda]'); use device = 'cpu'"
+        )
 
 
 def resolve(cfg: Any) -> str:

@@ -337,7 +337,9 @@ def advance(
         _gpu().rk4_kernel(*args) if on_gpu else rk4_kernel(*args, stop_flag.FLAG)
     elif integrator == "dopri5":
         if on_gpu:
-            raise ValueError("solver.integrator = 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4' or 'gd', or device = 'cpu'")
+            raise ValueError(
+                "solver.integrator = 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4' or 'gd', or device = 'cpu'"
+            )
         if not (np.isfinite(rtol) and rtol > 0 and np.isfinite(atol) and atol >= 0):
             raise ValueError(f"rtol/atol: need rtol > 0 and atol ≥ 0, got {rtol!r}, {atol!r}")
         stop_flag.clear_halt()

@@ -126,7 +126,13 @@ def _build():
                     nst += 1.0
                     s += 1.0
             if alive:
-                fin = math.isfinite(f) and math.isfinite(y[0]) and math.isfinite(y[1]) and math.isfinite(y[2]) and math.isfinite(y[3])
+                fin = (
+                    math.isfinite(f)
+                    and math.isfinite(y[0])
+                    and math.isfinite(y[1])
+                    and math.isfinite(y[2])
+                    and math.isfinite(y[3])
+                )
                 if not fin:
                     status[i] = STATUS_DIVERGED
                     alive = False

@@ -36,7 +36,14 @@ class DivergedError(FloatingPointError):
     """Training produced a non-finite or exploding loss or gradient (message: ``diverged at step
     k: …``, naming the learning rate against the estimated stability bound 2/λ_max)."""
 
-    def __init__(self, step: int, value: float, lr: float, lam_max: float | None = None, at: int | None = None) -> None:
+    def __init__(
+        self,
+        step: int,
+        value: float,
+        lr: float,
+        lam_max: float | None = None,
+        at: int | None = None,
+    ) -> None:
         self.step = step
         self.lam_max = lam_max
         if lam_max is not None and np.isfinite(lam_max) and lam_max > 0:
@@ -52,7 +59,9 @@ class DivergedError(FloatingPointError):
         super().__init__(f"diverged at step {step}: the training loss is {value:.3g}; {why}")
 
 
-def hessian_lambda_max(model, prep: dict, theta: np.ndarray, iters: int = 30, seed: int = 0) -> float:
+def hessian_lambda_max(
+    model, prep: dict, theta: np.ndarray, iters: int = 30, seed: int = 0
+) -> float:
     """Largest-magnitude Hessian eigenvalue of the full-batch training loss at ``theta``, by power
     iteration on central-difference Hessian-vector products Hv ≈ (∇L(θ+εv) − ∇L(θ−εv))/2ε with
     |v| = 1 and ε = 1e-5·max(1, |θ|) (error O(ε²) times third derivatives: far below the two
@@ -149,7 +158,9 @@ def train(
 
     def diverged(step: int, value: float) -> DivergedError:
         lam = hessian_lambda_max(model, prep, good["theta"])
-        return DivergedError(step, value, optimizer.lr, abs(lam) if np.isfinite(lam) else None, good["step"])
+        return DivergedError(
+            step, value, optimizer.lr, abs(lam) if np.isfinite(lam) else None, good["step"]
+        )
 
     k = first_step
     si = int(np.searchsorted(save_steps, first_step))

@@ -43,7 +43,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "tasks/index": ("1", "1-based task index s"),
     "tasks/f": ("1", "task output f_s(t)"),
     "theory/tasks/f": ("1", "closed-form task output f_s(t)"),
-    "tasks/emergence": ("gradient-flow time", "half-rise time t_s of the leading or first-order closed form (root attribute emergence_level; theory.level = exact stores the first-order one)"),
+    "tasks/emergence": (
+        "gradient-flow time",
+        "half-rise time t_s of the leading or first-order closed form (root attribute emergence_level; theory.level = exact stores the first-order one)",
+    ),
 }
 
 STATUS_RUNNING = "running"

@@ -56,7 +56,9 @@ class WriterLock:
                 holder = os.pread(fd, 200, 0).decode(errors="replace").split()
                 os.close(fd)
                 who = f"pid {holder[0]} on {holder[1]}" if len(holder) >= 2 else "another process"
-                raise WriterBusy(f"{self.path}: being written by {who} (lock {self.file}); wait for that run to end or stop it") from None
+                raise WriterBusy(
+                    f"{self.path}: being written by {who} (lock {self.file}); wait for that run to end or stop it"
+                ) from None
             try:
                 same = os.stat(self.file).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:

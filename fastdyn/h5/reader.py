@@ -53,7 +53,9 @@ class Run:
         try:
             return self.series[name.strip("/")]
         except KeyError:
-            raise KeyError(f"{self.path}: no dataset {name!r}; has {', '.join(sorted(self.series))}") from None
+            raise KeyError(
+                f"{self.path}: no dataset {name!r}; has {', '.join(sorted(self.series))}"
+            ) from None
 
     def __contains__(self, name: str) -> bool:
         return name.strip("/") in self.series
@@ -129,21 +131,39 @@ def _set_read_attempts() -> Callable[[int, int], int] | None:
             for line in fh:
                 path = line.rstrip("\n").split(maxsplit=5)[-1]
                 name = os.path.basename(path)
-                if name.startswith("libhdf5") and not name.startswith("libhdf5_hl") and ".so" in name and path not in cands:
+                if (
+                    name.startswith("libhdf5")
+                    and not name.startswith("libhdf5_hl")
+                    and ".so" in name
+                    and path not in cands
+                ):
                     cands.append(path)
     except OSError:  # no /proc (macOS): the libraries bundled with h5py
         base = Path(h5py.__file__).parent
-        cands = [str(q) for d in (base / ".dylibs", base.parent / "h5py.libs") if d.is_dir() for q in sorted(d.iterdir()) if q.name.startswith("libhdf5") and not q.name.startswith("libhdf5_hl")]
+        cands = [
+            str(q)
+            for d in (base / ".dylibs", base.parent / "h5py.libs")
+            if d.is_dir()
+            for q in sorted(d.iterdir())
+            if q.name.startswith("libhdf5") and not q.name.startswith("libhdf5_hl")
+        ]
     probe = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     probe.set_sieve_buf_size(54321)  # a value only h5py's own copy of the library can report back
     for path in cands:
         try:
             lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
-            setter, valid, sieve = lib.H5Pset_metadata_read_attempts, lib.H5Iis_valid, lib.H5Pget_sieve_buf_size
+            setter, valid, sieve = (
+                lib.H5Pset_metadata_read_attempts,
+                lib.H5Iis_valid,
+                lib.H5Pget_sieve_buf_size,
+            )
         except (OSError, AttributeError):
             continue
         valid.argtypes, valid.restype = [ctypes.c_int64], ctypes.c_int
-        sieve.argtypes, sieve.restype = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int
+        sieve.argtypes, sieve.restype = (
+            [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t)],
+            ctypes.c_int,
+        )
         setter.argtypes, setter.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
         got = ctypes.c_size_t(0)
         if valid(probe.id) > 0 and sieve(probe.id, ctypes.byref(got)) >= 0 and got.value == 54321:
@@ -171,9 +191,17 @@ def _probe(p: Path) -> None:
     import sys
 
     try:
-        res = subprocess.run([sys.executable, "-c", _PROBE, str(p)], capture_output=True, text=True, timeout=PROBE_SECONDS, check=False)
+        res = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(p)],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_SECONDS,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        raise FileFormatError(f"{p}: damaged file (its metadata could not be read within {PROBE_SECONDS:g} s: HDF5 kept retrying a damaged header)") from None
+        raise FileFormatError(
+            f"{p}: damaged file (its metadata could not be read within {PROBE_SECONDS:g} s: HDF5 kept retrying a damaged header)"
+        ) from None
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
         raise FileFormatError(f"{p}: damaged file ({last[:200]})")
@@ -198,7 +226,9 @@ def open_file(path: str | os.PathLike) -> h5py.File:
     if p.is_dir():
         raise FileFormatError(f"{p}: is a directory, expected a fastdyn HDF5 file")
     if not p.is_file():  # a FIFO would block the first read forever
-        raise FileFormatError(f"{p}: not a regular file (a FIFO, socket or device), expected a fastdyn HDF5 file")
+        raise FileFormatError(
+            f"{p}: not a regular file (a FIFO, socket or device), expected a fastdyn HDF5 file"
+        )
     try:
         eof = _stored_eof(p)
     except OSError as e:
@@ -207,9 +237,13 @@ def open_file(path: str | os.PathLike) -> h5py.File:
     if size == 0:
         raise FileFormatError(f"{p}: not a readable HDF5 file (empty file)")
     if eof is None:
-        raise FileFormatError(f"{p}: not a readable HDF5 file (no HDF5 superblock: not HDF5, or its start is damaged)")
+        raise FileFormatError(
+            f"{p}: not a readable HDF5 file (no HDF5 superblock: not HDF5, or its start is damaged)"
+        )
     if size < eof:
-        raise FileFormatError(f"{p}: not a readable HDF5 file (truncated: {size} of {eof} bytes; an interrupted copy or a full disk)")
+        raise FileFormatError(
+            f"{p}: not a readable HDF5 file (truncated: {size} of {eof} bytes; an interrupted copy or a full disk)"
+        )
     # A plain read-only open first: it fails fast on a damaged file. Only a file whose writer is
     # still running or was killed (SWMR consistency flags set) is opened for SWMR reading, with
     # HDF5's metadata read retries bounded (see SWMR_READ_ATTEMPTS).
@@ -235,13 +269,17 @@ def open_file(path: str | os.PathLike) -> h5py.File:
         ver = _attr(f.attrs["format_version"]) if "format_version" in names else -1
     except Exception as e:  # noqa: BLE001 — a damaged root object header
         f.close()
-        raise FileFormatError(f"{p}: damaged file (root attributes unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise FileFormatError(
+            f"{p}: damaged file (root attributes unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
     if fmt != layout.FORMAT_NAME:
         f.close()
         raise FileFormatError(f"{p}: not a fastdyn file (no format = 'fastdyn' attribute)")
     if ver != layout.FORMAT_VERSION:
         f.close()
-        raise FileFormatError(f"{p}: format version {ver} not supported (this fastdyn reads {layout.FORMAT_VERSION})")
+        raise FileFormatError(
+            f"{p}: format version {ver} not supported (this fastdyn reads {layout.FORMAT_VERSION})"
+        )
     return f
 
 
@@ -290,11 +328,15 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
                 if name in f:
                     _describe(run, name, f[name])
                     data = f[name][()]
-                    run.series[name] = np.asarray(data[:n] if name != "tasks/index" and n is not None else data)
+                    run.series[name] = np.asarray(
+                        data[:n] if name != "tasks/index" and n is not None else data
+                    )
         return run
     except FileFormatError:
         raise
     except Exception as e:  # noqa: BLE001 — whatever h5py raises on a damaged file, one line
-        raise FileFormatError(f"{p}: damaged file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise FileFormatError(
+            f"{p}: damaged file ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
     finally:
         f.close()

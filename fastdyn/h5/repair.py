@@ -27,7 +27,9 @@ def open_flags_set(path: str | os.PathLike) -> bool:
     """Whether the superblock still says "open for write" (a live or killed writer)."""
     with open(path, "rb") as fh:
         head = fh.read(12)
-    return len(head) == 12 and head[:8] == b"\x89HDF\r\n\x1a\n" and head[8] in (2, 3) and head[11] != 0
+    return (
+        len(head) == 12 and head[:8] == b"\x89HDF\r\n\x1a\n" and head[8] in (2, 3) and head[11] != 0
+    )
 
 
 def writer_alive(path: str | os.PathLike) -> str | None:
@@ -62,14 +64,20 @@ def repair(path: str | os.PathLike) -> str:
     p = Path(path)
     with WriterLock(p):
         if not open_flags_set(p):
-            raise NothingToRepair(f"{p}: nothing to repair (the file is closed; any reader opens it)")
+            raise NothingToRepair(
+                f"{p}: nothing to repair (the file is closed; any reader opens it)"
+            )
         clear_open_flags(p)
         with h5py.File(p, "r+", libver="latest") as f:
             old = f.attrs.get("status", "")
             old = old.decode() if isinstance(old, bytes) else str(old)
             rows = f[layout.TIME].shape[0]
             ck = read_checkpoint(f) if "checkpoint" in f else None
-            after = "no checkpoint: --resume starts over" if ck is None else f"--resume continues from the checkpoint after row {ck[1]}"
+            after = (
+                "no checkpoint: --resume starts over"
+                if ck is None
+                else f"--resume continues from the checkpoint after row {ck[1]}"
+            )
             if old.startswith(layout.STATUS_RUNNING):
                 status = f"interrupted: the writing process was killed; {rows} rows kept, {after}; continue with fastdyn simulate --resume {p}"
             else:

@@ -117,7 +117,14 @@ def _rot(x: int, k: int) -> int:
 
 
 def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
-    for x, y, z, k in ((0, 2, 1, 4), (1, 0, 2, 6), (2, 1, 0, 8), (0, 2, 1, 16), (1, 0, 2, 19), (2, 1, 0, 4)):
+    for x, y, z, k in (
+        (0, 2, 1, 4),
+        (1, 0, 2, 6),
+        (2, 1, 0, 8),
+        (0, 2, 1, 16),
+        (1, 0, 2, 19),
+        (2, 1, 0, 4),
+    ):
         v = [a, b, c]
         v[x] = ((v[x] - v[y]) & _M32) ^ _rot(v[y], k)
         v[y] = (v[y] + v[z]) & _M32
@@ -126,7 +133,15 @@ def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
 
 
 def _final(a: int, b: int, c: int) -> int:
-    for x, y, k in ((2, 1, 14), (0, 2, 11), (1, 0, 25), (2, 1, 16), (0, 2, 4), (1, 0, 14), (2, 1, 24)):
+    for x, y, k in (
+        (2, 1, 14),
+        (0, 2, 11),
+        (1, 0, 25),
+        (2, 1, 16),
+        (0, 2, 4),
+        (1, 0, 14),
+        (2, 1, 24),
+    ):
         v = [a, b, c]
         v[x] = ((v[x] ^ v[y]) - _rot(v[y], k)) & _M32
         a, b, c = v
@@ -197,7 +212,9 @@ def check_identity(attrs: Any, path: Any) -> None:
     """ValueError (one line) when the stored ``identity_crc32`` does not match the root attributes
     it covers (a flipped bit in the stored config or seed); files without it are not checked."""
     if "identity_crc32" in attrs and int(attrs["identity_crc32"]) != identity_crc(attrs):
-        raise ValueError(f"{path}: damaged root attributes (model, config, seed or versions do not match their checksum identity_crc32)")
+        raise ValueError(
+            f"{path}: damaged root attributes (model, config, seed or versions do not match their checksum identity_crc32)"
+        )
 
 
 def _crc(arrays: dict[str, np.ndarray], seq: int | None = None, rows: int | None = None) -> int:
@@ -206,7 +223,9 @@ def _crc(arrays: dict[str, np.ndarray], seq: int | None = None, rows: int | None
     c = 0 if seq is None else zlib.crc32(f"seq={seq} rows={rows}\n".encode())
     for k in sorted(arrays):
         c = zlib.crc32(k.encode(), c)
-        c = zlib.crc32(np.ascontiguousarray(arrays[k]), c)  # the buffer itself: no copy of the state
+        c = zlib.crc32(
+            np.ascontiguousarray(arrays[k]), c
+        )  # the buffer itself: no copy of the state
     return c
 
 
@@ -254,9 +273,16 @@ def checkpoint_damage(f: h5py.File) -> str | None:
     s = g[f"slot{slot}"]
     meta = np.asarray(s["meta"][()], dtype=np.int64)
     arrays = {k: np.asarray(v[()]) for k, v in s.items() if k != "meta"}
-    if int(meta[0]) != seq or int(meta[2]) not in (_crc(arrays, int(meta[0]), int(meta[1])), _crc(arrays)):
+    if int(meta[0]) != seq or int(meta[2]) not in (
+        _crc(arrays, int(meta[0]), int(meta[1])),
+        _crc(arrays),
+    ):
         got = read_checkpoint(f)
-        then = f"--resume would continue from checkpoint #{got[2]}" if got else "--resume would start over"
+        then = (
+            f"--resume would continue from checkpoint #{got[2]}"
+            if got
+            else "--resume would start over"
+        )
         return f"the newest checkpoint (#{seq}, slot {slot}) does not match its crc32; {then}"
     return None
 
@@ -291,7 +317,9 @@ class RunWriter:
         self._ckpt_slot = 1  # the next checkpoint goes to slot 0
         self._lock = WriterLock(self.path).acquire()  # WriterBusy while another process writes it
         up_front = sum(np.asarray(a).nbytes for a in (static or {}).values())
-        up_front += 2 * sum(int(np.prod(shape)) * np.dtype(dt).itemsize for shape, dt in (checkpoint or {}).values())
+        up_front += 2 * sum(
+            int(np.prod(shape)) * np.dtype(dt).itemsize for shape, dt in (checkpoint or {}).values()
+        )
         if _free_bytes(self.path) < up_front + RESERVE:
             self._lock.release()
             raise DiskFull(self.path, up_front + RESERVE, _free_bytes(self.path))
@@ -303,7 +331,20 @@ class RunWriter:
             tmp.unlink(missing_ok=True)
             raise
         try:
-            self._create(f, model, config_toml, seed, series, static, scales, with_step, extra_attrs, chunk_rows, (time_units, time_long_name), checkpoint)
+            self._create(
+                f,
+                model,
+                config_toml,
+                seed,
+                series,
+                static,
+                scales,
+                with_step,
+                extra_attrs,
+                chunk_rows,
+                (time_units, time_long_name),
+                checkpoint,
+            )
             f.flush()
             f.swmr_mode = True
             os.replace(tmp, self.path)
@@ -318,7 +359,21 @@ class RunWriter:
         self._names = [layout.TIME] + ([layout.STEP] if with_step else []) + list(series)
         self.n_rows = 0
 
-    def _create(self, f, model, config_toml, seed, series, static, scales, with_step, extra_attrs, chunk_rows, time_units, checkpoint) -> None:
+    def _create(
+        self,
+        f,
+        model,
+        config_toml,
+        seed,
+        series,
+        static,
+        scales,
+        with_step,
+        extra_attrs,
+        chunk_rows,
+        time_units,
+        checkpoint,
+    ) -> None:
         a = f.attrs
         a["format"] = layout.FORMAT_NAME
         a["format_version"] = layout.FORMAT_VERSION
@@ -334,19 +389,35 @@ class RunWriter:
         a["timings"] = "{}"
         for k, v in (extra_attrs or {}).items():
             a[k] = v
-        tds = f.create_dataset(layout.TIME, shape=(0,), maxshape=(None,), dtype="f8", chunks=(chunk_rows,), fletcher32=True)
+        tds = f.create_dataset(
+            layout.TIME,
+            shape=(0,),
+            maxshape=(None,),
+            dtype="f8",
+            chunks=(chunk_rows,),
+            fletcher32=True,
+        )
         tds.make_scale(layout.TIME)
         self._describe(tds, layout.TIME)
         for key, value in zip(("units", "long_name"), time_units or (None, None), strict=True):
             if value:
                 tds.attrs[key] = value
         if with_step:
-            sds = f.create_dataset(layout.STEP, shape=(0,), maxshape=(None,), dtype="i8", chunks=(chunk_rows,), fletcher32=True)
+            sds = f.create_dataset(
+                layout.STEP,
+                shape=(0,),
+                maxshape=(None,),
+                dtype="i8",
+                chunks=(chunk_rows,),
+                fletcher32=True,
+            )
             self._describe(sds, layout.STEP)
             sds.dims[0].attach_scale(tds)
         for name, arr in (static or {}).items():
             arr = np.asarray(arr)
-            ds = f.create_dataset(name, data=arr, **({"fletcher32": True} if arr.ndim and arr.size else {}))
+            ds = f.create_dataset(
+                name, data=arr, **({"fletcher32": True} if arr.ndim and arr.size else {})
+            )
             self._describe(ds, name)
         for name, (scale_name, _axis) in (scales or {}).items():
             f[name].make_scale(scale_name)
@@ -359,7 +430,15 @@ class RunWriter:
             # No compression: in SWMR-write mode HDF5 never reuses freed file space, so a compressed
             # chunk rewritten on every append leaves its old copy behind (1000 appends of a 64-wide
             # row grew a file to 226 MB against 0.5 MB uncompressed; gzip saved 15% on such data).
-            ds = f.create_dataset(name, shape=(0, *trailing), maxshape=(None, *trailing), dtype="f8", chunks=(rows, *trailing), fillvalue=np.nan, fletcher32=True)
+            ds = f.create_dataset(
+                name,
+                shape=(0, *trailing),
+                maxshape=(None, *trailing),
+                dtype="f8",
+                chunks=(rows, *trailing),
+                fillvalue=np.nan,
+                fletcher32=True,
+            )
             self._describe(ds, name)
             ds.dims[0].attach_scale(tds)
             _link_scale(f, name, layout.TIME)
@@ -371,12 +450,18 @@ class RunWriter:
             _index_scales(f, ds)
         if checkpoint:
             g = f.create_group(CHECKPOINT)
-            g.attrs["long_name"] = "resume state: two slots written alternately; current = [slot, sequence]"
+            g.attrs["long_name"] = (
+                "resume state: two slots written alternately; current = [slot, sequence]"
+            )
             for slot in (0, 1):
                 s = g.create_group(f"slot{slot}")
                 for name, (shape, dtype) in checkpoint.items():
-                    s.create_dataset(name, data=np.zeros(shape, dtype=dtype))  # allocated now, not in SWMR mode
-                s.create_dataset("meta", data=np.zeros(3, dtype=np.int64)).attrs["long_name"] = "[sequence, rows written, crc32]"
+                    s.create_dataset(
+                        name, data=np.zeros(shape, dtype=dtype)
+                    )  # allocated now, not in SWMR mode
+                s.create_dataset("meta", data=np.zeros(3, dtype=np.int64)).attrs["long_name"] = (
+                    "[sequence, rows written, crc32]"
+                )
             g.create_dataset("current", data=np.array([-1, 0], dtype=np.int64))
 
     @staticmethod
@@ -390,7 +475,9 @@ class RunWriter:
             self._series_cache = {n: self._f[n] for n in self._names}
         return self._series_cache
 
-    def append(self, times: np.ndarray, rows: dict[str, np.ndarray], steps: np.ndarray | None = None) -> None:
+    def append(
+        self, times: np.ndarray, rows: dict[str, np.ndarray], steps: np.ndarray | None = None
+    ) -> None:
         """Append ``len(times)`` rows to every series, then flush (readers see them at once)."""
         k = len(times)
         if k == 0:
@@ -403,7 +490,11 @@ class RunWriter:
         new = 0  # bytes of the chunks this append allocates
         for ds in series.values():
             c = ds.chunks[0]
-            new += (math.ceil(n1 / c) - math.ceil(n0 / c)) * int(np.prod(ds.chunks)) * ds.dtype.itemsize
+            new += (
+                (math.ceil(n1 / c) - math.ceil(n0 / c))
+                * int(np.prod(ds.chunks))
+                * ds.dtype.itemsize
+            )
         self._need(new)
         try:
             self._write_rows(series, times, rows, steps, n0, n1)
@@ -566,7 +657,11 @@ class RunWriter:
                 self._lock.release()
             raise
         self._f = f
-        self._names = [layout.TIME] + sorted(n for n in _resizable(f) if not n.startswith(CHECKPOINT) and n.rsplit("/", 1)[-1] != layout.TIME)
+        self._names = [layout.TIME] + sorted(
+            n
+            for n in _resizable(f)
+            if not n.startswith(CHECKPOINT) and n.rsplit("/", 1)[-1] != layout.TIME
+        )
         self.n_rows = rows
         return self, arrays
 

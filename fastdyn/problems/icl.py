@@ -231,7 +231,9 @@ def _check_pair(
         )
     for nm, a in ((name_x, x), (name_y, y)):
         if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
-            raise ValueError(f"data.from_file: array {nm!r} must be real numbers (integer or float), got dtype {a.dtype}")
+            raise ValueError(
+                f"data.from_file: array {nm!r} must be real numbers (integer or float), got dtype {a.dtype}"
+            )
         if not np.all(np.isfinite(a)):
             raise ValueError(f"data.from_file: array {nm!r} must be finite, found NaN or inf")
 
@@ -257,7 +259,9 @@ def read_npz(path: str, field: str) -> dict[str, np.ndarray]:
         raise ValueError(f"{field}: file {path!r} not found") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # object arrays: ValueError
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ValueError(f"{field}: cannot read {path!r} as an .npz of numeric arrays ({msg})") from None
+        raise ValueError(
+            f"{field}: cannot read {path!r} as an .npz of numeric arrays ({msg})"
+        ) from None
 
 
 @contextmanager

@@ -62,7 +62,13 @@ class TaskChunk:
 
     def select(self, local: np.ndarray) -> TaskChunk:
         """The sub-table of the given local indices."""
-        return TaskChunk(self.first, *(getattr(self, k)[local] for k in ("lam", "psi", "rate", "wtest", "v0x", "v0y", "w0x", "w0y")))
+        return TaskChunk(
+            self.first,
+            *(
+                getattr(self, k)[local]
+                for k in ("lam", "psi", "rate", "wtest", "v0x", "v0y", "w0x", "w0y")
+            ),
+        )
 
 
 @njit(**PARALLEL)
@@ -91,7 +97,9 @@ def power_sums(lo: np.ndarray, hi: np.ndarray, x: float) -> np.ndarray:
     b = np.asarray(hi, dtype=np.float64)
     with np.errstate(over="ignore", under="ignore"):
         r = np.log1p((b - a) / a)
-        integral = r * a ** (1.0 - x) if x == 1.0 else a ** (1.0 - x) * np.expm1((1.0 - x) * r) / (1.0 - x)
+        integral = (
+            r * a ** (1.0 - x) if x == 1.0 else a ** (1.0 - x) * np.expm1((1.0 - x) * r) / (1.0 - x)
+        )
         out = integral + 0.5 * (a**-x + b**-x)
         c = -x  # coefficient of the (2k-1)-th derivative of s^-x
         for k, bern in ((1, 1.0 / 6), (2, -1.0 / 30), (3, 1.0 / 42)):
@@ -119,7 +127,26 @@ def _init_task(idx, lk, scheme, scale, seed):
 
 
 @njit(**PARALLEL)
-def _fill(first, alpha, inv_z, lam0, gamma, psi0, beta, psi_min, scheme, scale, seed, lam, psi, wtest, v0x, v0y, w0x, w0y):
+def _fill(
+    first,
+    alpha,
+    inv_z,
+    lam0,
+    gamma,
+    psi0,
+    beta,
+    psi_min,
+    scheme,
+    scale,
+    seed,
+    lam,
+    psi,
+    wtest,
+    v0x,
+    v0y,
+    w0x,
+    w0y,
+):
     n = lam.shape[0]
     for i in prange(n):
         s = first + i + 1.0
@@ -133,7 +160,9 @@ def _fill(first, alpha, inv_z, lam0, gamma, psi0, beta, psi_min, scheme, scale, 
 
 
 @njit(**PARALLEL)
-def _tail_partials(first, n, alpha, inv_z, lam0, gamma, counts, inv_n, use_counts, out_test, out_train):
+def _tail_partials(
+    first, n, alpha, inv_z, lam0, gamma, counts, inv_n, use_counts, out_test, out_train
+):
     """Per-block Σ P(s) Λ_s²/2 and Σ (#_s/N) Λ_s²/2 for tasks first+1..first+n (untrained, f = 0)."""
     nb = out_test.shape[0]
     for b in prange(nb):
@@ -166,7 +195,9 @@ def _block_sums_of(w, out):
 
 
 @njit(**PARALLEL)
-def _fill_cols(first, w, inv_z, strength, psi_col, scheme, scale, seed, lam, psi, wtest, v0x, v0y, w0x, w0y):
+def _fill_cols(
+    first, w, inv_z, strength, psi_col, scheme, scale, seed, lam, psi, wtest, v0x, v0y, w0x, w0y
+):
     """:func:`_fill` from table columns (the same operations on the tabulated values)."""
     n = lam.shape[0]
     for i in prange(n):
@@ -209,7 +240,10 @@ def check_columns(path: str, a: int, cols: dict) -> None:
     rules = {
         "weight": (lambda v: np.isfinite(v) & (v >= 0), "a finite number ≥ 0"),
         "strength": (lambda v: np.isfinite(v) & (v > 0), "a finite number > 0"),
-        "psi": (lambda v: np.isfinite(v) & (v >= 1) & (v <= 1e9) & (v == np.floor(v)), "a whole number of tokens ≥ 1 and ≤ 1e9"),
+        "psi": (
+            lambda v: np.isfinite(v) & (v >= 1) & (v <= 1e9) & (v == np.floor(v)),
+            "a whole number of tokens ≥ 1 and ≤ 1e9",
+        ),
         "counts": (lambda v: np.isfinite(v) & (v >= 0) & (v == np.floor(v)), "a whole number ≥ 0"),
     }
     for name, v in cols.items():
@@ -244,7 +278,9 @@ class MsfrProblem:
         _block_prob_sums(min(self.n_tasks, near * BLOCK), float(task.alpha), self._block_p[:near])
         for g in range(near, nb, 2**16):  # bounded temporaries
             lo = np.arange(g, min(g + 2**16, nb), dtype=np.float64) * BLOCK
-            self._block_p[g : g + len(lo)] = power_sums(lo + 1, np.minimum(lo + BLOCK, self.n_tasks), float(task.alpha))
+            self._block_p[g : g + len(lo)] = power_sums(
+                lo + 1, np.minimum(lo + BLOCK, self.n_tasks), float(task.alpha)
+            )
         self.z = float(_ordered_sum(self._block_p))
         self.finite_n = task.n_samples != "inf"
         self.n_samples = math.inf if not self.finite_n else int(float(task.n_samples))
@@ -264,7 +300,10 @@ class MsfrProblem:
         self.source = src
         family = isinstance(src, FamilySource)
         if not family and src.n != self.n_tasks:
-            raise err(task.table, f"has {src.n} rows but task.n_tasks = {self.n_tasks}; leave n_tasks out or set it to {src.n}")
+            raise err(
+                task.table,
+                f"has {src.n} rows but task.n_tasks = {self.n_tasks}; leave n_tasks out or set it to {src.n}",
+            )
         nb = n_blocks(self.n_tasks)
         self._block_p = np.zeros(nb)
         block_c = np.zeros(nb, dtype=np.int64) if src.has_counts else None
@@ -281,15 +320,23 @@ class MsfrProblem:
                 block_c[a // BLOCK : n_blocks(b)] = np.add.reduceat(c, np.arange(0, b - a, BLOCK))
         self.z = float(_ordered_sum(self._block_p))
         if family and not (self.z > 0 and math.isfinite(self.z)):
-            raise ConfigError(f"task.frequency_law: the weights of {src.path} sum to {self.z!r}; change its parameters")
+            raise ConfigError(
+                f"task.frequency_law: the weights of {src.path} sum to {self.z!r}; change its parameters"
+            )
         if not self.z > 0 or not math.isfinite(self.z):
-            raise err(task.table, f"column {src.weight_name}: weights must have a finite sum > 0, got {self.z!r}")
+            raise err(
+                task.table,
+                f"column {src.weight_name}: weights must have a finite sum > 0, got {self.z!r}",
+            )
         self.finite_n = src.has_counts or task.n_samples != "inf"
         self._block_counts = None
         if src.has_counts:
             self.n_samples = int(block_c.sum())
             if self.n_samples < 1:
-                raise err(task.table, "column counts: sums to 0; the training set needs at least one sequence")
+                raise err(
+                    task.table,
+                    "column counts: sums to 0; the training set needs at least one sequence",
+                )
             self._block_counts = block_c
         elif self.finite_n:
             self.n_samples = int(float(task.n_samples))
@@ -313,7 +360,9 @@ class MsfrProblem:
         t = self.task
         s = np.arange(first + 1, first + n + 1, dtype=np.float64)
         lam = float(t.strength0) * s ** (-float(t.gamma))
-        psi = np.maximum(int(t.psi_min), np.floor(float(t.psi0) * s ** (-float(t.beta)) + 0.5)).astype(np.int64)
+        psi = np.maximum(
+            int(t.psi_min), np.floor(float(t.psi0) * s ** (-float(t.beta)) + 0.5)
+        ).astype(np.int64)
         return lam, psi
 
     def counts(self, first: int, n: int) -> np.ndarray:
@@ -343,7 +392,23 @@ class MsfrProblem:
         scheme = INIT_BALANCED if it.scheme == "balanced" else INIT_RANDOM
         if self.source is not None:
             cols = self.source.read(first, first + n)
-            _fill_cols(first, cols["weight"], 1.0 / self.z, cols["strength"], cols["psi"], scheme, float(it.scale), self.seed, lam, psi, wtest, v0x, v0y, w0x, w0y)
+            _fill_cols(
+                first,
+                cols["weight"],
+                1.0 / self.z,
+                cols["strength"],
+                cols["psi"],
+                scheme,
+                float(it.scale),
+                self.seed,
+                lam,
+                psi,
+                wtest,
+                v0x,
+                v0y,
+                w0x,
+                w0y,
+            )
         else:
             _fill(first, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), float(t.psi0), float(t.beta), int(t.psi_min), scheme, float(it.scale), self.seed, lam, psi, wtest, v0x, v0y, w0x, w0y)  # fmt: skip
         if self.finite_n:
@@ -365,7 +430,9 @@ class MsfrProblem:
         tot_train = 0.0
         step = max(BLOCK, (int(chunk_tasks) // BLOCK) * BLOCK)
         start = (self.d // BLOCK) * BLOCK
-        far = max(start, EM_FROM) if self.source is None else self.n_tasks  # chunks from here on: in closed form per block
+        far = (
+            max(start, EM_FROM) if self.source is None else self.n_tasks
+        )  # chunks from here on: in closed form per block
         for first in range(start, self.n_tasks, step):
             if first >= far:
                 far = first
@@ -382,14 +449,47 @@ class MsfrProblem:
                 cols = self.source.read(first, first + n)
                 pt = np.zeros(n_blocks(n - lo_local))
                 pr = np.zeros(n_blocks(n - lo_local))
-                _tail_partials_cols(cols["weight"][lo_local:], cols["strength"][lo_local:], 1.0 / self.z, counts[lo_local:], inv_n, self.finite_n, pt, pr)
+                _tail_partials_cols(
+                    cols["weight"][lo_local:],
+                    cols["strength"][lo_local:],
+                    1.0 / self.z,
+                    counts[lo_local:],
+                    inv_n,
+                    self.finite_n,
+                    pt,
+                    pr,
+                )
             elif lo_local:
                 # recompute only the represented-free part, keeping block alignment for the rest
                 pt = np.zeros(n_blocks(n - lo_local))
                 pr = np.zeros(n_blocks(n - lo_local))
-                _tail_partials(sub_first, n - lo_local, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), counts[lo_local:], inv_n, self.finite_n, pt, pr)
+                _tail_partials(
+                    sub_first,
+                    n - lo_local,
+                    float(t.alpha),
+                    1.0 / self.z,
+                    float(t.strength0),
+                    float(t.gamma),
+                    counts[lo_local:],
+                    inv_n,
+                    self.finite_n,
+                    pt,
+                    pr,
+                )
             else:
-                _tail_partials(first, n, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), counts, inv_n, self.finite_n, pt, pr)
+                _tail_partials(
+                    first,
+                    n,
+                    float(t.alpha),
+                    1.0 / self.z,
+                    float(t.strength0),
+                    float(t.gamma),
+                    counts,
+                    inv_n,
+                    self.finite_n,
+                    pt,
+                    pr,
+                )
             tot_test += _ordered_sum(pt)
             tot_train += _ordered_sum(pr)
         else:

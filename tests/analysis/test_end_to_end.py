@@ -128,7 +128,9 @@ def test_time_exponent(files):
     if "fit window ends at the learned-task cutoff t_c" in err:
         assert "ends at the learned-task cutoff" in d["window_reason"]
     else:
-        assert "drifts by more than tol" in d["window_reason"] and "before t_c" in d["window_reason"]
+        assert (
+            "drifts by more than tol" in d["window_reason"] and "before t_c" in d["window_reason"]
+        )
     # the cutoff (from models/msfr/scaling.py) is the emergence time of task 0.1 N_s that the
     # driver stored for the tracked task (models/msfr/theory.py, a separate code path)
     assert run["tasks/index"][1] == TRACK_CUTOFF
@@ -197,4 +199,3 @@ def test_compute_frontier_exponents(files):
     out = _text(*files["model_size"], "--x", "compute", "--bootstrap", 0)
     assert f"theory     p = {THEORY['compute']:.5f}" in out
     assert f"theory q = {D_STAR:.5f}, diff" in out
-

@@ -24,14 +24,23 @@ def _run(args, tmp_path):
         (["--set", "task.alpha=nan"], "task.alpha: must be a finite number"),
         (["--set", "init.scale=1e400"], "init.scale"),
         (["--set", "task.psi0=0.2"], "task.psi0: must be a finite number ≥ 1"),
-        (["--set", "solver.integrator=euler"], "solver.integrator: must be one of 'dopri5', 'rk4', 'gd', 'none'"),
-        (["--set", "time.grid=explicit", "--set", "time.times=[3.0, 2.0]"], "time.times: must be strictly increasing"),
+        (
+            ["--set", "solver.integrator=euler"],
+            "solver.integrator: must be one of 'dopri5', 'rk4', 'gd', 'none'",
+        ),
+        (
+            ["--set", "time.grid=explicit", "--set", "time.times=[3.0, 2.0]"],
+            "time.times: must be strictly increasing",
+        ),
         (["--set", "time.t_min=10", "--set", "time.t_max=1"], "time.t_min: must be < time.t_max"),
         (["--set", "nokey"], "--set nokey: must be key=value"),
         (["--threads", "0"], "--threads: must be between 1"),
         (["--progress-every", "0"], "--progress-every: must be a number of seconds > 0"),
         (["no_such_preset"], "no such file or preset"),
-        (["--set", "task.x_dist=gaussian"], "task.x_dist: 'gaussian' is not modelled by model = 'msfr'"),
+        (
+            ["--set", "task.x_dist=gaussian"],
+            "task.x_dist: 'gaussian' is not modelled by model = 'msfr'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_file(args, needle, tmp_path):
@@ -53,7 +62,9 @@ def test_malformed_toml(tmp_path):
 def test_unwritable_output_path(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    res = CliRunner().invoke(main, ["simulate", "--set", "task.n_tasks=10", "-o", str(blocker / "x.h5")])
+    res = CliRunner().invoke(
+        main, ["simulate", "--set", "task.n_tasks=10", "-o", str(blocker / "x.h5")]
+    )
     assert res.exit_code == 2 and "--output" in res.output
 
 
@@ -67,7 +78,16 @@ def test_existing_output_is_not_overwritten_without_flag(tmp_path):
 
 def test_real_entry_point_prints_no_traceback(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "fastdyn", "simulate", "--set", "task.n_tasks=0", "-o", str(tmp_path / "x.h5")],
+        [
+            sys.executable,
+            "-m",
+            "fastdyn",
+            "simulate",
+            "--set",
+            "task.n_tasks=0",
+            "-o",
+            str(tmp_path / "x.h5"),
+        ],
         capture_output=True,
         text=True,
     )
@@ -76,13 +96,18 @@ def test_real_entry_point_prints_no_traceback(tmp_path):
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
-@pytest.mark.skipif(not __import__("os").path.isdir("/sys/kernel"), reason="needs sysfs, where even root cannot create files")
+@pytest.mark.skipif(
+    not __import__("os").path.isdir("/sys/kernel"),
+    reason="needs sysfs, where even root cannot create files",
+)
 def test_an_output_where_files_cannot_be_created_is_one_line():
     """Permission bits say root may write /sys; the file system says no (issue 17)."""
     res = CliRunner().invoke(main, ["simulate", "quickstart", "--set", "task.n_tasks=1000", "--set", "output.track=[1]", "-o", "/sys/x.h5"])  # fmt: skip
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "--output /sys/x.h5: cannot create files in /sys" in lines[0], res.output
+    assert len(lines) == 1 and "--output /sys/x.h5: cannot create files in /sys" in lines[0], (
+        res.output
+    )
 
 
 def test_run_repr_is_a_short_summary(tmp_path):

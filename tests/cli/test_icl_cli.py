@@ -7,7 +7,16 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 
-SMALL = ["--set", "data.P=600", "--set", "schedule.epochs=60", "--set", "schedule.save_every=20", "--set", "data.n_test=50"]
+SMALL = [
+    "--set",
+    "data.P=600",
+    "--set",
+    "schedule.epochs=60",
+    "--set",
+    "schedule.save_every=20",
+    "--set",
+    "data.n_test=50",
+]
 
 
 def _sim(tmp_path, *args):
@@ -38,10 +47,27 @@ def test_data_save_and_from_file_round_trip(tmp_path):
     x = tokens[:, :, :-1]
     npz = tmp_path / "d.npz"
     np.savez(npz, x=x, y=labels)
-    res2 = CliRunner().invoke(main, ["simulate", "--set", "model=attn-m", "--set", "schedule.epochs=60", "--set", "schedule.save_every=20", "--set", f'data.from_file="{npz}"', "-o", str(tmp_path / "b.h5")])
+    res2 = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            "--set",
+            "model=attn-m",
+            "--set",
+            "schedule.epochs=60",
+            "--set",
+            "schedule.save_every=20",
+            "--set",
+            f'data.from_file="{npz}"',
+            "-o",
+            str(tmp_path / "b.h5"),
+        ],
+    )
     assert res2.exit_code == 0, res2.output
     # the same training data and init give the same training loss curve
-    np.testing.assert_allclose(fastdyn.load(tmp_path / "b.h5")["loss/train"], r["loss/train"], rtol=1e-12)
+    np.testing.assert_allclose(
+        fastdyn.load(tmp_path / "b.h5")["loss/train"], r["loss/train"], rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize(
@@ -94,7 +120,10 @@ def test_bad_data_files(tmp_path):
 @pytest.mark.parametrize(
     ("name", "write"),
     [
-        ("objects.npz", lambda p: np.savez(p, x=np.array([{"a": 1}] * 3, dtype=object), y=np.zeros((3, 2)))),
+        (
+            "objects.npz",
+            lambda p: np.savez(p, x=np.array([{"a": 1}] * 3, dtype=object), y=np.zeros((3, 2))),
+        ),
         ("complex.npz", lambda p: np.savez(p, x=np.ones((3, 2, 2), complex), y=np.zeros((3, 2)))),
         ("single.npy", lambda p: np.save(p, np.zeros((3, 2, 2)))),
         ("junk.npz", lambda p: p.write_bytes(b"PK\x03\x04 not a zip")),
@@ -106,7 +135,10 @@ def test_unreadable_npz_is_one_line_naming_field_and_file(tmp_path, key, name, w
     f = tmp_path / name
     write(f)
     out = tmp_path / "o.h5"
-    res = CliRunner().invoke(main, ["simulate", "--set", "model=attn-m", "--set", f"{key}={f}", "-o", str(out), "--quiet"])
+    res = CliRunner().invoke(
+        main,
+        ["simulate", "--set", "model=attn-m", "--set", f"{key}={f}", "-o", str(out), "--quiet"],
+    )
     lines = res.output.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1, res.output
     assert lines[0].startswith(f"fastdyn: error: {key}: ") and str(f) in lines[0], lines[0]

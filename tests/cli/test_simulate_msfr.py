@@ -11,7 +11,16 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 
-BASE = ["--set", "task.n_tasks=5000", "--set", "time.t_max=1e7", "--set", "time.n_times=40", "--set", "theory.level=exact"]
+BASE = [
+    "--set",
+    "task.n_tasks=5000",
+    "--set",
+    "time.t_max=1e7",
+    "--set",
+    "time.n_times=40",
+    "--set",
+    "theory.level=exact",
+]
 
 
 def _sim(path, *args):
@@ -21,7 +30,15 @@ def _sim(path, *args):
 
 
 def test_dopri5_run_matches_the_exact_reduction_and_stores_provenance(tmp_path):
-    r = _sim(tmp_path / "a.h5", "--set", "task.model_size=3000", "--set", "task.n_samples=1e6", "--set", "task.beta=0.2")
+    r = _sim(
+        tmp_path / "a.h5",
+        "--set",
+        "task.model_size=3000",
+        "--set",
+        "task.n_samples=1e6",
+        "--set",
+        "task.beta=0.2",
+    )
     assert r.status == "complete" and r.model == "msfr"
     assert r.config["task"]["model_size"] == 3000 and r.attrs["seed"] == 0
     assert set(r.attrs["versions"]) >= {"numpy", "numba", "h5py", "fastdyn"}
@@ -36,7 +53,11 @@ def test_dopri5_run_matches_the_exact_reduction_and_stores_provenance(tmp_path):
     f, g = r["tasks/f"], r["theory/tasks/f"]
     assert f.shape == (41, len(r["tasks/index"])) and np.nanmax(np.abs(f - g)) < 1e-6
     em = r["tasks/emergence"]  # inf marks a task drawn 0 times (never trained) at finite N
-    assert not np.any(np.isnan(em)) and np.all(np.isfinite(em[:3])) and np.all(np.diff(em[np.isfinite(em)]) > 0)
+    assert (
+        not np.any(np.isnan(em))
+        and np.all(np.isfinite(em[:3]))
+        and np.all(np.diff(em[np.isfinite(em)]) > 0)
+    )
 
 
 def test_rk4_agrees_with_theory(tmp_path):
@@ -49,7 +70,17 @@ def test_rk4_agrees_with_theory(tmp_path):
 def test_gd_approaches_the_flow_at_order_eta(tmp_path):
     errs = []
     for lr in (4e-4, 2e-4):
-        r = _sim(tmp_path / f"g{lr}.h5", "--set", "task.n_tasks=1024", "--set", "time.t_max=10", "--set", "solver.integrator=gd", "--set", f"solver.lr={lr}")
+        r = _sim(
+            tmp_path / f"g{lr}.h5",
+            "--set",
+            "task.n_tasks=1024",
+            "--set",
+            "time.t_max=10",
+            "--set",
+            "solver.integrator=gd",
+            "--set",
+            f"solver.lr={lr}",
+        )
         assert r.status == "complete" and r.attrs["solver_step_limit"] == 0
         np.testing.assert_array_equal(r["step"], np.round(r.time / lr).astype(np.int64))
         a, b = r["loss/test"], r["theory/loss/test"]
@@ -61,15 +92,39 @@ def test_gd_approaches_the_flow_at_order_eta(tmp_path):
 def _loss_in_subprocess(tmp_path, name, threads, *sets):
     out = tmp_path / name
     env = dict(os.environ, NUMBA_NUM_THREADS=str(threads))
-    cmd = [sys.executable, "-m", "fastdyn", "simulate", *BASE, "--set", "init.scheme=random", "--set", "task.n_samples=1e5", *sets, "-o", str(out), "--overwrite"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fastdyn",
+        "simulate",
+        *BASE,
+        "--set",
+        "init.scheme=random",
+        "--set",
+        "task.n_samples=1e5",
+        *sets,
+        "-o",
+        str(out),
+        "--overwrite",
+    ]
     subprocess.run(cmd, check=True, env=env, capture_output=True)
     r = fastdyn.load(out)
-    return np.concatenate([r["loss/test"], r["loss/train"], r["theory/loss/test"], r["tasks/f"].ravel()])
+    return np.concatenate(
+        [r["loss/test"], r["loss/train"], r["theory/loss/test"], r["tasks/f"].ravel()]
+    )
 
 
 def test_bit_identical_across_threads_chunks_and_segments(tmp_path):
     a = _loss_in_subprocess(tmp_path, "t1.h5", 1)
-    b = _loss_in_subprocess(tmp_path, "t2.h5", 2, "--set", "output.chunk_tasks=1024", "--set", "output.times_per_segment=7")
+    b = _loss_in_subprocess(
+        tmp_path,
+        "t2.h5",
+        2,
+        "--set",
+        "output.chunk_tasks=1024",
+        "--set",
+        "output.times_per_segment=7",
+    )
     np.testing.assert_array_equal(a, b)
 
 
@@ -82,5 +137,22 @@ def test_xarray_opens_a_real_output(tmp_path):
 
 
 def test_gd_that_would_exceed_the_step_budget_is_refused(tmp_path):
-    res = CliRunner().invoke(main, ["simulate", "--set", "solver.integrator=gd", "--set", "solver.lr=1e-3", "--set", "time.t_max=1e12", "-o", str(tmp_path / "g.h5")])
-    assert res.exit_code == 2 and "solver.lr: gd needs" in res.output and not (tmp_path / "g.h5").exists()
+    res = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            "--set",
+            "solver.integrator=gd",
+            "--set",
+            "solver.lr=1e-3",
+            "--set",
+            "time.t_max=1e12",
+            "-o",
+            str(tmp_path / "g.h5"),
+        ],
+    )
+    assert (
+        res.exit_code == 2
+        and "solver.lr: gd needs" in res.output
+        and not (tmp_path / "g.h5").exists()
+    )

@@ -66,10 +66,22 @@ def test_closed_form_loss_partials(level):
 def test_closed_form_exact_level_refused():
     lam, psi, rate, wt, v0 = _tasks(8, 1)
     with pytest.raises(ValueError, match="exact.*no CUDA kernel"):
-        theory_cuda.loss_partials(np.array([0.0, 1.0]), lam, psi, rate, wt, *v0, "exact", np.empty((1, 2)), np.empty((1, 2)))
+        theory_cuda.loss_partials(
+            np.array([0.0, 1.0]),
+            lam,
+            psi,
+            rate,
+            wt,
+            *v0,
+            "exact",
+            np.empty((1, 2)),
+            np.empty((1, 2)),
+        )
 
 
-@pytest.mark.parametrize("integrator,kw", [("rk4", {"steps_per_timescale": 8.0}), ("gd", {"eta": 0.05})])
+@pytest.mark.parametrize(
+    "integrator,kw", [("rk4", {"steps_per_timescale": 8.0}), ("gd", {"eta": 0.05})]
+)
 @pytest.mark.parametrize("query", [True, False])
 def test_integrators(integrator, kw, query):
     n = 40
@@ -79,11 +91,39 @@ def test_integrators(integrator, kw, query):
     out = {}
     for dev in ("cpu", "cuda"):
         st = integrate.TaskState.fresh(*[a.copy() for a in v0])
-        s1 = integrate.advance(integrator, lam, psi, rate, wt, st, times, track=[1, 7], query=query, settle_tol=1e-6, device=dev, **kw)
+        s1 = integrate.advance(
+            integrator,
+            lam,
+            psi,
+            rate,
+            wt,
+            st,
+            times,
+            track=[1, 7],
+            query=query,
+            settle_tol=1e-6,
+            device=dev,
+            **kw,
+        )
         # a second segment continues from the state the first left (step sizes, counts)
         more = times[-1] * np.array([1.5, 3.0])
         k0 = int(round(times[-1] / kw["eta"])) if integrator == "gd" else 0
-        s2 = integrate.advance(integrator, lam, psi, rate, wt, st, more, t0=times[-1], k0=k0, track=[1, 7], query=query, settle_tol=1e-6, device=dev, **kw)
+        s2 = integrate.advance(
+            integrator,
+            lam,
+            psi,
+            rate,
+            wt,
+            st,
+            more,
+            t0=times[-1],
+            k0=k0,
+            track=[1, 7],
+            query=query,
+            settle_tol=1e-6,
+            device=dev,
+            **kw,
+        )
         out[dev] = (s1, s2, st)
     (a1, a2, sa), (b1, b2, sb) = out["cpu"], out["cuda"]
     for x, y, name in ((a1, b1, "segment 1"), (a2, b2, "segment 2")):
@@ -106,12 +146,17 @@ def test_dopri5_refused_on_cuda():
 def _icl_models():
     for loss in ("last", "cumulative"):
         for softmax in (False, True):
-            yield f"attn_m-{loss}-{'softmax' if softmax else 'linear'}", AttnM(3, 2, 4, softmax=softmax, attention_scale="N", loss=loss)
+            yield (
+                f"attn_m-{loss}-{'softmax' if softmax else 'linear'}",
+                AttnM(3, 2, 4, softmax=softmax, attention_scale="N", loss=loss),
+            )
     yield "attn_s-last-linear", AttnS(3, 2, 4, R=1, loss="last")
     yield "attn_s-last-softmax", AttnS(3, 2, 4, R=2, softmax=True, loss="last")
 
 
-@pytest.mark.parametrize("name,model", list(_icl_models()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name,model", list(_icl_models()), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_icl_loss_and_grad(name, model):
     data = generate(3, 4, 37, seed=5)
     rng = np.random.default_rng(9)
@@ -170,7 +215,10 @@ def test_bench_gpu_dry_run(capsys):
     from pathlib import Path
 
     bench = runpy.run_path(str(Path(__file__).resolve().parents[2] / "bench" / "gpu.py"))
-    assert bench["main"](["--closed", "1500", "--rk4", "50", "--icl-epochs", "1", "--icl-p", "20"]) == 0
+    assert (
+        bench["main"](["--closed", "1500", "--rk4", "50", "--icl-epochs", "1", "--icl-p", "20"])
+        == 0
+    )
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("MSFR", "ICL"))]
     assert len(lines) == 3
     for ln in lines:

@@ -23,7 +23,14 @@ def test_cuda_twins_match_cpu_under_the_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NUMBA_NUM_THREADS="1")
     cases = str(Path(__file__).with_name("_sim_cases.py"))
     procs = [
-        subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cases, "-k", k], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cases, "-k", k],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
         for k in HALVES
     ]
     outs = [p.communicate(timeout=900) for p in procs]
@@ -62,7 +69,9 @@ def test_device_cuda_without_a_gpu_is_one_line_exit_2(tmp_path, how):
         return
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("fastdyn: error: device = 'cuda': no usable CUDA GPU"), res.output
+    assert len(lines) == 1 and lines[0].startswith(
+        "fastdyn: error: device = 'cuda': no usable CUDA GPU"
+    ), res.output
     assert not out.exists() and not list(tmp_path.iterdir())
 
 

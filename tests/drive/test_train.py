@@ -187,7 +187,10 @@ def test_bit_identical_for_1_and_2_threads():
             lambda: ModelSettings(attention_scale="sqrt"),
             r"^attention.attention_scale: must be one of 'N', '1', got 'sqrt'$",
         ),
-        (lambda: ModelSettings(loss="mean"), r"^attention.loss: must be one of 'last', 'cumulative', got 'mean'$"),
+        (
+            lambda: ModelSettings(loss="mean"),
+            r"^attention.loss: must be one of 'last', 'cumulative', got 'mean'$",
+        ),
         (
             lambda: ModelSettings(name="mlp-cubic", softmax=True),
             r"^attention.softmax: only for attn-m and attn-s",
@@ -266,7 +269,8 @@ def test_from_file_data_and_weights(tmp_path):
     x[3, 2, 1] = np.nan
     np.savez(tmp_path / "nan.npz", x=x, y=y)
     with pytest.raises(
-        ValueError, match=r"^data.from_file: '.*nan.npz': array 'x' must be finite, found NaN or inf$"
+        ValueError,
+        match=r"^data.from_file: '.*nan.npz': array 'x' must be finite, found NaN or inf$",
     ):
         run_icl(replace(s, data=DataSettings(from_file=str(tmp_path / "nan.npz"))))
     np.savez(tmp_path / "wbad.npz", W_V=np.zeros((2, 4, 4)), W_KQ=np.zeros((2, 4, 3)))

@@ -25,19 +25,39 @@ def _writer(path):
 def test_append_is_visible_to_a_reader_before_close(tmp_path):
     p = tmp_path / "run.h5"
     w = _writer(p)
-    w.append(np.array([0.0, 1.0]), {"loss/test": np.array([1.0, 0.5]), "theory/loss/test": np.array([1.0, 0.4]), "tasks/f": np.zeros((2, 2))})
+    w.append(
+        np.array([0.0, 1.0]),
+        {
+            "loss/test": np.array([1.0, 0.5]),
+            "theory/loss/test": np.array([1.0, 0.4]),
+            "tasks/f": np.zeros((2, 2)),
+        },
+    )
     # a separate process reads the file while the writer holds it open
-    code = f"import fastdyn.h5 as h; r = h.load({str(p)!r}); print(r.status, r['loss/test'].tolist())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        f"import fastdyn.h5 as h; r = h.load({str(p)!r}); print(r.status, r['loss/test'].tolist())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.split()[0] == "running" and "[1.0, 0.5]" in out
-    w.append(np.array([2.0]), {"loss/test": np.array([0.25]), "theory/loss/test": np.array([0.2]), "tasks/f": np.ones((1, 2))})
+    w.append(
+        np.array([2.0]),
+        {
+            "loss/test": np.array([0.25]),
+            "theory/loss/test": np.array([0.2]),
+            "tasks/f": np.ones((1, 2)),
+        },
+    )
     w.close("complete", {"compute": 1.5})
     r = load(p)
     assert r.status == "complete" and r.attrs["timings"]["compute"] == 1.5
     np.testing.assert_array_equal(r.time, [0.0, 1.0, 2.0])
     np.testing.assert_array_equal(r["loss/test"], [1.0, 0.5, 0.25])
     assert r["tasks/f"].shape == (3, 2)
-    assert r.attrs["format"] == "fastdyn" and r.attrs["format_version"] == 1 and r.attrs["seed"] == 3
+    assert (
+        r.attrs["format"] == "fastdyn" and r.attrs["format_version"] == 1 and r.attrs["seed"] == 3
+    )
 
 
 def test_exception_in_context_marks_failed(tmp_path):
@@ -51,7 +71,14 @@ def test_xarray_reads_time_as_coordinate(tmp_path):
     xr = pytest.importorskip("xarray")  # test extra; installed by .ci/run
     p = tmp_path / "run.h5"
     w = _writer(p)
-    w.append(np.array([0.5, 1.0]), {"loss/test": np.array([1.0, 0.5]), "theory/loss/test": np.array([1.0, 0.4]), "tasks/f": np.zeros((2, 2))})
+    w.append(
+        np.array([0.5, 1.0]),
+        {
+            "loss/test": np.array([1.0, 0.5]),
+            "theory/loss/test": np.array([1.0, 0.4]),
+            "tasks/f": np.zeros((2, 2)),
+        },
+    )
     w.close("complete")
     ds = xr.open_dataset(p, engine="h5netcdf", group="loss")
     np.testing.assert_array_equal(ds["test"].coords["time"].values, [0.5, 1.0])

@@ -99,7 +99,10 @@ def _run_preset(wheel_venv, tmp_path, extra: list[str]) -> None:
     r = subprocess.run([str(py), "-m", "fastdyn", "-q", "simulate", "quickstart", "--set", "task.n_tasks=1000", "--set", "output.track=[1, 10]", *extra, "-o", "q.h5"], **kw)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     with h5py.File(out / "q.h5", "r") as f:
-        assert f.attrs["status"] == "complete" and f["loss/test" if not extra else "theory/loss/test"].shape[0] > 0
+        assert (
+            f.attrs["status"] == "complete"
+            and f["loss/test" if not extra else "theory/loss/test"].shape[0] > 0
+        )
 
 
 def test_read_only_install_defines_every_kernel_and_finds_the_presets(wheel_venv, tmp_path):

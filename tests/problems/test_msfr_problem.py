@@ -16,7 +16,14 @@ def _problem(*sets):
 
 
 def test_table_matches_the_formulas():
-    p, cfg = _problem("task.n_tasks=5000", "task.alpha=1.5", "task.gamma=0.25", "task.beta=0.3", "task.psi0=1000", "task.psi_min=3")
+    p, cfg = _problem(
+        "task.n_tasks=5000",
+        "task.alpha=1.5",
+        "task.gamma=0.25",
+        "task.beta=0.3",
+        "task.psi0=1000",
+        "task.psi_min=3",
+    )
     s = np.arange(1, 5001.0)
     z = np.sum(s**-1.5)
     ch = p.chunk(0, 5000)
@@ -36,12 +43,21 @@ def test_counts_are_an_exact_multinomial_independent_of_chunking():
     p, _ = _problem(f"task.n_tasks={n_tasks}", f"task.n_samples={n}", "seed=11")
     whole = p.counts(0, n_tasks)
     assert whole.sum() == n and whole.min() >= 0
-    parts = np.concatenate([p.counts(f, min(3 * BLOCK, n_tasks - f)) for f in range(0, n_tasks, 3 * BLOCK)])
+    parts = np.concatenate(
+        [p.counts(f, min(3 * BLOCK, n_tasks - f)) for f in range(0, n_tasks, 3 * BLOCK)]
+    )
     np.testing.assert_array_equal(whole, parts)
     # mean and variance of the head counts against Binomial(N, P(s)): a 6-sigma band over 20 seeds
     s = np.arange(1, 6.0)
     P = s**-2.0 / p.z
-    draws = np.array([_problem(f"task.n_tasks={n_tasks}", f"task.n_samples={n}", f"seed={k}")[0].counts(0, BLOCK)[:5] for k in range(20)])
+    draws = np.array(
+        [
+            _problem(f"task.n_tasks={n_tasks}", f"task.n_samples={n}", f"seed={k}")[0].counts(
+                0, BLOCK
+            )[:5]
+            for k in range(20)
+        ]
+    )
     sd = np.sqrt(n * P * (1 - P) / 20)
     assert np.all(np.abs(draws.mean(0) - n * P) < 6 * sd)
 
@@ -73,11 +89,15 @@ def test_power_sums_match_the_exact_sum(x):
 
     lo = np.array([EM_FROM + 1, 5_000_001, 10**9 + 1, 10**9 + 7])
     hi = lo + np.array([1023, 1023, 1023, 3])
-    exact = [math.fsum(np.arange(a, b + 1, dtype=np.float64) ** -x) for a, b in zip(lo, hi, strict=True)]
+    exact = [
+        math.fsum(np.arange(a, b + 1, dtype=np.float64) ** -x) for a, b in zip(lo, hi, strict=True)
+    ]
     np.testing.assert_allclose(power_sums(lo, hi, x), exact, rtol=2e-15)
 
 
-@pytest.mark.parametrize("extra", [[], ["task.n_samples=1e6"], ["task.gamma=0.4", "task.alpha=1.2"]])
+@pytest.mark.parametrize(
+    "extra", [[], ["task.n_samples=1e6"], ["task.gamma=0.4", "task.alpha=1.2"]]
+)
 def test_far_tail_in_closed_form_equals_the_task_by_task_sum(monkeypatch, extra):
     """Tasks beyond EM_FROM are summed per block in closed form: the same tail losses and
     normalisation as adding every task (issue 22: 10^10 tasks, model_size 1000 took > 300 s)."""

@@ -37,7 +37,9 @@ def cli(*args: str, **kw) -> subprocess.CompletedProcess:
 
 def popen(*args: str) -> subprocess.Popen:
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    return subprocess.Popen([*FASTDYN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [*FASTDYN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 #: ``fastdyn ARGS`` with every appended row set followed by a 50 ms pause, so that a signal sent
@@ -57,7 +59,13 @@ main(sys.argv[1:])
 
 def popen_slow(*args: str) -> subprocess.Popen:
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-c", _SLOW, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", _SLOW, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def wait_rows(path: Path, proc: subprocess.Popen, rows: int, limit: float = 120.0) -> None:
@@ -83,7 +91,9 @@ def wait_for(path: Path, proc: subprocess.Popen, limit: float = 60.0) -> None:
     t0 = time.monotonic()
     while not path.exists():
         if proc.poll() is not None or time.monotonic() - t0 > limit:
-            raise AssertionError(f"{path} never appeared: rc={proc.poll()} {proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(
+                f"{path} never appeared: rc={proc.poll()} {proc.stderr.read() if proc.stderr else ''}"
+            )
         time.sleep(0.005)
 
 

@@ -30,7 +30,11 @@ def _run(cmd, path, tmp_path):
 def _exit2_one_line(res) -> None:
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("fastdyn: error: ") and "Traceback" not in res.output, res.output
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("fastdyn: error: ")
+        and "Traceback" not in res.output
+    ), res.output
 
 
 @pytest.mark.parametrize("frac", np.linspace(0.0, 0.95, 10))
@@ -47,7 +51,9 @@ def _offsets(path) -> dict[str, int]:
     chunks of /time and /loss/test (fletcher32-checked)."""
     with h5py.File(path, "r") as f:
         out = {"superblock": 20, "root header": f.id.get_vfd_handle() and 0}
-        out["root header"] = h5py.h5o.get_info(f.id).addr if hasattr(h5py.h5o.get_info(f.id), "addr") else 48
+        out["root header"] = (
+            h5py.h5o.get_info(f.id).addr if hasattr(h5py.h5o.get_info(f.id), "addr") else 48
+        )
         for name in ("time", "loss/test"):
             info = f[name].id.get_chunk_info(0)
             out[name] = info.byte_offset + 3
@@ -73,7 +79,9 @@ def test_bit_flipped_files_exit_2(msfr_reference, tmp_path):
                 _exit2_one_line(res)
 
 
-def test_a_full_disk_mid_run_leaves_a_readable_file_and_a_clear_message(msfr_reference, tmp_path, monkeypatch):
+def test_a_full_disk_mid_run_leaves_a_readable_file_and_a_clear_message(
+    msfr_reference, tmp_path, monkeypatch
+):
     orig = RunWriter.append
     count = {"n": 0}
 
@@ -105,9 +113,16 @@ def test_a_fifo_is_refused_at_once_by_every_reader(tmp_path):
 
     fifo = tmp_path / "pipe.h5"
     os.mkfifo(fifo)
-    for args in (["inspect", str(fifo)], ["fit", str(fifo)], ["plot", str(fifo), "-o", str(tmp_path / "x.png")], ["simulate", "--resume", str(fifo)]):
+    for args in (
+        ["inspect", str(fifo)],
+        ["fit", str(fifo)],
+        ["plot", str(fifo), "-o", str(tmp_path / "x.png")],
+        ["simulate", "--resume", str(fifo)],
+    ):
         # a subprocess with a timeout: a reader that blocked on the pipe would hang this test otherwise
-        proc = subprocess.run([sys.executable, "-m", "fastdyn", *args], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fastdyn", *args], capture_output=True, text=True, timeout=120
+        )
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert proc.returncode == 2 and len(lines) == 1, (args, proc.returncode, proc.stderr)
         assert "not a regular file" in lines[0], lines[0]

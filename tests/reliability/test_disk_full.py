@@ -45,7 +45,12 @@ def small_fs(tmp_path):
     """A 6 MiB tmpfs (root only; skipped where it cannot be mounted)."""
     mnt = tmp_path / "fs"
     mnt.mkdir()
-    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], capture_output=True).returncode == 0
+    ok = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        == 0
+    )
     if not ok:
         pytest.skip("cannot mount a tmpfs here (needs root); the fake-ENOSPC tests below still run")
     yield mnt
@@ -71,7 +76,9 @@ def test_a_real_full_file_system(small_fs, tmp_path):
 
 
 #: what h5py raises when a flush hits ENOSPC (RuntimeError, not OSError)
-_H5_ENOSPC = RuntimeError("Can't decrement id ref count (file write failed: time = Thu Dec  3 21:39:47 2026, filename = 'run.h5', file descriptor = 5, errno = 28, error message = 'No space left on device', buf = 0x1, total write size = 8192, bytes this sub-write = 8192, bytes actually written = 18446744073709551615, offset = 2179072)")
+_H5_ENOSPC = RuntimeError(
+    "Can't decrement id ref count (file write failed: time = Thu Dec  3 21:39:47 2026, filename = 'run.h5', file descriptor = 5, errno = 28, error message = 'No space left on device', buf = 0x1, total write size = 8192, bytes this sub-write = 8192, bytes actually written = 18446744073709551615, offset = 2179072)"
+)
 
 
 #: every model once, the two ways of running out alternating over them

@@ -15,7 +15,18 @@ from fastdyn.drive.train import hessian_lambda_max
 from fastdyn.models.attn_m import AttnM
 from fastdyn.problems.icl import generate
 
-GD = ["--set", "task.n_tasks=2048", "--set", "solver.integrator=gd", "--set", "time.t_max=20", "--set", "time.n_times=30", "--set", "output.times_per_segment=3"]
+GD = [
+    "--set",
+    "task.n_tasks=2048",
+    "--set",
+    "solver.integrator=gd",
+    "--set",
+    "time.t_max=20",
+    "--set",
+    "time.n_times=30",
+    "--set",
+    "output.times_per_segment=3",
+]
 
 
 def _bound(output: str) -> float:
@@ -29,7 +40,9 @@ def test_msfr_gd_above_the_bound_fails_with_the_bound_and_keeps_the_rows_before(
     res = CliRunner().invoke(main, ["simulate", *GD, "--set", "solver.lr=0.05", "-o", str(p)])
     assert res.exit_code == 1, res.output
     line = res.output.strip().splitlines()[-1]
-    assert "diverged at t = " in line and "solver.lr = 0.05 is above the gd stability bound" in line, line
+    assert (
+        "diverged at t = " in line and "solver.lr = 0.05 is above the gd stability bound" in line
+    ), line
     r = fastdyn.load(p)
     assert r.status.startswith("failed: diverged")
     n = len(r.time)
@@ -37,19 +50,37 @@ def test_msfr_gd_above_the_bound_fails_with_the_bound_and_keeps_the_rows_before(
     # the estimate is a real bound: 0.8× it trains to the end, 1.25× it diverges (the fastest task's
     # linearisation at its minimum; the factor leaves room for the 3-digit rounding in the message)
     bound = _bound(line)
-    ok = CliRunner().invoke(main, ["simulate", *GD, "--set", f"solver.lr={0.8 * bound}", "-o", str(tmp_path / "ok.h5")])
+    ok = CliRunner().invoke(
+        main, ["simulate", *GD, "--set", f"solver.lr={0.8 * bound}", "-o", str(tmp_path / "ok.h5")]
+    )
     assert ok.exit_code == 0, ok.output
-    bad = CliRunner().invoke(main, ["simulate", *GD, "--set", f"solver.lr={1.25 * bound}", "-o", str(tmp_path / "bad.h5")])
+    bad = CliRunner().invoke(
+        main,
+        ["simulate", *GD, "--set", f"solver.lr={1.25 * bound}", "-o", str(tmp_path / "bad.h5")],
+    )
     assert bad.exit_code == 1 and "diverged" in bad.output, bad.output
 
 
 def test_attn_m_with_too_large_a_step_fails_naming_the_bound(tmp_path):
     p = tmp_path / "a.h5"
-    args = ["--set", "model=attn-m", "--set", "data.P=200", "--set", "schedule.epochs=400", "--set", "schedule.save_every=20", "--set", "init.scale=0.1"]
+    args = [
+        "--set",
+        "model=attn-m",
+        "--set",
+        "data.P=200",
+        "--set",
+        "schedule.epochs=400",
+        "--set",
+        "schedule.save_every=20",
+        "--set",
+        "init.scale=0.1",
+    ]
     res = CliRunner().invoke(main, ["simulate", *args, "--set", "optim.lr=20", "-o", str(p)])
     assert res.exit_code == 1, res.output
     line = res.output.strip().splitlines()[-1]
-    assert "diverged at step" in line and "optim.lr = 20 is above the stability bound 2/λ_max" in line, line
+    assert (
+        "diverged at step" in line and "optim.lr = 20 is above the stability bound 2/λ_max" in line
+    ), line
     r = fastdyn.load(p)
     assert r.status.startswith("failed: diverged at step")
     assert len(r.time) >= 1 and np.all(np.isfinite(r["loss/train"]))
@@ -83,7 +114,9 @@ def test_the_largest_init_is_not_a_divergence(tmp_path):
     reference is the starting loss, so the run completes and its loss only falls (issue 22)."""
     p = tmp_path / "big.h5"
     sets = ["init.scale=1e3", "task.n_tasks=100", "time.n_times=16"]
-    res = CliRunner().invoke(main, ["simulate", *[a for s in sets for a in ("--set", s)], "-o", str(p), "--quiet"])
+    res = CliRunner().invoke(
+        main, ["simulate", *[a for s in sets for a in ("--set", s)], "-o", str(p), "--quiet"]
+    )
     assert res.exit_code == 0, res.output
     r = fastdyn.load(p)
     loss = r["loss/test"]

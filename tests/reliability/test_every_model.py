@@ -84,11 +84,15 @@ _DIE = textwrap.dedent(
 
 
 @pytest.mark.parametrize("model", sorted(CASES))
-def test_sudden_death_leaves_streamed_rows_and_resumes_bit_identically(model, model_reference, tmp_path):
+def test_sudden_death_leaves_streamed_rows_and_resumes_bit_identically(
+    model, model_reference, tmp_path
+):
     ref = _reference(model, model_reference)
     p = tmp_path / "killed.h5"
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    die_after = random.Random(f"{model}:{os.environ.get('FASTDYN_KILL_SEED', '20261204')}").randint(2, 8)  # a random moment, reproducible
+    die_after = random.Random(f"{model}:{os.environ.get('FASTDYN_KILL_SEED', '20261204')}").randint(
+        2, 8
+    )  # a random moment, reproducible
     proc = subprocess.run(
         [sys.executable, "-c", _DIE, str(p), str(die_after), *_args(model)],
         capture_output=True,

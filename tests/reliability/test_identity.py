@@ -22,7 +22,10 @@ def test_a_changed_config_or_seed_is_refused(msfr_reference, tmp_path):
     ref_path, _ = msfr_reference
     with h5py.File(ref_path, "r") as f:
         assert int(f.attrs["identity_crc32"]) == identity_crc(f.attrs)
-    for key, edit in (("config", lambda v: v.replace("seed = 0", "seed = 1", 1)), ("seed", lambda v: int(v) + 1)):
+    for key, edit in (
+        ("config", lambda v: v.replace("seed = 0", "seed = 1", 1)),
+        ("seed", lambda v: int(v) + 1),
+    ):
         p = tmp_path / f"{key}.h5"
         p.write_bytes(ref_path.read_bytes())
         with h5py.File(p, "r+") as f:
@@ -30,7 +33,10 @@ def test_a_changed_config_or_seed_is_refused(msfr_reference, tmp_path):
             old = f.attrs[key]
             f.attrs[key] = edit(old.decode() if isinstance(old, bytes) else old)
             assert f.attrs[key] != old
-        _one_line_exit_2(CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)]), "damaged root attributes")
+        _one_line_exit_2(
+            CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)]),
+            "damaged root attributes",
+        )
         _one_line_exit_2(CliRunner().invoke(main, ["inspect", str(p)]), "damaged root attributes")
     assert CliRunner().invoke(main, ["inspect", str(ref_path)]).exit_code == 0
     assert fastdyn.load(ref_path).status == "complete"

@@ -18,7 +18,22 @@ from fastdyn.h5.writer import read_checkpoint
 
 from .conftest import MSFR, assert_same_series
 
-ICL = ["--set", "model=attn-m", "--set", "data.P=200", "--set", "schedule.epochs=300", "--set", "schedule.save_every=10", "--set", "optim.name=adam", "--set", "optim.lr=0.01", "--set", "output.checkpoint_every=0"]
+ICL = [
+    "--set",
+    "model=attn-m",
+    "--set",
+    "data.P=200",
+    "--set",
+    "schedule.epochs=300",
+    "--set",
+    "schedule.save_every=10",
+    "--set",
+    "optim.name=adam",
+    "--set",
+    "optim.lr=0.01",
+    "--set",
+    "output.checkpoint_every=0",
+]
 
 
 def _invoke(*args):
@@ -32,7 +47,9 @@ def _one_line_error(res, code: int, needle: str) -> None:
 
 
 def test_resume_refuses_a_complete_file(msfr_reference):
-    _one_line_error(_invoke("simulate", "--resume", str(msfr_reference[0])), 2, "the run is complete")
+    _one_line_error(
+        _invoke("simulate", "--resume", str(msfr_reference[0])), 2, "the run is complete"
+    )
 
 
 def test_resume_refuses_a_missing_file(tmp_path):
@@ -47,23 +64,57 @@ def _interrupted_copy(src, dst, rows: int) -> None:
         f.attrs["status"] = "interrupted: test"
 
 
-def test_resume_refuses_a_different_config_and_needs_force_for_a_neutral_one(msfr_reference, tmp_path):
+def test_resume_refuses_a_different_config_and_needs_force_for_a_neutral_one(
+    msfr_reference, tmp_path
+):
     p = tmp_path / "x.h5"
     _interrupted_copy(msfr_reference[0], p, 0)
-    _one_line_error(_invoke("simulate", "--resume", str(p), *MSFR, "--set", "solver.rtol=1e-9"), 2, "solver.rtol (file 1e-08, given 1e-09)")
-    _one_line_error(_invoke("simulate", "--resume", str(p), *MSFR, "--set", "solver.rtol=1e-9", "--force"), 2, "cannot be resumed")
-    _one_line_error(_invoke("simulate", "--resume", str(p), "--set", "output.times_per_segment=5"), 2, "pass --force")
+    _one_line_error(
+        _invoke("simulate", "--resume", str(p), *MSFR, "--set", "solver.rtol=1e-9"),
+        2,
+        "solver.rtol (file 1e-08, given 1e-09)",
+    )
+    _one_line_error(
+        _invoke("simulate", "--resume", str(p), *MSFR, "--set", "solver.rtol=1e-9", "--force"),
+        2,
+        "cannot be resumed",
+    )
+    _one_line_error(
+        _invoke("simulate", "--resume", str(p), "--set", "output.times_per_segment=5"),
+        2,
+        "pass --force",
+    )
     # every differing key is named, those that change results first (issue 17)
-    res = _invoke("simulate", "--resume", str(p), "--set", "output.checkpoint_every=5", "--set", "task.alpha=1.5")
-    _one_line_error(res, 2, "differs from the file's in 2 keys: task.alpha (file 2.0, given 1.5); output.checkpoint_every (file 0.0, given 5.0, does not change results); 1 of them change the results")
-    res = _invoke("-q", "simulate", "--resume", str(p), "--set", "output.times_per_segment=5", "--force")
+    res = _invoke(
+        "simulate",
+        "--resume",
+        str(p),
+        "--set",
+        "output.checkpoint_every=5",
+        "--set",
+        "task.alpha=1.5",
+    )
+    _one_line_error(
+        res,
+        2,
+        "differs from the file's in 2 keys: task.alpha (file 2.0, given 1.5); output.checkpoint_every (file 0.0, given 5.0, does not change results); 1 of them change the results",
+    )
+    res = _invoke(
+        "-q", "simulate", "--resume", str(p), "--set", "output.times_per_segment=5", "--force"
+    )
     assert res.exit_code == 0, res.output
     assert_same_series(fastdyn.load(msfr_reference[0]), fastdyn.load(p))  # segmentation-neutral
 
 
 def test_resume_refuses_a_file_of_an_unknown_model(tmp_path):
     p = tmp_path / "a.h5"
-    w = RunWriter(p, model="no-such-model", config_toml='model = "no-such-model"\n', seed=0, series={"loss/test": ()})
+    w = RunWriter(
+        p,
+        model="no-such-model",
+        config_toml='model = "no-such-model"\n',
+        seed=0,
+        series={"loss/test": ()},
+    )
     w.close("interrupted")
     _one_line_error(_invoke("simulate", "--resume", str(p)), 2, "unknown model")
 
@@ -95,7 +146,9 @@ _CRASH = textwrap.dedent(
 def test_a_crash_during_a_checkpoint_leaves_the_previous_one_valid(msfr_reference, tmp_path):
     p = tmp_path / "c.h5"
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", _CRASH, str(p), *MSFR], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASH, str(p), *MSFR], capture_output=True, text=True, env=env
+    )
     assert proc.returncode == 9, proc.stderr
     with h5py.File(p, "r", libver="latest", swmr=True) as f:
         arrays, rows, seq = read_checkpoint(f)
@@ -116,13 +169,32 @@ def test_icl_sigterm_checkpoints_and_resumes_bit_identically(tmp_path, sigterm_a
     assert r.status.startswith("interrupted: SIGTERM after step 60 of 300"), r.status
     with h5py.File(p, "r") as f:
         arrays, rows, seq = read_checkpoint(f)
-    assert rows == 7 and int(arrays["position"][0]) == 60 and {"optim_m", "optim_v", "optim_step"} <= set(arrays)
+    assert (
+        rows == 7
+        and int(arrays["position"][0]) == 60
+        and {"optim_m", "optim_v", "optim_step"} <= set(arrays)
+    )
     assert _invoke("-q", "simulate", "--resume", str(p)).exit_code == 0
     assert_same_series(fastdyn.load(ref), fastdyn.load(p))
 
 
 def test_msfr_gd_sigterm_in_process_resumes_bit_identically(tmp_path, sigterm_after, monkeypatch):
-    gd = ["--set", "task.n_tasks=2048", "--set", "solver.integrator=gd", "--set", "solver.lr=0.004", "--set", "time.t_max=4", "--set", "time.n_times=30", "--set", "output.times_per_segment=3", "--set", "output.checkpoint_every=2 steps"]
+    gd = [
+        "--set",
+        "task.n_tasks=2048",
+        "--set",
+        "solver.integrator=gd",
+        "--set",
+        "solver.lr=0.004",
+        "--set",
+        "time.t_max=4",
+        "--set",
+        "time.n_times=30",
+        "--set",
+        "output.times_per_segment=3",
+        "--set",
+        "output.checkpoint_every=2 steps",
+    ]
     ref, p = tmp_path / "ref.h5", tmp_path / "int.h5"
     assert _invoke("-q", "simulate", *gd, "-o", str(ref)).exit_code == 0
     sigterm_after(4)

@@ -58,10 +58,14 @@ def _kill_and_resume(msfr_reference, tmp_path, n: int, seed: int) -> None:
         r = fastdyn.load(p)
         assert r.status == "complete"
         assert_same_series(ref, r)
-    assert killed_mid_run >= 1  # at least some kills landed mid-run (most do; timing is not asserted)
+    assert (
+        killed_mid_run >= 1
+    )  # at least some kills landed mid-run (most do; timing is not asserted)
 
 
-def test_sigkill_at_20_random_moments_leaves_a_readable_file_that_resumes_identically(msfr_reference, tmp_path):
+def test_sigkill_at_20_random_moments_leaves_a_readable_file_that_resumes_identically(
+    msfr_reference, tmp_path
+):
     """Acceptance 1: 20 random moments (each kill costs a process start, about 1.5 s)."""
     _kill_and_resume(msfr_reference, tmp_path, 20, 20261202)
 
@@ -96,7 +100,9 @@ def test_sigterm_interrupts_with_a_checkpoint_and_resumes_identically(msfr_refer
         ck = read_checkpoint(f)
     assert ck is not None
     arrays, rows, seq = ck
-    assert rows == len(r.time) and 0 < rows < 121 and seq >= 2  # checkpoint of the last chunk written
+    assert (
+        rows == len(r.time) and 0 < rows < 121 and seq >= 2
+    )  # checkpoint of the last chunk written
     _resume(p)
     assert_same_series(fastdyn.load(ref_path), fastdyn.load(p))
 

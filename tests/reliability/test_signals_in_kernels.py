@@ -50,12 +50,20 @@ main(sys.argv[2:])
 
 def _spinning(seconds: float, *args: str) -> subprocess.Popen:
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-c", _SPIN, str(seconds), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", _SPIN, str(seconds), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def test_a_second_signal_ends_a_process_inside_a_kernel_at_once(tmp_path):
     p = tmp_path / "k.h5"
-    proc = _spinning(30.0, "-q", "simulate", *ONE_SEGMENT, "-o", str(p))  # 30 s inside the first chunk
+    proc = _spinning(
+        30.0, "-q", "simulate", *ONE_SEGMENT, "-o", str(p)
+    )  # 30 s inside the first chunk
     wait_for(p, proc)
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
@@ -64,7 +72,9 @@ def test_a_second_signal_ends_a_process_inside_a_kernel_at_once(tmp_path):
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
-    assert time.monotonic() - t0 < 2.0  # a latency the acceptance asks for (≤ 2 s): os._exit from the watcher thread
+    assert (
+        time.monotonic() - t0 < 2.0
+    )  # a latency the acceptance asks for (≤ 2 s): os._exit from the watcher thread
     assert proc.returncode == 143, proc.returncode  # os._exit(128 + SIGTERM) from the watcher
     r = fastdyn.load(p)  # as after kill -9: readable, resumable from its checkpoint
     assert r.status == "running" and len(r.time) == 0
@@ -145,8 +155,14 @@ def test_a_task_out_of_steps_fails_the_run_at_once(tmp_path):
     cfg = tmp_path / "stiff.toml"
     cfg.write_text(STIFF.replace("times_per_segment = 1000", "times_per_segment = 16"))
     p = tmp_path / "limit.h5"
-    res = CliRunner().invoke(main, ["simulate", str(cfg), "--set", "solver.max_steps=50", "-o", str(p)])
+    res = CliRunner().invoke(
+        main, ["simulate", str(cfg), "--set", "solver.max_steps=50", "-o", str(p)]
+    )
     assert res.exit_code == 1, res.output
     r = fastdyn.load(p)
-    assert r.status.startswith("failed: ") and "step limit" in r.status and "during output times 1…16" in r.status, r.status
+    assert (
+        r.status.startswith("failed: ")
+        and "step limit" in r.status
+        and "during output times 1…16" in r.status
+    ), r.status
     assert len(r.time) == 0

@@ -163,7 +163,6 @@ def test_existing_scheduler_address(local12, dask_client, tmp_path):
     )
 
 
-
 _ENV_AT_IMPORT = dict(os.environ)  # collected before the session's cluster starts
 
 

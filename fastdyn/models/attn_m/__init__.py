@@ -302,7 +302,9 @@ def _need(arrays: dict, shapes: dict) -> None:
             raise ValueError(f"init.from_file: missing array {k!r} of shape {shp}")
         a = np.asarray(arrays[k])
         if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
-            raise ValueError(f"init.from_file: array {k!r} must be real numbers, got dtype {a.dtype}")
+            raise ValueError(
+                f"init.from_file: array {k!r} must be real numbers, got dtype {a.dtype}"
+            )
         if a.shape != shp:
             raise ValueError(f"init.from_file: array {k!r} must have shape {shp}, got {a.shape}")
         if not np.all(np.isfinite(a)):

@@ -244,11 +244,15 @@ def soft(idx, tokens, labels, cumulative, r, B, partials) -> None:
     _reduce(d_rows, partials)
 
 
-def linear_loss_and_grad(r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray, dB: np.ndarray) -> float:
+def linear_loss_and_grad(
+    r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray, dB: np.ndarray
+) -> float:
     """GPU twin of :func:`.kernels.linear_loss_and_grad` (same arguments, same results)."""
     return linear_with(lin_last, lin_cum, r, B, prep, idx, dr, dB)
 
 
-def softmax_loss_and_grad(r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray, dB: np.ndarray) -> float:
+def softmax_loss_and_grad(
+    r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray, dB: np.ndarray
+) -> float:
     """GPU twin of :func:`.kernels.softmax_loss_and_grad`."""
     return softmax_with(soft, r, B, prep, idx, dr, dB)

@@ -53,7 +53,9 @@ def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
     return int(n or 0), out
 
 
-def partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials):
+def partials_args(
+    times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials
+):
     """Checked arguments of :func:`loss_partials` (and its CUDA twin): (level code, times, the 7
     task arrays, wtest) as contiguous float64; ValueError naming the argument otherwise."""
     code = _level_code(level)
@@ -75,5 +77,3 @@ def partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_
                 f"{name} must be a writeable C-contiguous float64 array of shape {shape}"
             )
     return code, t, arrs, wt
-
-

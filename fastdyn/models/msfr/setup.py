@@ -132,13 +132,7 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
     # the exact reduction has no closed-form half-rise time: the first-order one is stored, and
     # the root attribute ``emergence_level`` says which
     em_level = "leading" if level == "leading" else "first_order"
-    static = (
-        {
-            "tasks/emergence": emergence(problem, track, em_level)
-        }
-        if th
-        else {}
-    )
+    static = {"tasks/emergence": emergence(problem, track, em_level)} if th else {}
 
     def advance(ch, state, tt, st, loc, pt, pr, ft) -> None:
         integrate.advance_chunk(

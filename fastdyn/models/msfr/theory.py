@@ -536,9 +536,25 @@ def loss_partials(
     if device == "cuda":  # the GPU twin (fastdyn.drive.device)
         from . import theory_cuda
 
-        theory_cuda.loss_partials(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials, rtol=rtol)
+        theory_cuda.loss_partials(
+            times,
+            lam,
+            psi,
+            rate,
+            wtest,
+            v0x,
+            v0y,
+            w0x,
+            w0y,
+            level,
+            test_partials,
+            train_partials,
+            rtol=rtol,
+        )
         return
-    code, t, arrs, wt = partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials)
+    code, t, arrs, wt = partials_args(
+        times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials
+    )
     lam_, psi_, rate_, v0x_, v0y_, w0x_, w0y_ = arrs
     _loss_partials_kernel(
         code, t, lam_, psi_, rate_, wt, v0x_, v0y_, w0x_, w0y_, float(rtol), test_partials,

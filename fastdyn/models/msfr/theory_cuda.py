@@ -82,8 +82,12 @@ def loss_partials(
     the same signature; it only matters at the exact level, which has no GPU twin)."""
     global _kernel
     if _level_code(level) == EXACT:
-        raise ValueError("theory.level = 'exact' has no CUDA kernel (an adaptive ODE per task); use 'leading' or 'first_order', or device = 'cpu'")
-    code, t, arrs, wt = partials_args(times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials)
+        raise ValueError(
+            "theory.level = 'exact' has no CUDA kernel (an adaptive ODE per task); use 'leading' or 'first_order', or device = 'cpu'"
+        )
+    code, t, arrs, wt = partials_args(
+        times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials
+    )
     shape = test_partials.shape
     if _kernel is None:
         _kernel = _build()
