@@ -237,18 +237,31 @@ class OutputSettings(Section):
 
 
 def _check_run(model: ModelSettings, data: DataSettings, optim: OptimSettings) -> None:
-    """Rules across sections of one ICL run."""
+    """Rules across sections of one ICL run, on the sizes of the data actually used: with
+    ``data.from_file`` those of the file's ``x`` (P, N+1, D), not the ``data`` defaults."""
+    D, P, where = data.D, data.P, ""
+    if data.from_file:
+        from .npz_shape import npz_array_shape
+
+        shape = npz_array_shape(data.from_file, "x")
+        if shape is not None and len(shape) == 3:
+            P, D = shape[0], shape[2]
+            where = f" (from data.from_file {data.from_file!r})"
     if model.name == "attn-s":
-        if model.R > data.D:
-            raise ConfigError(f"attention.R: must be ≤ data.D = {data.D} for attn-s, got {model.R}")
-        if model.H * model.R < data.D:
+        if model.R > D:
             raise ConfigError(
-                f"attention.H: H*R must be ≥ data.D = {data.D} for attn-s, got H*R = {model.H * model.R}"
+                f"attention.R: must be ≤ data.D = {D}{where} for attn-s, got {model.R}"
+            )
+        if model.H * model.R < D:
+            raise ConfigError(
+                f"attention.H: H*R must be ≥ data.D = {D}{where} for attn-s, got H*R = {model.H * model.R}"
             )
     if data.population and not model.reduced:
         raise ConfigError("data.population: needs attention.reduced = true, got reduced = false")
-    if optim.batch_size is not None and not data.population and optim.batch_size > data.P:
-        raise ConfigError(f"optim.batch_size: must be ≤ data.P = {data.P}, got {optim.batch_size}")
+    if optim.batch_size is not None and not data.population and optim.batch_size > P:
+        raise ConfigError(
+            f"optim.batch_size: must be ≤ data.P = {P}{where}, got {optim.batch_size}"
+        )
     _check_memory(model, data, optim)
 
 

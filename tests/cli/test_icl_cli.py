@@ -143,3 +143,36 @@ def test_unreadable_npz_is_one_line_naming_field_and_file(tmp_path, key, name, w
     assert res.exit_code == 2 and len(lines) == 1, res.output
     assert lines[0].startswith(f"fastdyn: error: {key}: ") and str(f) in lines[0], lines[0]
     assert not out.exists()
+
+
+def _data_file(path, D, N=6, P=80):
+    rng = np.random.default_rng(D)
+    x = rng.normal(size=(P, N + 1, D))
+    w = rng.normal(size=(P, D)) / np.sqrt(D)
+    np.savez(path, x=x, y=np.einsum("pnd,pd->pn", x, w))
+    return path
+
+
+def test_attn_s_rules_use_the_file_dimensions(tmp_path):
+    """Issue 19, acceptance 5: H·R ≥ D and R ≤ D are checked against the file's D (3 and 8), not
+    the default data.D = 4; batch_size against the file's P."""
+    d3 = _data_file(tmp_path / "d3.npz", 3)
+    d8 = _data_file(tmp_path / "d8.npz", 8)
+    base = ["--set", "model=attn-s", "--set", "schedule.epochs=4", "--set", "schedule.save_every=2"]
+    # D = 3, H = 3, R = 1: valid for the file (was refused: 3 < data.D = 4)
+    res, out = _sim(tmp_path, *base, "--set", f'data.from_file="{d3}"', "--set", "attention.H=3")
+    assert res.exit_code == 0, res.output
+    assert fastdyn.load(out)["params/Gamma"].shape[-1] == 3
+    out.unlink()
+    # D = 8, H = 4, R = 1: H·R < 8 (was accepted against data.D = 4)
+    res, out = _sim(tmp_path, *base, "--set", f'data.from_file="{d8}"', "--set", "attention.H=4")
+    line = res.output.strip()
+    assert res.exit_code == 2 and "\n" not in line and not out.exists(), res.output
+    assert "attention.H" in line and "data.D = 8" in line and "d8.npz" in line, line
+    # R ≤ D on the file's D = 3
+    res, out = _sim(tmp_path, *base, "--set", f'data.from_file="{d3}"', "--set", "attention.R=4", "--set", "attention.H=4")  # fmt: skip
+    assert res.exit_code == 2 and "attention.R" in res.output and "data.D = 3" in res.output
+    # minibatch larger than the file's P = 80 (the default data.P is 5000)
+    sets = ["--set", 'optim.name="sgd"', "--set", "optim.batch_size=100", "--set", "attention.H=8"]
+    res, out = _sim(tmp_path, *base, "--set", f'data.from_file="{d8}"', *sets)
+    assert res.exit_code == 2 and "optim.batch_size" in res.output and "data.P = 80" in res.output
