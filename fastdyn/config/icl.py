@@ -170,6 +170,11 @@ class InitSettings(Section):
         optional=True,
         help="seed of the initial weights; omitted = the run's seed",
     )
+    match: str = choice(
+        "none",
+        ("none", "attn-m"),
+        help="mlp-cubic: start from the function of attn-m's draw with the same seed and scale (scheme 'reference': W1_i = vec(U_i), w2_i = v_i)",
+    )
 
 
 @dataclass(frozen=True)
@@ -236,7 +241,9 @@ class OutputSettings(Section):
     )
 
 
-def _check_run(model: ModelSettings, data: DataSettings, optim: OptimSettings) -> None:
+def _check_run(
+    model: ModelSettings, data: DataSettings, optim: OptimSettings, init: InitSettings | None = None
+) -> None:
     """Rules across sections of one ICL run, on the sizes of the data actually used: with
     ``data.from_file`` those of the file's ``x`` (P, N+1, D), not the ``data`` defaults."""
     D, P, where = data.D, data.P, ""
@@ -258,6 +265,12 @@ def _check_run(model: ModelSettings, data: DataSettings, optim: OptimSettings) -
             )
     if data.population and not model.reduced:
         raise ConfigError("data.population: needs attention.reduced = true, got reduced = false")
+    if init is not None and init.match != "none" and model.name != "mlp-cubic":
+        raise ConfigError(
+            f"init.match: only for model = 'mlp-cubic' (its start from attn-m's draw), got model = {model.name!r}"
+        )
+    if init is not None and init.match != "none" and init.from_file:
+        raise ConfigError("init.match: cannot be combined with init.from_file")
     if optim.batch_size is not None and not data.population and optim.batch_size > P:
         raise ConfigError(
             f"optim.batch_size: must be ≤ data.P = {P}{where}, got {optim.batch_size}"
@@ -365,7 +378,7 @@ class ICLSettings(Section):
     output: OutputSettings = OutputSettings()
 
     def check(self) -> None:
-        _check_run(self.model, self.data, self.optim)
+        _check_run(self.model, self.data, self.optim, self.init)
 
 
 @dataclass(frozen=True)
@@ -389,7 +402,7 @@ class IclConfig(Section):
             raise ConfigError(
                 "attention: must be an AttentionSettings (the model's name is the top-level `model`)"
             )
-        _check_run(self.model_settings, self.data, self.optim)
+        _check_run(self.model_settings, self.data, self.optim, self.init)
         from .device import check_supported
 
         check_supported(self)

@@ -76,11 +76,27 @@ def prepare(s: ICLSettings, data: icl_data.ICLData | None = None) -> Prepared:
         arrays = read_npz(s.init.from_file, "init.from_file")
         with icl_data.naming_file("init.from_file", s.init.from_file):
             theta = model.from_arrays(arrays)
+    elif s.init.match == "attn-m":
+        theta = matched_init(s, model)
     else:
         theta = model.init(
             s.init.scheme, s.init.scale, s.seed if s.init.seed is None else s.init.seed
         )
     return Prepared(model, prep, tests, eigvals, eigvecs, theta, data)
+
+
+def matched_init(s: Any, model: Any) -> np.ndarray:
+    """mlp-cubic weights with the function of attn-m's initial draw (same D, N, H, ρ, loss, seed
+    and scale; scheme 'reference', so its in-weight blocks start at zero and the two models start
+    from the same predictor): W1_i = vec(U_i), w2_i = v_i (``mlp_cubic.from_attn_m``)."""
+    from .attn_m import AttnM
+    from .mlp_cubic import from_attn_m
+
+    attn = AttnM(
+        model.D, model.H, model.N, attention_scale=s.model.attention_scale, loss=s.model.loss
+    )
+    seed = s.seed if s.init.seed is None else s.init.seed
+    return from_attn_m(attn, attn.init("reference", s.init.scale, seed))
 
 
 def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
