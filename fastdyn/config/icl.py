@@ -170,11 +170,15 @@ class InitSettings(Section):
         optional=True,
         help="seed of the initial weights; omitted = the run's seed",
     )
-    match: str = choice(
-        "none",
-        ("none", "attn-m"),
-        help="mlp-cubic: start from the function of attn-m's draw with the same seed and scale (scheme 'reference': W1_i = vec(U_i), w2_i = v_i)",
+    match: str | None = text(
+        None,
+        optional=True,
+        help="'attn-m' (mlp-cubic only): start from the function of attn-m's draw with the same seed and scale (scheme 'reference': W1_i = vec(U_i), w2_i = v_i); omitted = the model's own draw",
     )
+
+    def check(self) -> None:
+        if self.match not in (None, "attn-m"):
+            raise ConfigError(f"init.match: must be 'attn-m' or omitted, got {self.match!r}")
 
 
 @dataclass(frozen=True)
@@ -265,11 +269,11 @@ def _check_run(
             )
     if data.population and not model.reduced:
         raise ConfigError("data.population: needs attention.reduced = true, got reduced = false")
-    if init is not None and init.match != "none" and model.name != "mlp-cubic":
+    if init is not None and init.match is not None and model.name != "mlp-cubic":
         raise ConfigError(
             f"init.match: only for model = 'mlp-cubic' (its start from attn-m's draw), got model = {model.name!r}"
         )
-    if init is not None and init.match != "none" and init.from_file:
+    if init is not None and init.match is not None and init.from_file:
         raise ConfigError("init.match: cannot be combined with init.from_file")
     if optim.batch_size is not None and not data.population and optim.batch_size > P:
         raise ConfigError(
