@@ -182,6 +182,21 @@ class InitSettings(Section):
 
 
 @dataclass(frozen=True)
+class TestSettings(Section):
+    """[test]: evaluation beyond the training distribution (issue 19)."""
+
+    _prefix = "test."
+
+    context_lengths: tuple | None = integers(
+        None,
+        1,
+        100_000,
+        optional=True,
+        help="context lengths N′ at which the test loss is streamed (/loss/test_context); population runs exactly, others on data.n_test fresh in-context sequences per N′",
+    )
+
+
+@dataclass(frozen=True)
 class OptimSettings(Section):
     """[optim]: drive/optim.py optimisers."""
 
@@ -380,6 +395,7 @@ class ICLSettings(Section):
     schedule: ScheduleSettings = ScheduleSettings()
     seed: int = integer(0, 0, help="seed of every random draw (data, init, minibatches)")
     output: OutputSettings = OutputSettings()
+    test: TestSettings = TestSettings()
 
     def check(self) -> None:
         _check_run(self.model, self.data, self.optim, self.init)
@@ -400,6 +416,7 @@ class IclConfig(Section):
     optim: OptimSettings = OptimSettings()
     schedule: ScheduleSettings = ScheduleSettings()
     output: OutputSettings = OutputSettings()
+    test: TestSettings = TestSettings()
 
     def check(self) -> None:
         if type(self.attention) is not AttentionSettings:
@@ -407,6 +424,10 @@ class IclConfig(Section):
                 "attention: must be an AttentionSettings (the model's name is the top-level `model`)"
             )
         _check_run(self.model_settings, self.data, self.optim, self.init)
+        if self.test.context_lengths and not self.data.population and self.data.n_test == 0:
+            raise ConfigError(
+                "test.context_lengths: needs data.n_test > 0 (fresh in-context sequences per N′) or data.population = true"
+            )
         from .device import check_supported
 
         check_supported(self)
@@ -422,5 +443,5 @@ class IclConfig(Section):
         """The run as :class:`ICLSettings` (what ``run_icl`` and the models take)."""
         return ICLSettings(
             data=self.data, model=self.model_settings, init=self.init, optim=self.optim,
-            schedule=self.schedule, seed=self.seed, output=self.output,
+            schedule=self.schedule, seed=self.seed, output=self.output, test=self.test,
         )  # fmt: skip

@@ -220,7 +220,7 @@ def to_toml(cfg: Any) -> str:
     d = to_dict(cfg)
     lines = [f"{k} = {_toml_value(v)}" for k, v in d.items() if not isinstance(v, dict)]
     for k, v in d.items():
-        if isinstance(v, dict):
+        if isinstance(v, dict) and v:  # a section with every field unset is left out
             lines.append(f"\n[{k}]")
             lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
     return "\n".join(lines) + "\n"

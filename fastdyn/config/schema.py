@@ -312,9 +312,9 @@ def parse_every(value: Any, field: str = "output.checkpoint_every") -> tuple[str
     return "seconds", x
 
 
-def integers(default, lo=None, hi=None, *, help="") -> Any:
-    """A list of integers (stored as a tuple)."""
-    return _field(default, Rule("integers", lo, hi, help=help))
+def integers(default, lo=None, hi=None, *, optional=False, help="") -> Any:
+    """A list of integers (stored as a tuple); ``optional``: None (not given) is allowed too."""
+    return _field(default, Rule("integers", lo, hi, help=help, optional=optional))
 
 
 class Section:

@@ -12,6 +12,13 @@ Eq. 10 applies (ATTN_M / MLP, Λ ∝ I, last-token loss), ``/theory/loss/train``
 ``/theory/plateaus`` (L(M_m), m = 0..D), ``/theory/L_star``, ``/theory/Gamma_star``,
 ``/theory/eigvals``, the final weights in paper layout under ``/params/final/``, and with
 ``data.save`` the data set under ``/data/``.
+
+With ``test.context_lengths = [N′, …]``: ``/loss/test_context`` (save × N′, scale
+``/test/context_length``), the run's loss (last-token or cumulative) at context length N′ of the
+weights it holds — exact population values for ``data.population`` runs, else on ``data.n_test``
+fresh in-context sequences per N′ (:func:`fastdyn.problems.icl.context_test_set`) — and beside it
+``/theory/test_context/L_of_Gamma_star`` = L(Γ*(N); N′), the loss at N′ of the converged reduced
+predictor trained at N, and ``/theory/test_context/L_star`` = L*(N′), the best loss at N′.
 """
 
 from __future__ import annotations
@@ -99,6 +106,61 @@ def matched_init(s: Any, model: Any) -> np.ndarray:
     return from_attn_m(attn, attn.init("reference", s.init.scale, seed))
 
 
+@dataclass
+class ContextTests:
+    """Models and prepared evaluation data at each tested context length N′."""
+
+    lengths: np.ndarray
+    models: list
+    preps: list
+
+    def losses(self, theta: np.ndarray) -> np.ndarray:
+        return np.array(
+            [m.loss_value(theta, p) for m, p in zip(self.models, self.preps, strict=True)]
+        )
+
+
+def context_tests(s: Any, p: Prepared) -> ContextTests | None:
+    """The evaluation at ``test.context_lengths`` (None when not asked for)."""
+    lengths = s.test.context_lengths
+    if not lengths:
+        return None
+    D = p.model.D
+    models, preps = [], []
+    seed = s.seed if s.data.seed is None else s.data.seed
+    for n in lengths:
+        m = build_model(s, D, int(n))
+        if s.data.population:
+            preps.append(m.prepare_population(p.eigvals, p.eigvecs))
+        else:
+            tok, lab = icl_data.context_test_set(
+                s.data.n_test, int(n), p.eigvals, p.eigvecs, seed, center=s.data.center
+            )
+            preps.append(m.prepare_eval(tok, lab))
+        models.append(m)
+    return ContextTests(np.asarray(lengths, dtype=np.int64), models, preps)
+
+
+def context_theory(s: Any, p: Prepared, lengths: np.ndarray) -> dict[str, np.ndarray]:
+    """L(Γ*(N); N′) and L*(N′) from the population moments at N′ (reduced predictor ŷ = βᵀΓx_q
+    in the model's own units: Γ_model = Γ*_paper / κ, κ = N/ρ of the trained model)."""
+    from ..problems.icl import population_moments
+    from .attn_m import theory as tm
+    from .mlp_cubic.kernels import reduced_G
+
+    model = p.model
+    gam = (tm.gamma_star(p.eigvals, p.eigvecs, model.N) / model.kappa).ravel()
+    L_conv, L_star = [], []
+    for n in lengths.tolist():
+        yy, c, C = population_moments(p.eigvals, p.eigvecs, int(n), model.scale, model.loss)
+        L_conv.append(reduced_G(yy, c, C, gam, np.empty_like(gam)))
+        L_star.append(float(tm.loss_star(p.eigvals, int(n))) if model.loss == "last" else np.nan)
+    return {
+        "theory/test_context/L_of_Gamma_star": np.array(L_conv),
+        "theory/test_context/L_star": np.array(L_star),
+    }
+
+
 def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
     """``value_weights`` (H,), ``Gamma`` (D, D) = κ Σ_i v_i U_i (paper units) and, given the
     eigenvectors of Λ (columns, eigenvalues decreasing), ``Gamma_eig`` (D,) = e_dᵀ Γ e_d."""
@@ -109,14 +171,19 @@ def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> di
     return out
 
 
-def observer(model: Any, tests: dict[str, dict], eigvecs: np.ndarray | None):
+def observer(
+    model: Any, tests: dict[str, dict], eigvecs: np.ndarray | None, ctx: ContextTests | None = None
+):
     """``observe(theta) -> (losses, weights)`` at a save: the test-set losses ``test_<name>``,
-    the weights in paper layout and their :func:`diagnostics`."""
+    the weights in paper layout and their :func:`diagnostics` (and the losses at other context
+    lengths, as the weight ``test_context``)."""
 
     def observe(theta: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
         losses = {f"test_{name}": model.loss_value(theta, tp) for name, tp in tests.items()}
         w = model.to_arrays(theta)
         w.update(diagnostics(model, theta, eigvecs))
+        if ctx is not None:
+            w["test_context"] = ctx.losses(theta)
         return losses, w
 
     return observe
@@ -147,12 +214,20 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     eq10 = theory.get("eq10_loss")
     if eq10 is not None:
         series["theory/loss/train"] = ()
+    ctx = context_tests(s, p)
+    if ctx is not None:
+        series["loss/test_context"] = (len(ctx.lengths),)
     static = {
         "theory/plateaus": np.asarray(theory["plateau_losses"]),
         "theory/L_star": np.asarray(theory["L_star"]),
         "theory/Gamma_star": np.asarray(theory["Gamma_star"]),
         "theory/eigvals": np.asarray(theory["eigvals"]),
     }
+    scales = None
+    if ctx is not None:
+        static["test/context_length"] = ctx.lengths
+        static |= context_theory(s, p, ctx.lengths)
+        scales = {"test/context_length": ("context_length", {"loss/test_context": 1})}
     if s.data.save and data is not None:
         static["data/tokens"] = data.tokens
         static["data/labels"] = data.labels
@@ -170,6 +245,8 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
             rows[f"params/{k}"] = np.asarray(weights[k])[None]
         if eq10 is not None:
             rows["theory/loss/train"] = np.array([eq10[i]])
+        if ctx is not None:
+            rows["loss/test_context"] = np.asarray(weights["test_context"])[None]
         return rows
 
     def final(theta: np.ndarray) -> dict[str, np.ndarray]:
@@ -182,8 +259,8 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     return TrainedSetup(
         model=model, prep=p.prep, theta=p.theta, optim=s.optim, batch_size=batch_size(s),
         epochs=s.schedule.epochs, save_steps=steps, time_per_step=2.0 * s.optim.lr, seed=s.seed,
-        series=series, observe=observer(model, p.tests, p.eigvecs), row=row, final=final,
-        static=static, extra_attrs={"n_trained": int(model.n_trained)},
+        series=series, observe=observer(model, p.tests, p.eigvecs, ctx), row=row, final=final,
+        static=static, scales=scales, extra_attrs={"n_trained": int(model.n_trained)},
         time_units=TIME_UNITS, time_long_name=TIME_LONG_NAME,
         checkpoint_every=s.output.checkpoint_every,
     )  # fmt: skip

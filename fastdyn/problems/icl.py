@@ -213,6 +213,21 @@ def generate(
     return ICLData(tok, lab, eigvals, eigvecs, tests, w_fix)
 
 
+#: sub-stream of the test sets at other context lengths: _SUB_CONTEXT, N′
+_SUB_CONTEXT = 5
+
+
+def context_test_set(
+    M: int, N: int, eigvals: np.ndarray, eigvecs: np.ndarray, seed: int, *, center: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """M in-context test sequences (fresh task vectors, not whitened) of context length ``N``,
+    drawn from ``generator(seed, STREAM_DATA, _SUB_CONTEXT, N)``: the same for a given N′
+    whatever other lengths are tested."""
+    rng = generator(seed, STREAM_DATA, _SUB_CONTEXT, N)
+    D = eigvals.shape[0]
+    return _draw_set(rng, M, N, eigvals, eigvecs, np.zeros(D), 1.0, center, False)
+
+
 def _check_pair(
     name_x: str, name_y: str, x: np.ndarray, y: np.ndarray, N: int | None, D: int | None
 ):

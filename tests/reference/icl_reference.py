@@ -142,3 +142,13 @@ def longest_run(mask: np.ndarray) -> int:
         cur = cur + 1 if c else 0
         best = max(best, cur)
     return best
+
+
+def reduced_loss_at(Gamma: np.ndarray, Lam: np.ndarray, n: int) -> float:
+    """Population last-token loss E(y_q − βᵀΓx_q)² of the reduced predictor at context length n,
+    β = (1/n) Σ_{i≤n} y_i x_i, y = wᵀx, w ~ N(0, I), x ~ N(0, Λ), written from Gaussian moments:
+    with Λ̂ = (1/n) Σ x_i x_iᵀ and A = ΓΛΓᵀ, the loss is tr Λ − 2 tr(ΓΛ²) + E tr(Λ̂AΛ̂), and
+    E[Λ̂AΛ̂] = ΛAΛ + (ΛAΛ + tr(AΛ) Λ)/n (Isserlis, A symmetric)."""
+    A = Gamma @ Lam @ Gamma.T
+    e = Lam @ A @ Lam + (Lam @ A @ Lam + np.trace(A @ Lam) * Lam) / n
+    return float(np.trace(Lam) - 2 * np.trace(Gamma @ Lam @ Lam) + np.trace(e))
