@@ -23,6 +23,7 @@ NAMES = [
     "msfr_resources",
     "msfr_tasks",
     "msfr_attention",
+    "msfr_attn_laws",
     "icl_fig1",
     "icl_fig3",
     "icl_fig4",
