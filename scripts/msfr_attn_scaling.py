@@ -79,8 +79,16 @@ VARIANTS = {
 }
 
 
-def schedule(cfg_data: dict, variant: dict, factor: float = 2.0) -> tuple[float, int, dict]:
-    """(lr, epochs, facts) for one run from its counts (see the module docstring)."""
+def initial_f(ch) -> np.ndarray:
+    """f_s(0) = v0ᵀ H_s w0 of every task of a problem chunk (Rademacher H, spec msfr.md §2)."""
+    return ch.psi * (ch.v0x + ch.lam * ch.v0y) * (ch.w0x + ch.lam * ch.w0y) + ch.v0x * ch.w0x
+
+
+def schedule(
+    cfg_data: dict, variant: dict, factor: float = 2.0, until: int | None = None
+) -> tuple[float, int, dict]:
+    """(lr, epochs, facts) for one run from its counts (see the module docstring); with ``until``
+    the epochs rule takes the rarest sampled task s ≤ ``until`` instead of s ≤ D."""
     cfg = from_dict(cfg_data)
     p = MsfrProblem(cfg.task, cfg.init, cfg.seed)
     d = p.d
@@ -92,8 +100,10 @@ def schedule(cfg_data: dict, variant: dict, factor: float = 2.0) -> tuple[float,
     psi = ch.psi if variant["psi_rate"] else np.ones(d)
     a = ch.rate * psi * (1 + ch.lam**2)
     lr = variant["c"] / (2 * a[0] * ch.lam[0])
-    f00 = ch.psi * (ch.v0x + ch.lam * ch.v0y) * (ch.w0x + ch.lam * ch.w0y) + ch.v0x * ch.w0x
+    f00 = initial_f(ch)
     samp = counts > 0
+    if until is not None:
+        samp &= np.arange(1, d + 1) <= until
     t_half = np.log(ch.lam[samp] / f00[samp] - 1) / (2 * a[samp] * ch.lam[samp])
     epochs = int(math.ceil(factor * t_half.max() / lr))
     return float(lr), epochs, facts
@@ -104,7 +114,7 @@ def realised_limit(cfg_data: dict) -> float:
     cfg = from_dict(cfg_data)
     p = MsfrProblem(cfg.task, cfg.init, cfg.seed)
     ch = p.chunk(0, p.d)
-    f00 = ch.psi * (ch.v0x + ch.lam * ch.v0y) * (ch.w0x + ch.lam * ch.w0y) + ch.v0x * ch.w0x
+    f00 = initial_f(ch)
     never = ch.rate == 0
     return float(
         np.sum(ch.wtest[never] * (ch.lam[never] - f00[never]) ** 2) / 2 + p.tail_losses()[0]
@@ -146,11 +156,18 @@ def _stored(out: Path, cfg):
     return run if run.status == "complete" and run.attrs.get("config") == to_toml(cfg) else None
 
 
-def run_one(base: str, sets: list[str], variant: dict, out: Path, reuse: bool = False) -> dict:
+def run_one(
+    base: str,
+    sets: list[str],
+    variant: dict,
+    out: Path,
+    reuse: bool = False,
+    until: int | None = None,
+) -> dict:
     """One run through the public driver (or, with ``reuse``, the identical stored one); returns
     its final test loss, limit, lr, epochs and the run's own wall time."""
     data = apply_sets(read_toml(CONFIGS / base), sets + variant["sets"])
-    lr, epochs, facts = schedule(data, variant, variant.get("factor", 2.0))
+    lr, epochs, facts = schedule(data, variant, variant.get("factor", 2.0), until)
     data = apply_sets(data, [f"optim.lr={lr!r}", f"schedule.epochs={epochs}"])
     cfg = from_dict(data)
     run = _stored(out, cfg) if reuse else None
@@ -168,19 +185,20 @@ def run_one(base: str, sets: list[str], variant: dict, out: Path, reuse: bool = 
 
 
 def scan(
-    variant_name: str,
-    size_name: str,
+    variant_name: str | dict,
+    size_name: str | dict,
     which: str,
     out_dir: Path,
     n_seeds=None,
     reuse=False,
     log=print,
 ) -> dict:
-    """Run one scan ('d' or 'n'); fit the exponent of the final test loss and of the limit."""
-    size = dict(SIZES[size_name][which])
+    """Run one scan ('d' or 'n'); fit the exponent of the final test loss and of the limit.
+    ``variant_name``/``size_name`` name an entry of VARIANTS/SIZES, or are such an entry."""
+    size = dict((SIZES[size_name] if isinstance(size_name, str) else size_name)[which])
     if n_seeds and "seeds" in size:
         size["seeds"] = size["seeds"][:n_seeds]
-    variant = VARIANTS[variant_name]
+    variant = VARIANTS[variant_name] if isinstance(variant_name, str) else variant_name
     base = f"msfr_attn_scaling_{which}.toml"
     key = "task.model_size" if which == "d" else "task.n_samples"
     seeds = size.get("seeds", [None])
