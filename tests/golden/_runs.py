@@ -45,6 +45,7 @@ CKPT = {
     "msfr": "output.checkpoint_every=0",
     "icl": 'output.checkpoint_every="50 steps"',
     "msfr-attn": None,
+    "msfr-h": "output.checkpoint_every=0",
 }
 
 
@@ -148,6 +149,35 @@ SIMULATE: list[tuple[str, str, tuple[str, ...]]] = [
         ),
     ),
     ("msfr_attn_quick", "msfr_attn_quick.toml", ("task.n_tasks=200", "schedule.epochs=500")),
+    (
+        "msfr_noise",  # scripts/msfr_noise.py, shorter: dense features, noise 0.01
+        "msfr_noise.toml",
+        ("schedule.epochs=100", "schedule.n_saves=6", "task.n_samples=200", "data.n_test=200"),
+    ),
+    (
+        "msfr_families:exponential",  # scripts/msfr_families.py's first family, on fewer tasks
+        "msfr_families.toml",
+        (
+            "task.n_tasks=2000",
+            "time.n_times=32",
+            'task.strength_law="exponential"',
+            "task.strength_decay=100",
+        ),
+    ),
+    (
+        "msfr_families:broken_p_rk4",  # frequency law broken power, rk4, finite N
+        "msfr_families.toml",
+        (
+            "task.n_tasks=2000",
+            "time.n_times=24",
+            'task.frequency_law="broken-power"',
+            "task.frequency_break=30",
+            "task.alpha2=3.0",
+            'solver.integrator="rk4"',
+            "task.n_samples=100000",
+        ),
+    ),
+    ("msfr_h", "msfr_h.toml", ("time.n_times=16", "task.n_tasks=4", "time.t_max=50", "output.track=[1, 4]")),  # scripts/msfr_h.py's base (rank-2 projector)
     (
         "msfr_attn_scaling_d",  # scripts/msfr_attn_scaling.py's reduced size, D = 16
         "msfr_attn_scaling_d.toml",
@@ -498,7 +528,7 @@ def _run_all(
         if only is not None and name not in only:
             continue
         model = tomllib.loads((configs / cfg).read_text()).get("model", "msfr")
-        ck = CKPT[model if model in ("msfr", "msfr-attn") else "icl"]
+        ck = CKPT.get(model, CKPT["icl"])
         h5 = work / (name.replace(":", "__") + ".h5")
         t = time.perf_counter()
         args = ["simulate", str(configs / cfg), "-o", str(h5), "--quiet"]
