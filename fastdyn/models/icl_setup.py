@@ -142,19 +142,21 @@ def context_tests(s: Any, p: Prepared) -> ContextTests | None:
 
 
 def context_theory(s: Any, p: Prepared, lengths: np.ndarray) -> dict[str, np.ndarray]:
-    """L(Γ*(N); N′) and L*(N′) from the population moments at N′ (reduced predictor ŷ = βᵀΓx_q
-    in the model's own units: Γ_model = Γ*_paper / κ, κ = N/ρ of the trained model)."""
+    """L(Γ*(N); N′) and L*(N′) of the reduced predictor ŷ = βᵀΓx_q (model units) from the
+    population moments (yy, c, C) of the run's own loss (last-token or cumulative):
+    L(Γ; n) = yy_n − 2 vec(Γ)ᵀc_n + vec(Γ)ᵀC_n vec(Γ), Γ*(N) = C_N⁻¹c_N (for the last-token loss
+    the paper's (Λ + (Λ + trΛ I)/N)⁻¹), L*(n) = yy_n − c_nᵀC_n⁻¹c_n."""
     from ..problems.icl import population_moments
-    from .attn_m import theory as tm
-    from .mlp_cubic.kernels import reduced_G
 
     model = p.model
-    gam = (tm.gamma_star(p.eigvals, p.eigvecs, model.N) / model.kappa).ravel()
+    mom = lambda n: population_moments(p.eigvals, p.eigvecs, int(n), model.scale, model.loss)  # noqa: E731
+    yy, c, C = mom(model.N)
+    gam = np.linalg.solve(C, c)
     L_conv, L_star = [], []
     for n in lengths.tolist():
-        yy, c, C = population_moments(p.eigvals, p.eigvecs, int(n), model.scale, model.loss)
-        L_conv.append(reduced_G(yy, c, C, gam, np.empty_like(gam)))
-        L_star.append(float(tm.loss_star(p.eigvals, int(n))) if model.loss == "last" else np.nan)
+        yy, c, C = mom(n)
+        L_conv.append(float(yy - 2.0 * gam @ c + gam @ C @ gam))
+        L_star.append(float(yy - c @ np.linalg.solve(C, c)))
     return {
         "theory/test_context/L_of_Gamma_star": np.array(L_conv),
         "theory/test_context/L_star": np.array(L_star),

@@ -80,3 +80,15 @@ def test_finite_data_run_within_its_monte_carlo_error(tmp_path):
     got = f["loss/test_context"][-1]
     print("relative deviation per N':", got / want - 1)
     assert np.all(np.abs(got / want - 1) < 5 * 0.04), got / want - 1
+
+
+def test_cumulative_loss_run_uses_its_own_optimum(tmp_path):
+    """Trained on the cumulative loss, the converged Γ is the cumulative optimum C⁻¹c (not the
+    last-token Γ*(N)): the run at every N′ equals the theory column built from it (1e-6, as for
+    the last-token run), and L*(N′) of the cumulative loss is at most that (equal at N′ = N)."""
+    sets = ("data.population=true", "attention.reduced=true", 'attention.loss="cumulative"', "init.scale=0.1", "optim.lr=0.2", "schedule.epochs=6000", "schedule.save_every=3000")  # fmt: skip
+    f = _run(tmp_path / "cum.h5", *sets)
+    th = f["theory/test_context/L_of_Gamma_star"][:]
+    np.testing.assert_allclose(f["loss/test_context"][-1], th, rtol=0, atol=1e-6)
+    best = f["theory/test_context/L_star"][:]
+    assert np.all(best <= th + 1e-15) and best[2] == pytest.approx(th[2], rel=1e-12)
