@@ -30,6 +30,7 @@ NAMES = [
     "icl_fig1",
     "icl_fig3",
     "icl_fig4",
+    "icl_fig14",
     "icl_variants",
 ]
 
