@@ -14,7 +14,8 @@ weight snapshots, one row per save on the same grid as the losses.
   function. For ATTN_S the heads learn different eigen-directions, so the off-diagonal cosines go
   to 0 instead. A head with Γ_i = 0 has an undefined cosine: NaN (left out of min and mean; NaN
   when no pair is defined, e.g. H = 1). The H × H matrix is stored only for H ≤ 16 (it grows as
-  H²; the min and mean are always written).
+  H²; the min and mean are always written). Softmax variants get the same weight products
+  (there they are the heads' score matrices times v_i, not a linear predictor).
 - ``/diagnostics/in_weight_norm_v`` and ``/diagnostics/in_weight_norm_u`` (save × H, attn-m and
   attn-s only): |𝐯_i| = |r_i[:D]| (the value weights on the x coordinates, row D of W^V_i) and
   |𝐮_i| = |W^KQ_i[D, :D]| (ATTN_M: the label row of W^KQ_i) or |W^K_i[:, D]| (ATTN_S: the keys'

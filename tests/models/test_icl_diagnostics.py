@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from fastdyn.cli import main
 from fastdyn.config.load import load_config, to_toml
+from fastdyn.h5.writer import read_checkpoint
 from fastdyn.models import icl_diagnostics as idg
 from fastdyn.models.attn_m import AttnM
 from tests.reference.icl_diag_reference import cosine_matrix, head_functions, in_weight_norms
@@ -160,3 +161,23 @@ def test_large_H_streams_min_and_mean_only_and_zero_heads_are_nan():
     np.testing.assert_array_equal(np.isnan(got["diagnostics/head_cosine"]), np.isnan(want))
     np.testing.assert_allclose(got["diagnostics/head_cosine"], want, rtol=RTOL)
     assert float(got["diagnostics/head_cosine_min"]) == pytest.approx(1.0)
+
+
+def test_resume_recomputes_the_diagnostic_rows_bit_identically(tmp_path):
+    """A run set back to its mid-run checkpoint (step 20 of 40) and resumed writes the same rows."""
+    sets = ("model=attn-m", *TINY, "schedule.epochs=40", "schedule.save_every=5", "output.checkpoint_every='20 steps'", "output.keep_checkpoint=true", *ON)  # fmt: skip
+    ref = tmp_path / "ref.h5"
+    _run(ref, None, *sets).close()
+    p = tmp_path / "resumed.h5"
+    p.write_bytes(ref.read_bytes())
+    with h5py.File(p, "r+") as f:
+        f.attrs["status"] = "interrupted: test"
+        assert read_checkpoint(f)[0]["position"][0] == 20  # rows of steps 25..40 are redone
+    res = CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)])
+    assert res.exit_code == 0, res.output
+    with h5py.File(ref, "r") as a, h5py.File(p, "r") as b:
+        names = [*_arrays(a["diagnostics"]), *(f"snapshots/{k}" for k in _arrays(a["params/snapshots"]))]  # fmt: skip
+        for k in names:
+            g = "diagnostics/" if not k.startswith("snapshots/") else "params/"
+            x, y = a[g + k][()], b[g + k][()]
+            assert x.shape[0] == 9 and np.array_equal(x, y, equal_nan=True), k
