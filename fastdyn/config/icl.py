@@ -10,7 +10,8 @@ TOML layout (defaults: spec/icl.md §5, Fig. 1)::
     [init]          scheme, scale, from_file, seed
     [optim]         name, lr, batch_size, momentum, beta1, beta2, eps, weight_decay
     [schedule]      epochs, save_every, save_steps
-    [output]        checkpoint_every (seconds, "60s", or "<n> steps"; 0 = at every save)
+    [output]        checkpoint_every (seconds, "60s", or "<n> steps"; 0 = at every save),
+                    keep_checkpoint, diagnostics, snapshots
 
 :class:`IclConfig` is the whole file; :attr:`IclConfig.settings` is the same run as the
 :class:`ICLSettings` that the models and ``run_icl`` take (its ``model`` section is ``[attention]``
@@ -246,7 +247,7 @@ class ScheduleSettings(Section):
 
 @dataclass(frozen=True)
 class OutputSettings(Section):
-    """[output]: resume state."""
+    """[output]: resume state and the opt-in streamed diagnostics and weight snapshots."""
 
     _prefix = "output."
 
@@ -257,6 +258,16 @@ class OutputSettings(Section):
     keep_checkpoint: bool = flag(
         False,
         help="keep /checkpoint in a complete file (else the finished file is rewritten without it)",
+    )
+    diagnostics: bool | None = flag(
+        None,
+        optional=True,
+        help="stream head alignment (/diagnostics/head_cosine*: pairwise cosine of the heads' functions v_i U_i) and the in-weight norms |𝐯_i|, |𝐮_i| (/diagnostics/in_weight_norm_*) at every save; omitted = false",
+    )
+    snapshots: bool | None = flag(
+        None,
+        optional=True,
+        help="store the weights in paper layout at every save (/params/snapshots/<name>, as /params/final/<name>); omitted = false (large: n_params per save)",
     )
 
 

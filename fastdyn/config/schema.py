@@ -181,9 +181,9 @@ def choice(default: str, options, *, help="", key: str | None = None) -> Any:
     return _field(default, Rule("choice", options=tuple(options), help=help), key)
 
 
-def flag(default: bool, *, help="") -> Any:
-    """A boolean field."""
-    return _field(default, Rule("flag", help=help))
+def flag(default: bool | None, *, optional=False, help="") -> Any:
+    """A boolean field (``optional``: also ``None``, "not given", left out of the resolved TOML)."""
+    return _field(default, Rule("flag", help=help, optional=optional))
 
 
 def text(default: str | None, *, optional=False, help="") -> Any:

@@ -18,6 +18,7 @@ Datasets (every time series is 1-d or 2-d with time as axis 0, chunked and resiz
     ``/theory/tasks/f``        the closed form of the same
     ``/tasks/emergence``       theory half-rise times t_s of the tracked tasks
     ``/params/<name>``         parameter snapshots, axis 0 = time
+    ``/diagnostics/<name>``    opt-in ICL diagnostics (head alignment, in-weight norms)
     ``/checkpoint/``           the state to resume (reliability)
 Units live in each dataset's ``units`` attribute; ``long_name`` says what it is.
 """
@@ -40,6 +41,20 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "loss/test_iw": ("1", "in-weight test loss (noise context, fixed task vector)"),
     "theory/loss/test": ("1", "closed-form test loss"),
     "theory/loss/train": ("1", "closed-form training loss"),
+    "diagnostics/head_cosine": ("1", "pairwise cosine of the heads' functions vec(v_i U_i)"),
+    "diagnostics/head_cosine_min": (
+        "1",
+        "smallest pairwise cosine of the heads' functions (i < j)",
+    ),
+    "diagnostics/head_cosine_mean": ("1", "mean pairwise cosine of the heads' functions (i < j)"),
+    "diagnostics/in_weight_norm_v": (
+        "1",
+        "|v_i|: norm of head i's value weights on the x coordinates",
+    ),
+    "diagnostics/in_weight_norm_u": (
+        "1",
+        "|u_i|: norm of head i's key-query label row (ATTN_S: the keys' label entries)",
+    ),
     "tasks/index": ("1", "1-based task index s"),
     "tasks/f": ("1", "task output f_s(t)"),
     "theory/tasks/f": ("1", "closed-form task output f_s(t)"),

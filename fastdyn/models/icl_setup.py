@@ -11,7 +11,9 @@ projections e_dᵀΓe_d on the eigenvectors of Λ, largest eigenvalue first) and
 Eq. 10 applies (ATTN_M / MLP, Λ ∝ I, last-token loss), ``/theory/loss/train``. Static:
 ``/theory/plateaus`` (L(M_m), m = 0..D), ``/theory/L_star``, ``/theory/Gamma_star``,
 ``/theory/eigvals``, the final weights in paper layout under ``/params/final/``, and with
-``data.save`` the data set under ``/data/``.
+``data.save`` the data set under ``/data/``. Opt-in (``output.diagnostics``, ``output.snapshots``):
+``/diagnostics/…`` (head alignment, in-weight norms) and ``/params/snapshots/…`` (the weights at
+every save), see :mod:`fastdyn.models.icl_diagnostics`.
 
 With ``test.context_lengths = [N′, …]``: ``/loss/test_context`` (save × N′, scale
 ``/test/context_length``), the run's loss (last-token or cumulative) at context length N′ of the
@@ -30,6 +32,7 @@ import numpy as np
 
 from ..config.schema import ConfigError
 from ..problems import icl as icl_data
+from . import icl_diagnostics
 from ._spec import TrainedSetup
 from .icl_settings import ICLSettings, build_model, load_data, theory_series
 
@@ -174,11 +177,16 @@ def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> di
 
 
 def observer(
-    model: Any, tests: dict[str, dict], eigvecs: np.ndarray | None, ctx: ContextTests | None = None
+    model: Any,
+    tests: dict[str, dict],
+    eigvecs: np.ndarray | None,
+    ctx: ContextTests | None = None,
+    diag: dict[str, tuple[int, ...]] | None = None,
 ):
     """``observe(theta) -> (losses, weights)`` at a save: the test-set losses ``test_<name>``,
     the weights in paper layout and their :func:`diagnostics` (and the losses at other context
-    lengths, as the weight ``test_context``)."""
+    lengths, as the weight ``test_context``; the opt-in series ``diag`` of
+    :mod:`fastdyn.models.icl_diagnostics` under their series names)."""
 
     def observe(theta: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
         losses = {f"test_{name}": model.loss_value(theta, tp) for name, tp in tests.items()}
@@ -186,6 +194,8 @@ def observer(
         w.update(diagnostics(model, theta, eigvecs))
         if ctx is not None:
             w["test_context"] = ctx.losses(theta)
+        if diag:
+            w.update(icl_diagnostics.measure(model, theta, diag, w))
         return losses, w
 
     return observe
@@ -219,6 +229,8 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     ctx = context_tests(s, p)
     if ctx is not None:
         series["loss/test_context"] = (len(ctx.lengths),)
+    diag = icl_diagnostics.series(model, s.output, p.theta)  # output.diagnostics / snapshots
+    series |= diag
     static = {
         "theory/plateaus": np.asarray(theory["plateau_losses"]),
         "theory/L_star": np.asarray(theory["L_star"]),
@@ -249,6 +261,8 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
             rows["theory/loss/train"] = np.array([eq10[i]])
         if ctx is not None:
             rows["loss/test_context"] = np.asarray(weights["test_context"])[None]
+        for k in diag:
+            rows[k] = np.asarray(weights[k])[None]
         return rows
 
     def final(theta: np.ndarray) -> dict[str, np.ndarray]:
@@ -261,7 +275,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     return TrainedSetup(
         model=model, prep=p.prep, theta=p.theta, optim=s.optim, batch_size=batch_size(s),
         epochs=s.schedule.epochs, save_steps=steps, time_per_step=2.0 * s.optim.lr, seed=s.seed,
-        series=series, observe=observer(model, p.tests, p.eigvecs, ctx), row=row, final=final,
+        series=series, observe=observer(model, p.tests, p.eigvecs, ctx, diag), row=row, final=final,
         static=static, scales=scales, extra_attrs={"n_trained": int(model.n_trained)},
         time_units=TIME_UNITS, time_long_name=TIME_LONG_NAME,
         checkpoint_every=s.output.checkpoint_every,
