@@ -177,7 +177,11 @@ SIMULATE: list[tuple[str, str, tuple[str, ...]]] = [
             "task.n_samples=100000",
         ),
     ),
-    ("msfr_h", "msfr_h.toml", ("time.n_times=16", "task.n_tasks=4", "time.t_max=50", "output.track=[1, 4]")),  # scripts/msfr_h.py's base (rank-2 projector)
+    (
+        "msfr_h",
+        "msfr_h.toml",
+        ("time.n_times=16", "task.n_tasks=4", "time.t_max=50", "output.track=[1, 4]"),
+    ),  # scripts/msfr_h.py's base (rank-2 projector)
     (
         "msfr_attn_scaling_d",  # scripts/msfr_attn_scaling.py's reduced size, D = 16
         "msfr_attn_scaling_d.toml",
