@@ -26,6 +26,7 @@ NAMES = [
     "msfr_attention",
     "msfr_noise",
     "msfr_h",
+    "msfr_source_capacity",
     "icl_fig1",
     "icl_fig3",
     "icl_fig4",
