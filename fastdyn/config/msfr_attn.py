@@ -43,13 +43,13 @@ class DataSection:
         0.0,
         0.0,
         1e3,
-        help="σ of N(0, σ²) noise on every off-task feature coordinate (needs model_size = n_tasks)",
+        help="σ of N(0, σ²) noise on every off-task feature coordinate (dense: N_s coordinates a token, the model reads the first model_size)",
     )
     tau: float = number(
         0.0,
         0.0,
         1e3,
-        help="source/capacity spectrum ω_k = k^-τ on the cyclic feature distance; 0 = off",
+        help="source/capacity spectrum ω_k = k^-τ, k = 1 + ((c − s) mod N_s), on feature coordinate c of a task-s token (docs/theory.md, App. H.1); 0 = off",
     )
     n_test: int = integer(
         10_000,
@@ -173,10 +173,6 @@ class MsfrAttnConfig:
         if self.task.n_samples == "inf":
             raise ConfigError(
                 "task.n_samples: msfr-attn trains on sampled sequences; give a finite number, not 'inf'"
-            )
-        if (self.data.feature_noise > 0 or self.data.tau > 0) and self.task.d != self.task.n_tasks:
-            raise ConfigError(
-                f"task.model_size: feature_noise/tau need model_size = n_tasks ({self.task.n_tasks}), got {self.task.d}"
             )
         if self.data.feature_noise > 0 and self.data.tau > 0:
             raise ConfigError("data.tau: choose feature_noise or tau, not both")

@@ -11,7 +11,7 @@ data do not depend on threads or chunking. x is stored as float32: Rademacher ±
 values are the float32 roundings of the N(0, 1) draws (the data set is defined by the stored values;
 all arithmetic is float64).
 
-Dense-feature variants (training only, they need model size D = N_s): ``feature_noise`` σ gives
+Dense-feature variants (training only; a model of size D ≤ N_s reads coordinates c < D): ``feature_noise`` σ gives
 every off-task coordinate c ≠ s of every token an independent N(0, σ²) value (the approximately
 sparse features of the paper's App. H.2); ``tau`` > 0 gives the source/capacity variant, coordinate
 c of a task-s token a N(0, ω_k) value with ω_k = k^-τ, k = 1 + ((c − s) mod N_s) (so ω_1 = 1 is the

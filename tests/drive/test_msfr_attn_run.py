@@ -207,10 +207,23 @@ def test_dense_variant_runs(tmp_path):
     assert r["attrs"]["test_loss_method"] == "heldout" and r["loss/test"][-1] < r["loss/test"][0]
 
 
+def test_source_capacity_model_smaller_than_n_tasks_runs(tmp_path):
+    """data.tau with model_size D < n_tasks (App. H.1 D law): the held-out test loss covers all
+    N_s tasks (no tail added on top) and training lowers it."""
+    r = _run(
+        tmp_path,
+        task={"n_tasks": 8, "model_size": 4, "n_samples": 500, "psi0": 6, "x_dist": "gaussian"},
+        data={"tau": 2.0, "n_test": 2000},
+        optim={"lr": 0.05},
+        schedule={"epochs": 200, "n_saves": 5},
+    )
+    assert r["attrs"]["test_loss_method"] == "heldout" and r["loss/test"][-1] < r["loss/test"][0]
+    assert r["attrs"]["n_params"] == 8 * 5  # block, merged: d_tok (D + 1), d_tok = 2D
+
+
 @pytest.mark.parametrize(
     "sections,field",
     [({"task": {"n_samples": "inf"}}, "task.n_samples"), ({"attention": {"kq": "both"}}, "attention.kq"),
-     ({"data": {"feature_noise": 0.1}, "task": {"n_tasks": 50, "model_size": 10, "n_samples": 100}}, "task.model_size"),
      ({"optim": {"lr": -1}}, "optim.lr")],
 )  # fmt: skip
 def test_config_errors_name_the_field(sections, field):

@@ -178,6 +178,11 @@ SIMULATE: list[tuple[str, str, tuple[str, ...]]] = [
         ),
     ),
     (
+        "msfr_source_capacity",  # scripts/msfr_source_capacity.py's base, shorter: tau = 2, D = 8 < N_s
+        "msfr_source_capacity.toml",
+        ("data.tau=2.0", "task.model_size=8", "schedule.epochs=100", "schedule.n_saves=6"),
+    ),
+    (
         "msfr_h",
         "msfr_h.toml",
         ("time.n_times=16", "task.n_tasks=4", "time.t_max=50", "output.track=[1, 4]"),

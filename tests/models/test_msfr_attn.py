@@ -51,6 +51,64 @@ def test_gradient_fd_and_reference(dense, x_dist, emb, kq, softmax):
     assert np.max(np.abs(fd - g)) <= 1e-7 * np.max(np.abs(g))
 
 
+def _fd(th, lay, data):
+    h = 1e-5  # central differences, as in test_gradient_fd_and_reference
+    fd = np.empty_like(th)
+    z = np.zeros_like(th)
+    for i in range(th.size):
+        e = np.zeros_like(th)
+        e[i] = h
+        fd[i] = (K.loss_and_grad(th + e, lay, data, z) - K.loss_and_grad(th - e, lay, data, z)) / (
+            2 * h
+        )
+    return fd
+
+
+@pytest.mark.parametrize("noise", [("tau", 1.5), ("feature_noise", 0.3)])
+@pytest.mark.parametrize("emb,kq,softmax", VARIANTS)
+def test_dense_model_smaller_than_n_tasks(noise, emb, kq, softmax):
+    """Source/capacity (and feature-noise) data with N_s = 6 read by a model of size D = 4 < N_s:
+    tasks 5, 6 have no own coordinate and no label slot, their ŷ comes from the visible noise;
+    the cyclic distance is taken mod N_s. Against the numpy reference (built from the task
+    covariance, not the kernel's indexing) and central finite differences."""
+    rng = np.random.default_rng(4)
+    data = msfr_seq.from_counts(
+        np.array([3, 2, 2, 1, 2, 2]), 0.5 + rng.random(6), np.array([3, 4, 2, 5, 3, 2]), 2,
+        x_dist="gaussian", **{noise[0]: noise[1]},
+    )  # fmt: skip
+    lay = K.Layout(4, emb, kq, 2, softmax, True)
+    th = np.random.default_rng(8).normal(0, 0.5, lay.n_params)
+    g = np.zeros_like(th)
+    loss = K.loss_and_grad(th, lay, data, g)
+    ref = R.loss(data, K.dense_weights(th, lay), 4, emb == "shared", softmax)
+    assert abs(loss - ref) <= 1e-13 * abs(ref)  # same sums, different order: rounding only
+    # the tasks beyond D do contribute through the noise: their loss differs from (Λq)²/2
+    idx = np.arange(data.task_start[4], data.n)
+    lo = K.loss_and_grad(th, lay, data, np.zeros_like(th), K.Workspace(lay, data, idx))
+    q = np.array([data.x[data.offset[n + 1] - 1] for n in idx], dtype=np.float64)
+    assert abs(lo - np.mean(0.5 * (data.lam[data.task[idx]] * q) ** 2)) > 1e-6
+    fd = _fd(th, lay, data)
+    assert np.max(np.abs(fd - g)) <= 1e-7 * np.max(np.abs(g))
+
+
+def test_source_capacity_spectrum():
+    """scale[k − 1] = √ω_k, ω_k = k^-τ; a task-s token's coordinate c has variance ω at the
+    cyclic distance k = 1 + ((c − s) mod N_s) (sampled: 4000 tokens a task, 4 standard errors of
+    a Gaussian variance, ω√(2/n))."""
+    tau, ns = 2.0, 5
+    data = msfr_seq.from_counts(
+        np.full(ns, 4000), np.ones(ns), np.full(ns, 9), 3, x_dist="gaussian", tau=tau
+    )
+    k = np.arange(1, ns + 1, dtype=np.float64)
+    np.testing.assert_allclose(data.scale, np.sqrt(k**-tau), rtol=1e-15)
+    for s in range(ns):
+        first = data.task_start[s]
+        phi = np.concatenate([R.features(data, n) for n in range(first, first + 400)])
+        var = (phi**2).mean(0)
+        om = (1.0 + (np.arange(ns) - s) % ns) ** -tau
+        assert np.all(np.abs(var - om) <= 4 * om * np.sqrt(2 / phi.shape[0])), (s, var, om)
+
+
 @pytest.mark.parametrize("emb,kq", [("block", "merged"), ("shared", "separate")])
 def test_unstored_entries_get_no_gradient(emb, kq):
     """FD of the dense reference on entries the layout does not store is exactly zero."""

@@ -27,6 +27,7 @@ NAMES = [
     "msfr_noise",
     "msfr_h",
     "msfr_attn_laws",
+    "msfr_source_capacity",
     "icl_fig1",
     "icl_fig3",
     "icl_fig4",

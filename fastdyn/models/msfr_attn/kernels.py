@@ -28,9 +28,13 @@ on one thread: a parallel region costs a thread wake-up per call, which on a loa
 measured at ~8 ms (against ~0.7 ms of work for 16 000 sequences of 5 tokens), and training loops
 make one call per step.
 
-Dense path (``feature_noise`` or ``tau``: every token has all D feature coordinates, D = N_s):
-v[d_tok], merged W[d_tok, D] (row-major; the label column of W_KQ multiplies the query's zero label
-and is not stored), separate K[r, d_tok], Q[r, D]; counts d_tok(D+1) and d_tok(r+1) + rD. Per-sample
+Dense path (``feature_noise`` or ``tau``: every token has N_s feature coordinates, the model of
+size D ≤ N_s reads coordinates c < D): v[d_tok], merged W[d_tok, D] (row-major; the label column of
+W_KQ multiplies the query's zero label and is not stored), separate K[r, d_tok], Q[r, D]; counts
+d_tok(D+1) and d_tok(r+1) + rD. Coordinate c of a task-s token is x (c = s) or
+scale[(c − s) mod N_s]·noise (the cyclic distance over all N_s tasks). A task s ≥ D has neither its
+own coordinate nor a label slot in the model: its ŷ comes from the visible coordinates' noise only
+(a sequence of such a task still has a nonzero ŷ and gradient, unlike the sparse path). Per-sample
 cost O(ψ_s d_tok + d_tok D). Per-block gradient partials (n_blocks × n_params) added in block order.
 """
 
@@ -273,6 +277,7 @@ def _dense_kernel(
     scale,
     lam,
     d,
+    ns,
     shared,
     separate,
     r,
@@ -308,9 +313,9 @@ def _dense_kernel(
                     z[t, c] = 0.0
                 xt = np.float64(x[t0 + t])
                 for c in range(d):
-                    phi = xt if c == s else scale[(c - s) % d] * np.float64(noise[t0 + t, c])
+                    phi = xt if c == s else scale[(c - s) % ns] * np.float64(noise[t0 + t, c])
                     z[t, c if shared else 2 * c] = phi
-                if t < T - 1:
+                if t < T - 1 and s < d:
                     z[t, lab] = lm * xt
             for c in range(d):
                 zqx[c] = z[T - 1, c if shared else 2 * c]
@@ -432,9 +437,9 @@ def check_data(layout: Layout, data) -> None:
         raise ValueError(
             "data: dense-feature data (feature_noise/tau) need the dense layout and vice versa"
         )
-    if layout.dense and layout.d != data.n_tasks:
+    if layout.dense and layout.d > data.n_tasks:
         raise ValueError(
-            f"task.model_size: feature_noise/tau need model_size = n_tasks ({data.n_tasks}), got {layout.d}"
+            f"task.model_size: feature_noise/tau need model_size ≤ n_tasks ({data.n_tasks}), got {layout.d}"
         )
     if layout.separate and layout.rank < 1:
         raise ValueError("attention.rank: must be ≥ 1")
@@ -476,6 +481,7 @@ def _loss_and_grad(theta, layout, data, grad, ws) -> float:
             data.scale,
             data.lam,
             layout.d,
+            data.n_tasks,
             sh,
             sep,
             r,

@@ -5,8 +5,8 @@ Series (time t = η·step, the msfr-core gd clock; /step holds the optimiser ste
 - ``loss/train``: the full-batch training loss (1/N) Σ_n (ŷ_n − y_n)²/2 at the recorded step;
 - ``loss/test``: the population loss Σ_{s≤D} P(s) E(ŷ − y)²/2 from the weights, exactly where a
   closed form exists (sparse linear: Rademacher and Gaussian; sparse softmax: Rademacher), plus the
-  tail Σ_{s>D} P(s) Λ_s²/2; otherwise a held-out estimate on ``data.n_test`` fresh sequences
-  (root attribute ``test_loss_method`` says which);
+  tail Σ_{s>D} P(s) Λ_s²/2; otherwise a held-out estimate on ``data.n_test`` fresh sequences of
+  all N_s tasks, tasks s > D included (no tail added; root attribute ``test_loss_method`` says which);
 - ``tasks/f``: f_s = E[ŷ x_q] of the tracked tasks; with feature noise or tau, on a noise-free
   sequence of task s (the response the closed form f⁰ describes, App. H.2); NaN for softmax there;
 - ``theory/loss/test``: the closed form (exact level) and ``ode/loss/test`` (+ ``ode/tasks/f``):
@@ -72,6 +72,7 @@ class Evaluator:
     def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         pop = K.population(theta, self.layout, self.lam, self.psi, self.cfg.task.x_dist)
         if pop is None:
+            # the held-out set samples all N_s tasks (s ≥ D included): no tail to add
             loss = K.loss_and_grad(theta, self.layout, self.test, self.g, self.ws)
             f = K.clean_response(theta, self.layout, self.lam, self.psi, self.cfg.task.x_dist)
             return loss, f[self.track - 1]
