@@ -24,7 +24,9 @@ predictor trained at N, and ``/theory/test_context/L_star`` = L*(N′), the best
 
 Rank-one ATTN_S population runs (last-token loss) carry paper Eq. 21 beside ``/params/Gamma_eig``:
 ``/theory/eq21/Gamma_eig`` (save × D) and ``/theory/eq21/plateau_duration``, ``drop_time``, ``v0``,
-``head`` (D,), from the run's initial heads (:func:`eq21_theory`).
+``head`` (D,), from the run's initial heads (:func:`eq21_theory`). ``/theory/pcr_loss`` (m = 0..D,
+last-token loss): the PCR predictor of M_m's loss — population, or on the IC test set
+(:func:`pcr_theory`).
 """
 
 from __future__ import annotations
@@ -174,7 +176,8 @@ def eq21_theory(s: Any, p: Prepared, times: np.ndarray) -> tuple[np.ndarray | No
     """Eq. 21 beside a rank-one ATTN_S population run (last-token loss), from its initial heads
     (:func:`fastdyn.models.attn_s.theory.eq21_chain`): the series ``theory/eq21/Gamma_eig``
     (save × D, e_dᵀΓe_d = κv³ in the columns of ``/params/Gamma_eig``) and the statics
-    ``theory/eq21/plateau_duration``, ``drop_time`` (half-rise times), ``v0`` and ``head`` (D,).
+    ``theory/eq21/plateau_duration``, ``drop_time`` (half-rise times), ``v0`` and ``head`` (D,;
+    0-based head index).
     (None, {}) for any other run."""
     model = p.model
     if not (model.name == "attn-s" and model.R == 1 and s.data.population and model.loss == "last"):
@@ -191,6 +194,29 @@ def eq21_theory(s: Any, p: Prepared, times: np.ndarray) -> tuple[np.ndarray | No
     static = {f"theory/eq21/{nm}": np.asarray(ch[k])[back] for k, nm in names.items()}
     static["theory/eq21/head"] = static["theory/eq21/head"].astype(np.int64)
     return pred[:, back], static
+
+
+def pcr_theory(s: Any, p: Prepared) -> dict[str, np.ndarray]:
+    """``theory/pcr_loss`` (m = 0..D): the last-token loss of the PCR predictor at M_m,
+    ŷ = βᵀ Γ_m x_q with Γ_m = Σ_{d≤m} λ_d⁻¹(1 + (1 + trΛ/λ_d)/N)⁻¹ e_d e_dᵀ (paper units) — exact
+    from the population moments for ``data.population`` runs (it equals L(M_m)), else on the IC
+    test set. Empty for the cumulative loss or a finite-P run without test sets."""
+    from ..problems.icl import population_moments
+    from .attn_m import theory as tm
+
+    model, D, N = p.model, p.model.D, p.model.N
+    if model.loss != "last" or not (s.data.population or "ic" in p.tests):
+        return {}
+    gammas = [tm.pcr_predictor(p.eigvals, p.eigvecs, N, m) for m in range(D + 1)]
+    if s.data.population:
+        yy, c, C = population_moments(p.eigvals, p.eigvecs, N, "N", "last")
+        L = [yy - 2 * g.ravel() @ c + g.ravel() @ C @ g.ravel() for g in gammas]
+    else:
+        tok, lab = p.data.tests["ic"]
+        beta = np.einsum("pnd,pn->pd", tok[:, :N, :D], lab[:, :N]) / N
+        xq, yq = tok[:, N, :D], lab[:, N]
+        L = [np.mean((yq - np.einsum("pa,ab,pb->p", beta, g, xq)) ** 2) for g in gammas]
+    return {"theory/pcr_loss": np.array(L, dtype=np.float64)}
 
 
 def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -266,7 +292,8 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         "theory/L_star": np.asarray(theory["L_star"]),
         "theory/Gamma_star": np.asarray(theory["Gamma_star"]),
         "theory/eigvals": np.asarray(theory["eigvals"]),
-    } | eq21_static
+    }
+    static |= eq21_static | pcr_theory(s, p)
     scales = None
     if ctx is not None:
         static["test/context_length"] = ctx.lengths
