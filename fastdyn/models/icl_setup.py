@@ -21,6 +21,12 @@ weights it holds — exact population values for ``data.population`` runs, else 
 fresh in-context sequences per N′ (:func:`fastdyn.problems.icl.context_test_set`) — and beside it
 ``/theory/test_context/L_of_Gamma_star`` = L(Γ*(N); N′), the loss at N′ of the converged reduced
 predictor trained at N, and ``/theory/test_context/L_star`` = L*(N′), the best loss at N′.
+
+Rank-one ATTN_S population runs (last-token loss) carry paper Eq. 21 beside ``/params/Gamma_eig``:
+``/theory/eq21/Gamma_eig`` (save × D) and ``/theory/eq21/plateau_duration``, ``drop_time``, ``v0``,
+``head`` (D,), from the run's initial heads (:func:`eq21_theory`). ``/theory/pcr_loss`` (m = 0..D,
+last-token loss): the PCR predictor of M_m's loss — population, or on the IC test set
+(:func:`pcr_theory`).
 """
 
 from __future__ import annotations
@@ -166,6 +172,53 @@ def context_theory(s: Any, p: Prepared, lengths: np.ndarray) -> dict[str, np.nda
     }
 
 
+def eq21_theory(s: Any, p: Prepared, times: np.ndarray) -> tuple[np.ndarray | None, dict]:
+    """Eq. 21 beside a rank-one ATTN_S population run (last-token loss), from its initial heads
+    (:func:`fastdyn.models.attn_s.theory.eq21_chain`): the series ``theory/eq21/Gamma_eig``
+    (save × D, e_dᵀΓe_d = κv³ in the columns of ``/params/Gamma_eig``) and the statics
+    ``theory/eq21/plateau_duration``, ``drop_time`` (half-rise times), ``v0`` and ``head`` (D,;
+    0-based head index).
+    (None, {}) for any other run."""
+    model = p.model
+    if not (model.name == "attn-s" and model.R == 1 and s.data.population and model.loss == "last"):
+        return None, {}
+    from .attn_s import theory as ts
+
+    order = np.argsort(p.eigvals)[::-1]  # the chain runs in decreasing-eigenvalue order
+    lam, E = np.asarray(p.eigvals)[order], np.asarray(p.eigvecs)[:, order]
+    r, K, Q = model.views(p.theta)
+    ch = ts.eq21_chain(r[:, -1], K[:, 0, : model.D] @ E, Q[:, 0, :] @ E, lam, model.N, model.kappa)
+    pred = ts.eq21_gamma_eig(ch, lam, model.N, times, model.kappa)
+    back = np.argsort(order)  # to the columns of eigvecs, as /params/Gamma_eig
+    names = {"duration": "plateau_duration", "drop": "drop_time", "v0": "v0", "head": "head"}
+    static = {f"theory/eq21/{nm}": np.asarray(ch[k])[back] for k, nm in names.items()}
+    static["theory/eq21/head"] = static["theory/eq21/head"].astype(np.int64)
+    return pred[:, back], static
+
+
+def pcr_theory(s: Any, p: Prepared) -> dict[str, np.ndarray]:
+    """``theory/pcr_loss`` (m = 0..D): the last-token loss of the PCR predictor at M_m,
+    ŷ = βᵀ Γ_m x_q with Γ_m = Σ_{d≤m} λ_d⁻¹(1 + (1 + trΛ/λ_d)/N)⁻¹ e_d e_dᵀ (paper units) — exact
+    from the population moments for ``data.population`` runs (it equals L(M_m)), else on the IC
+    test set. Empty for the cumulative loss or a finite-P run without test sets."""
+    from ..problems.icl import population_moments
+    from .attn_m import theory as tm
+
+    model, D, N = p.model, p.model.D, p.model.N
+    if model.loss != "last" or not (s.data.population or "ic" in p.tests):
+        return {}
+    gammas = [tm.pcr_predictor(p.eigvals, p.eigvecs, N, m) for m in range(D + 1)]
+    if s.data.population:
+        yy, c, C = population_moments(p.eigvals, p.eigvecs, N, "N", "last")
+        L = [yy - 2 * g.ravel() @ c + g.ravel() @ C @ g.ravel() for g in gammas]
+    else:
+        tok, lab = p.data.tests["ic"]
+        beta = np.einsum("pnd,pn->pd", tok[:, :N, :D], lab[:, :N]) / N
+        xq, yq = tok[:, N, :D], lab[:, N]
+        L = [np.mean((yq - np.einsum("pa,ab,pb->p", beta, g, xq)) ** 2) for g in gammas]
+    return {"theory/pcr_loss": np.array(L, dtype=np.float64)}
+
+
 def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
     """``value_weights`` (H,), ``Gamma`` (D, D) = κ Σ_i v_i U_i (paper units) and, given the
     eigenvectors of Λ (columns, eigenvalues decreasing), ``Gamma_eig`` (D,) = e_dᵀ Γ e_d."""
@@ -226,6 +279,9 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     eq10 = theory.get("eq10_loss")
     if eq10 is not None:
         series["theory/loss/train"] = ()
+    eq21, eq21_static = eq21_theory(s, p, times)
+    if eq21 is not None:
+        series["theory/eq21/Gamma_eig"] = (D,)
     ctx = context_tests(s, p)
     if ctx is not None:
         series["loss/test_context"] = (len(ctx.lengths),)
@@ -237,6 +293,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         "theory/Gamma_star": np.asarray(theory["Gamma_star"]),
         "theory/eigvals": np.asarray(theory["eigvals"]),
     }
+    static |= eq21_static | pcr_theory(s, p)
     scales = None
     if ctx is not None:
         static["test/context_length"] = ctx.lengths
@@ -259,6 +316,8 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
             rows[f"params/{k}"] = np.asarray(weights[k])[None]
         if eq10 is not None:
             rows["theory/loss/train"] = np.array([eq10[i]])
+        if eq21 is not None:
+            rows["theory/eq21/Gamma_eig"] = eq21[i][None]
         if ctx is not None:
             rows["loss/test_context"] = np.asarray(weights["test_context"])[None]
         for k in diag:

@@ -71,3 +71,29 @@ def test_plateaus_white_json_by_hand():
 def test_plateaus_bad_input():
     res = theory("plateaus", "--dim", 0, "--context", 31)
     assert res.exit_code == 2 and "--dim" in res.output
+
+
+def test_fixed_points_counts_and_table():
+    # attn-s: all 2^D subsets are fixed points; attn-m: only ∅ and all (spec icl.md §4)
+    s = json.loads(theory("fixed-points", "--model", "attn-s", "--dim", 4, "--json").output)
+    assert (s["n_subsets"], s["n_fixed"]) == (16, 16)
+    assert max(p["grad_norm"] for p in s["points"]) <= 1e-12
+    m = json.loads(theory("fixed-points", "--model", "attn-m", "--dim", 4, "--json").output)
+    assert m["n_fixed"] == 2
+    assert [p["subset"] for p in m["points"] if p["fixed"]] == [[], [1, 2, 3, 4]]
+    # the top-m subsets are the plateaus of the spec table (D = 4, N = 31)
+    top = [p["loss"] for p in s["points"] if p["subset"] == list(range(1, p["m"] + 1))]
+    assert [round(v, 5) for v in top] == [1, 0.64058, 0.37737, 0.20980, 0.13600]
+    res = theory("fixed-points", "--model", "attn-m", "--dim", 2, "--rotate", 3)
+    assert res.exit_code == 0, res.output
+    assert "2 of 4 subsets are fixed points" in res.output
+    assert [ln.split()[-1] for ln in res.output.splitlines()[2:6]] == ["yes", "no", "no", "yes"]
+
+
+def test_fixed_points_bad_input():
+    res = theory("fixed-points", "--model", "attn-s", "--dim", 4, "--heads", 3)
+    assert res.exit_code == 2 and res.output.strip() == (
+        "fastdyn: error: --heads: attn-s needs H ≥ D = 4 (one head per direction), got 3"
+    )
+    res = theory("fixed-points", "--model", "mlp", "--dim", 4)
+    assert res.exit_code == 2 and "--model" in res.output
