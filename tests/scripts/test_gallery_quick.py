@@ -31,6 +31,7 @@ NAMES = [
     "icl_fig1",
     "icl_fig3",
     "icl_fig4",
+    "icl_fig13",
     "icl_fig14",
     "icl_variants",
 ]
