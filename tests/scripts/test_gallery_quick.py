@@ -31,6 +31,8 @@ NAMES = [
     "icl_fig3",
     "icl_fig4",
     "icl_fig14",
+    "icl_fig9",
+    "icl_fig12",
     "icl_variants",
 ]
 
