@@ -24,7 +24,7 @@ slowly towards the full class's minimum; the c = 0 train loss after the drop is 
 one-feature class's minimum on its own train set and the IW test loss to that predictor's IW test
 loss. Everything else is reported (info).
 
-    python scripts/icl_fig9.py            # about 100 s on 2 cores
+    python scripts/icl_fig9.py            # 146–198 s on 2 cores (load 4.5–5.4)
     python scripts/icl_fig9.py --quick    # seconds: P = 400, c = 0 and 0.4, lr 2e-3 for 1001 epochs
 """
 
