@@ -33,6 +33,8 @@ NAMES = [
     "icl_fig4",
     "icl_fig13",
     "icl_fig14",
+    "icl_fig9",
+    "icl_fig12",
     "icl_variants",
 ]
 
