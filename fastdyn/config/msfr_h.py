@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import msfr
-from .schema import ConfigError, choice, every, flag, integer, integers, number, numbers, text
+from .schema import ConfigError, choice, integer, number, numbers, text
 
 #: largest d (state 2d per task)
 MAX_DIM = 8
@@ -197,25 +197,13 @@ class TheorySection:
 
 
 @dataclass(frozen=True)
-class OutputSection:
-    """[output]: what is stored besides the losses."""
+class OutputSection(msfr.OutputSection):
+    """[output]: as MSFR's, with smaller kernel calls (the generic RK4 steps every task at the
+    fastest task's step)."""
 
-    track: tuple = integers(
-        (),
-        1,
-        help="task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size",
-    )
     chunk_tasks: int = integer(
         65_536, 1024, 2**31, help="tasks per kernel call (rounded down to a multiple of 1024)"
     )
-    times_per_segment: int = integer(
-        16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks"
-    )
-    checkpoint_every: float | str = every(
-        60.0,
-        help='resume state written to /checkpoint every this many seconds (60, "60s") or output times ("100 steps"); 0 = after every segment; "off" = only when a signal stops the run',
-    )
-    keep_checkpoint: bool = flag(False, help="keep /checkpoint in a complete file")
 
 
 @dataclass(frozen=True)
