@@ -6,9 +6,9 @@ least-squares minimum over Γ), ρ = 1 (the reference code's scale, as the shipp
 reduced parametrisation, spec icl.md §3), init 1e-3 and GD lr 1e-2 (ATTN_S: 0.1 and 4e-2, so that
 its plateaus, ∝ τ/(κλ²v_0), end within the run) (data/configs/icl_fig1.toml and
 icl_fig3.toml with these sets). ATTN_M (H = 8) and ATTN_S with H = 8 heads of rank R = 8
-(H·R = D). Checked: ATTN_M drops once (the paper's single abrupt drop) and ends at the train set's
-least-squares minimum over Γ (scripts/_gallery.py gamma_least_squares: an independent lstsq on
-the D² features). Reported (no theory holds at this size): ATTN_S's number of drops (long
+(H·R = D). Checked: ATTN_M drops once (the paper's single abrupt drop). The reference beside the
+final losses is the train set's least-squares minimum over Γ (scripts/_gallery.py
+gamma_least_squares: an independent lstsq on the D² features). Reported (no theory holds at this size): ATTN_S's number of drops (long
 plateaus come when a new head's value weight leaves zero, at most D/R = 8; with equal eigenvalues
 they may merge) and its final loss beside the same minimum; ATTN_M's half-drop time beside the
 population Eq. 10 (finite P shifts it).
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> dict:
     g = Gallery("icl_fig13", __doc__, argv)
     q = g.quick
     D, N, P = (8, 16, 200) if q else (64, 128, 5000)
-    epochs = {"ATTN_M": 1001 if q else 2001, "ATTN_S": 2001 if q else 4001}
+    epochs = {"ATTN_M": 1001 if q else 2001, "ATTN_S": 2001 if q else 8001}
     common = {"data.D": D, "data.N": N, "data.P": P, "data.spectrum": "white", "data.n_test": 0,
               "attention.reduced": True, "init.scale": 1e-3,
               "optim.lr": 1e-2, "schedule.save_every": 10}  # fmt: skip
@@ -58,14 +58,13 @@ def main(argv: list[str] | None = None) -> dict:
         nd = len(drops(t, L, rate=0.5, min_fall=0.05))
         if name == "ATTN_M":
             g.row("ATTN_M: number of loss drops", nd, 1, 0)
-            # converged to the train set's minimum: GD on a convex quadratic in Γ once the heads
-            # align; at t/τ = 40 the slowest direction is within ~1e-3 relative (measured)
-            g.row(
-                "ATTN_M: final train loss vs the train set's least-squares minimum over Γ",
+            # the train set's least-squares minimum over Γ beside the final loss: reached at the
+            # quick size (D = 8: +0.6%); at D = 64 with P = 5000 ≈ 1.2 D² the small directions of
+            # the data covariance are not learned by t/τ = 40 (measured +52%), so reported only
+            g.info(
+                "ATTN_M: final train loss",
                 L[-1],
-                ref["train"],
-                0.01,
-                "rel",
+                note=f"train-set minimum over Γ {ref['train']:.5f}",
             )
             lam = 1.0 / D
             a0 = tm.eq10_a0_random(8, 1e-3)
