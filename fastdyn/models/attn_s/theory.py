@@ -36,13 +36,23 @@ def rank_one_ode(
     rtol: float = 1e-12,
     atol: float = 1e-15,
 ) -> np.ndarray:
-    """v(t) solving Eq. 21 from v(0) = v0 (DOP853, rtol 1e-12), on the increasing times ``t``."""
+    """v(t) solving Eq. 21 from v(0) = v0 (DOP853, rtol 1e-12), on the increasing times ``t``;
+    NaN from where the solver stops (a trajectory that blows up: no solution there)."""
     t = np.asarray(t, dtype=np.float64)
     sol = solve_ivp(
         lambda _t, y: [rank_one_rhs(y[0], lam, trace, N, kappa)],
         (0.0, float(t[-1])), [v0], method="DOP853", t_eval=t, rtol=rtol, atol=atol,
     )  # fmt: skip
-    return sol.y[0]
+    return _reached(sol, t.size)
+
+
+def _reached(sol, n: int) -> np.ndarray:
+    """The first component of ``sol`` at its ``n`` requested times, NaN where it did not get."""
+    out = np.full(n, np.nan)
+    y = np.asarray(sol.y, dtype=np.float64)
+    if y.ndim == 2 and y.shape[1]:
+        out[: y.shape[1]] = y[0]
+    return out
 
 
 def rank_one_fixed_point(lam: float, trace: float, N: float, kappa: float = 1.0) -> float:
@@ -197,7 +207,8 @@ def eq21_gamma_eig(
                 lambda _s, y, d=d: [-rank_one_rhs(y[0], lam[d], trace, N, kappa)],
                 (0.0, float(back[-1])), [v0], method="DOP853", t_eval=back, rtol=1e-12, atol=1e-15,
             )  # fmt: skip
-            out[np.flatnonzero(~after)[::-1], d] = sol.y[0] ** 3
+            # v0 above the fixed point has no small-v past (it blows up backward): NaN there
+            out[np.flatnonzero(~after)[::-1], d] = _reached(sol, back.size) ** 3
     return kappa * out
 
 
