@@ -94,7 +94,8 @@ def balanced_v0(v: float, sigma: float) -> float:
     if abs(c) <= 1e-14 * v0 * v0:
         return v0
     rc = np.sqrt(abs(c))
-    T = np.log((v0 + rc) / (v0 - rc)) / (2 * rc) if c > 0 else (np.pi / 2 - np.arctan(v0 / rc)) / rc
+    # c > 0: ln((v0 + √c)/(v0 − √c))/(2√c) with v0 − √c = σ²/(v0 + √c) (no cancellation when σ ≪ v)
+    T = np.log((v0 + rc) / abs(sigma)) / rc if c > 0 else (np.pi / 2 - np.arctan(v0 / rc)) / rc
     return float(1.0 / T)
 
 
