@@ -11,7 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import _cache  # noqa: F401  (numba's cache directory, before any kernel is defined)
+from . import (
+    _cache,  # noqa: F401  (numba's cache directory, before any kernel is defined)
+    _threads,  # noqa: F401  (idle kernel threads sleep: OMP_WAIT_POLICY=PASSIVE)
+)
 from ._version import __version__
 
 __all__ = ["__version__", "load", "load_config", "load_many", "simulate"]

@@ -85,6 +85,22 @@ def test_minibatches():
         minibatch_indices(3, 0, 100, 0)
 
 
+def test_minibatches_equal_the_documented_draw_in_any_call_order():
+    """The per-epoch permutation is cached; every batch must still equal the definition
+    (the epoch's permutation drawn afresh), whichever seeds, sizes and epochs came before."""
+    from fastdyn.problems.rng import STREAM_MINIBATCH, generator
+
+    calls = [(3, 7, 100, 30), (4, 7, 100, 30), (3, 7, 101, 30), (3, 0, 100, 30), (3, 7, 100, 30)]
+    for seed, step, P, B in calls:
+        e, j = divmod(step, P // B)
+        perm = generator(seed, STREAM_MINIBATCH, e).permutation(P)
+        want = np.sort(perm[j * B : (j + 1) * B])
+        got = minibatch_indices(seed, step, P, B)
+        np.testing.assert_array_equal(got, want)
+        got[0] = -1  # callers may write to their batch: the cached permutation is unaffected
+    np.testing.assert_array_equal(minibatch_indices(3, 7, 100, 30), want)
+
+
 def test_bad_settings():
     with pytest.raises(
         ValueError, match=r"^optim.name: one of gd, sgd, adam, adamw, got 'rmsprop'$"
