@@ -390,6 +390,46 @@ def environment() -> dict[str, Any]:
     }
 
 
+def load_golden(path: Path = HASHES) -> list[dict[str, Any]]:
+    """The recorded environments of ``hashes.json``: ``[{"recorded": env, "hashes": {...}}]``
+    (one per machine/library combination the hashes were recorded on; an old single-environment
+    file reads as one)."""
+    doc = json.loads(Path(path).read_text())
+    if "environments" in doc:
+        return doc["environments"]
+    return [{"recorded": doc["recorded"], "hashes": doc["hashes"]}]
+
+
+def same_environment(recorded: dict[str, Any], env: dict[str, Any]) -> bool:
+    """Whether hashes recorded on ``recorded`` are comparable bit for bit on ``env``."""
+    return all(recorded.get(k) == env.get(k) for k in ENV_KEYS)
+
+
+def portable(envs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The hashes that every recorded environment holding them agrees on, where at least two
+    hold them: what does not depend on the CPU or the libraries (configs, attributes, integer
+    data, and values no vector width or libm changes)."""
+    out: dict[str, dict[str, str]] = {}
+    files = {f for e in envs for f in e["hashes"]}
+    for f in files:
+        keys = {k for e in envs for k in e["hashes"].get(f, {})}
+        for k in keys:
+            seen = [e["hashes"][f][k] for e in envs if k in e["hashes"].get(f, {})]
+            if len(seen) >= 2 and len(set(seen)) == 1:
+                out.setdefault(f, {})[k] = seen[0]
+    return out
+
+
+def golden_for(envs: list[dict[str, Any]], env: dict[str, Any]) -> tuple[dict, bool, str]:
+    """``(hashes, exact, why)``: the hashes to compare with on ``env``; ``exact`` when they were
+    recorded on the same environment (else only the :func:`portable` ones)."""
+    for e in envs:
+        if same_environment(e["recorded"], env):
+            return e["hashes"], True, f"recorded on this environment at {e['recorded']['commit']}"
+    names = "; ".join(f"{e['recorded']['cpu']}, {e['recorded']['llvm_cpu']}" for e in envs)
+    return portable(envs), False, f"no hashes for this environment (recorded on: {names})"
+
+
 def _digest(parts: Iterable[bytes]) -> str:
     h = hashlib.sha256()
     for p in parts:

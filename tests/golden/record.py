@@ -14,8 +14,11 @@ It prints the imported package's path and commit (check them) and writes the com
 model, the numba thread count and the library versions beside the hashes. Options:
 ``--threads N`` (numba threads; default: numba's default, all cores), ``-o FILE`` (default:
 tests/golden/hashes.json), ``--only NAME`` (repeatable: record and merge just these runs).
-The hashes depend on the numerical libraries and may depend on the CPU (BLAS kernels); the test
-says so when its environment differs from the recorded one.
+The hashes depend on the numerical libraries and on the CPU (numba compiles for the host's vector
+width, numpy's libm kernels differ between AVX2 and AVX-512), so hashes.json keeps one set per
+recorded environment: recording replaces this environment's set and drops, from the others, every
+hash that changed here (stale there). On an environment with no set the test compares the hashes
+all recorded environments agree on.
 """
 
 from __future__ import annotations
@@ -53,25 +56,42 @@ def main(argv: list[str] | None = None) -> int:
         hashes = _runs.run_all(Path(d), threads=a.threads, only=a.only, log=print)
     wall = time.perf_counter() - t0
     recorded = env | {"wall_s": round(wall, 1)}
-    if a.only and a.output.exists():  # merge: the other runs keep their hashes and provenance
-        old = json.loads(a.output.read_text())
-        drop = set(_runs.select(old["hashes"], a.only))
-        hashes = {k: v for k, v in old["hashes"].items() if k not in drop} | hashes
-        recorded = old["recorded"]
+    envs = _runs.load_golden(a.output) if a.output.exists() else []
+    here = next((e for e in envs if _runs.same_environment(e["recorded"], env)), None)
+    before = here["hashes"] if here else {}
+    if a.only:  # merge: the other runs keep their hashes and provenance
+        if here is None:
+            p.error("--only: no full record for this environment yet; record every run first")
+        drop = set(_runs.select(before, a.only))
+        hashes = {k: v for k, v in before.items() if k not in drop} | hashes
+        recorded = here["recorded"]
         recorded["merged"] = [*recorded.get("merged", []), env | {"runs": sorted(a.only)}]
+    # Other environments: a hash that changed here (or is new) is stale there; drop it, so that
+    # environment compares only what this commit did not change (it is re-recorded there later).
+    stale = 0
+    others = [e for e in envs if e is not here]
+    if here is not None:
+        for e in others:
+            for f, keys in hashes.items():
+                theirs = e["hashes"].setdefault(f, {})
+                for k, h in keys.items():
+                    if k in theirs and before.get(f, {}).get(k) != h:
+                        del theirs[k]
+                        stale += 1
+    envs = [*others, {"recorded": recorded, "hashes": dict(sorted(hashes.items()))}]
     doc = {
         "note": (
             "Golden hashes of tests/golden/_runs.py (written by tests/golden/record.py): "
             "sha256 of dtype, shape and raw bytes of every dataset and of the stable root "
-            "attributes; 'recorded' names the commit and machine (runs re-recorded with --only "
-            "are listed under 'merged')"
+            "attributes, per recorded environment (CPU and library versions); 'recorded' names "
+            "the commit and machine (runs re-recorded with --only are listed under 'merged'); "
+            "hashes that a later commit changed on another environment are dropped here"
         ),
-        "recorded": recorded,
-        "hashes": dict(sorted(hashes.items())),
+        "environments": envs,
     }
     a.output.write_text(json.dumps(doc, indent=1) + "\n")
     n = sum(len(v) for v in hashes.values())
-    print(f"{a.output}: {len(hashes)} files, {n} hashes ({wall:.1f} s)")
+    print(f"{a.output}: {len(hashes)} files, {n} hashes ({wall:.1f} s); {stale} stale elsewhere")
     return 0
 
 

@@ -259,6 +259,8 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     yh = np.empty(H)
     a = np.empty((H, D1))
     xh = np.empty(D1)
+    gr = np.empty(D1)
+    ga = np.empty(D1)
     n0 = 1 if cumulative else N
     offB = 1 + H * D1
     for k in range(lo, hi):
@@ -294,14 +296,18 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
                     z += e
                 y_i = 0.0
                 for j in range(n + 1):
-                    alpha[i, j] /= z
+                    alpha[i, j] /= z  # a division, not × 1/z: α_ij as the spec writes it
                     y_i += alpha[i, j] * o[i, j]
                 yh[i] = y_i
                 yhat += y_i
             d = labels[mu, n] - yhat
             out[0] += d * d
             for i in range(H):
-                # g_r = Σ_j α_j x̂_j ;  g_a = Σ_j α_j (o_j − ŷ_i) x̂_j
+                # g_r = Σ_j α_j x̂_j ;  g_a = Σ_j α_j (o_j − ŷ_i) x̂_j ;  ∂ŷ/∂B_i = g_a x_qᵀ, so
+                # the outer product with x_q is taken once per head, not once per token j
+                for b in range(D1):
+                    gr[b] = 0.0
+                    ga[b] = 0.0
                 for j in range(n + 1):
                     for b in range(D):
                         xh[b] = tokens[mu, j, b]
@@ -309,11 +315,13 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
                     wr = d * alpha[i, j]
                     wa = wr * (o[i, j] - yh[i])
                     for b in range(D1):
-                        out[1 + i * D1 + b] += wr * xh[b]
-                        xb = wa * xh[b]
-                        base = offB + (i * D1 + b) * D
-                        for c in range(D):
-                            out[base + c] += xb * tokens[mu, n, c]
+                        gr[b] += wr * xh[b]
+                        ga[b] += wa * xh[b]
+                for b in range(D1):
+                    out[1 + i * D1 + b] += gr[b]
+                    base = offB + (i * D1 + b) * D
+                    for c in range(D):
+                        out[base + c] += ga[b] * tokens[mu, n, c]
 
 
 @njit(**PARALLEL)
