@@ -94,7 +94,7 @@ def report(
         gf = f"  {flops / w * 1e-9:7.2f} GFLOP/s" if flops else ""
         runs = ", ".join(f"{x:.3g}" for x in t.wall)
         print(
-            f"  {k:<34} wall {_si(w)}  cpu {_si(c)}  {ratio:6.2f}x wall / {cratio:6.2f}x cpu of "
+            f"  {k:<46} wall {_si(w)}  cpu {_si(c)}  {ratio:6.2f}x wall / {cratio:6.2f}x cpu of "
             f"{ref}{gf}  (runs {runs} s; load {t.load_range()})"
         )
 

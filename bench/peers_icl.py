@@ -11,7 +11,9 @@ Workloads (float64 everywhere; each peer trains E full-batch GD epochs from the 
   as bench/icl_train.py). Peers use the precomputed per-sample statistics S_μ = Σ_j x̂_j x̂_jᵀ
   (query label zero), so ŷ_μ = Σ_i r_iᵀ S_μ W_i x_q,μ is a few small matmuls per sample:
   JAX ``jit`` of a ``lax.fori_loop`` over the E epochs (``jax.grad``), and ``torch.compile`` of
-  the loss with autograd and an in-place GD update per epoch.
+  the loss with autograd and an in-place GD update per epoch. Each peer twice: per head as
+  written above, and with fastdyn's algebra (M_abc = Σ_i r_ia W_ibc, symmetrised, S_μ packed to
+  its (D+1)(D+2)/2 entries a ≤ b: ŷ_μ = Σ Sp_μq Mp_qc x_q,μc, one (P × 15)·(15 × D) matmul).
 - ``softmax``: ATTN_S with softmax (D = 8, N = 31, H = 9, R = 1, P = 20000 by default (Fig. 4:
   80000), init 5e-3 reference, lr 2e-2): ŷ_μ = Σ_i Σ_j softmax_j(x̂_jᵀ B_i x_q) r_iᵀ x̂_j,
   B_i = K_iᵀ Q_i, over the N+1 tokens. Same peers (the query row only, as fastdyn).
@@ -61,6 +63,14 @@ def attn_m_pred(xp, r, W, S, xq):
     return xp.einsum("pia,ia->p", SWx, r)
 
 
+def attn_m_pred_packed(xp, r, W, Sp, xq, iu):
+    """The same ŷ through M_abc = Σ_i r_ia W_ibc, symmetrised and packed to a ≤ b like S:
+    Sp_μq = S_μ,ab (×2 off the diagonal), ŷ_μ = Σ_qc Sp_μq Mp_qc x_q,μc (fastdyn's algebra)."""
+    M = xp.einsum("ia,ibc->abc", r, W)
+    Mp = (0.5 * (M + xp.swapaxes(M, 0, 1)))[iu[0], iu[1]]  # (NP, D)
+    return ((Sp @ Mp) * xq).sum(axis=1)
+
+
 def softmax_pred(xp, softmax, r, K, Q, X, xq):
     """ŷ_μ = Σ_i Σ_j softmax_j(x̂_jᵀ B_i x_q) r_iᵀ x̂_j, B_i = K_iᵀ Q_i."""
     B = xp.einsum("irb,irc->ibc", K, Q)  # (H, D1, D)
@@ -91,6 +101,12 @@ def jax_trainer(jax, model, kind, data_args, lr, epochs):
         def loss(theta):
             r, W = _split(theta, model)
             return jnp.mean((yq - attn_m_pred(jnp, r, W, S, xq)) ** 2)
+    elif kind == "attn_m_packed":
+        Sp, xq, yq, iu = data_args
+
+        def loss(theta):
+            r, W = _split(theta, model)
+            return jnp.mean((yq - attn_m_pred_packed(jnp, r, W, Sp, xq, iu)) ** 2)
     else:
         X, xq, yq = data_args
 
@@ -117,6 +133,12 @@ def torch_trainer(torch, model, kind, data_args, lr, epochs):
         def loss(theta):
             r, W = _split(theta, model)
             return torch.mean((yq - attn_m_pred(torch, r, W, S, xq)) ** 2)
+    elif kind == "attn_m_packed":
+        Sp, xq, yq, iu = data_args
+
+        def loss(theta):
+            r, W = _split(theta, model)
+            return torch.mean((yq - attn_m_pred_packed(torch, r, W, Sp, xq, iu)) ** 2)
     else:
         X, xq, yq = data_args
 
@@ -137,6 +159,20 @@ def torch_trainer(torch, model, kind, data_args, lr, epochs):
         return theta.detach()
 
     return train
+
+
+class _Case:
+    """A timed callable whose result sits in ``store[key]`` (read back by ``.out``)."""
+
+    def __init__(self, fn, store, key):
+        self.fn, self.store, self.key = fn, store, key
+
+    def __call__(self):
+        self.fn()
+
+    @property
+    def out(self):
+        return self.store[self.key]
 
 
 def bench(kind, a, jax, torch) -> None:
@@ -181,33 +217,47 @@ def bench(kind, a, jax, torch) -> None:
     tok = np.ascontiguousarray(data.tokens, dtype=np.float64)  # query label already zero
     xq = np.ascontiguousarray(tok[:, -1, :D])
     yq = np.ascontiguousarray(data.labels[:, -1], dtype=np.float64)
+    variants = {}  # label suffix -> (trainer kind, host arrays, index arrays)
     if kind == "attn_m":
-        host = (np.einsum("pja,pjb->pab", tok, tok), xq, yq)  # S_μ, once (not timed)
+        S = np.einsum("pja,pjb->pab", tok, tok)  # S_μ, once (not timed)
+        iu = np.triu_indices(D + 1)
+        Sp = S[:, iu[0], iu[1]] * np.where(iu[0] == iu[1], 1.0, 2.0)
+        variants[", per head, S_mu precomputed"] = ("attn_m", (S, xq, yq), ())
+        variants[", packed S_mu + contracted M"] = ("attn_m_packed", (Sp, xq, yq), iu)
     else:
-        host = (tok, xq, yq)
-    if jax is not None:
-        f = jax_trainer(jax, model, kind, tuple(jax.numpy.asarray(x) for x in host), lr, E)
-        th = jax.numpy.asarray(theta0)
+        variants[""] = ("softmax", (tok, xq, yq), ())
+    for suffix, (k2, host, idx) in variants.items():
+        if jax is not None:
+            jd = tuple(jax.numpy.asarray(x) for x in host) + ((idx,) if len(idx) else ())
+            f = jax_trainer(jax, model, k2, jd, lr, E)
+            th = jax.numpy.asarray(theta0)
 
-        def jx():
-            jx.out = np.asarray(f(th).block_until_ready()) - theta0
+            jx_out = {}
 
-        jx()
-        cases["JAX jit fori_loop" + (" (S_mu precomputed)" if kind == "attn_m" else "")] = jx
-    if torch is not None:
-        torch.set_num_threads(2)
-        f_t = torch_trainer(torch, model, kind, tuple(torch.from_numpy(x) for x in host), lr, E)
-        th_t = torch.from_numpy(theta0.copy())
+            def jx(f=f, th=th, jx_out=jx_out):
+                jx_out[0] = np.asarray(f(th).block_until_ready()) - theta0
 
-        def tc():
-            tc.out = f_t(th_t).numpy() - theta0
+            jx()
+            cases["JAX jit fori_loop" + suffix] = _Case(jx, jx_out, 0)
+        if torch is not None:
+            torch.set_num_threads(2)
+            td = tuple(torch.from_numpy(np.ascontiguousarray(x)) for x in host)
+            td = td + ((tuple(torch.from_numpy(i) for i in idx),) if len(idx) else ())
+            f_t = torch_trainer(torch, model, k2, td, lr, E)
+            th_t = torch.from_numpy(theta0.copy())
+            tc_out = {}
 
-        try:
-            for _ in range(3):  # the first calls compile, and recompile once or twice
-                tc()
-            cases["torch.compile" + (" (S_mu precomputed)" if kind == "attn_m" else "")] = tc
-        except Exception as e:  # inductor needs a C++ compiler; report, do not fail the run
-            print(f"  torch.compile: skipped ({e.__class__.__name__}: {str(e).splitlines()[0]})")
+            def tc(f_t=f_t, th_t=th_t, tc_out=tc_out):
+                tc_out[0] = f_t(th_t).numpy() - theta0
+
+            try:
+                for _ in range(3):  # the first calls compile, and recompile once or twice
+                    tc()
+                cases["torch.compile" + suffix] = _Case(tc, tc_out, 0)
+            except Exception as e:  # inductor needs a C++ compiler: report, do not fail the run
+                print(
+                    f"  torch.compile: skipped ({e.__class__.__name__}: {str(e).splitlines()[0]})"
+                )
     res = measure(cases, a.repeats)
     ref = f"fastdyn {min(2, nthr)} thread(s)"
     if kind == "attn_m":
@@ -223,7 +273,7 @@ def bench(kind, a, jax, torch) -> None:
         fl, ex = softmax_flops(D, N, H, P)
         report(title, res, E, "epoch", ref, fl)
         for k, t in res.items():
-            print(f"  {k:<34} {ex * E / t.wall_med * 1e-9:.3f} Gexp/s ({ex:.3g} exps per epoch)")
+            print(f"  {k:<46} {ex * E / t.wall_med * 1e-9:.3f} Gexp/s ({ex:.3g} exps per epoch)")
     for k, c in cases.items():
         if k != ref:
             print(
