@@ -6,7 +6,12 @@ directory; on a read-only install (a shared HPC site-packages, a container) with
 it finds neither and every ``cache=True`` kernel fails at import ("no locator available"). Here,
 when the package directory is not writable: ``FASTDYN_CACHE_DIR`` if set, else
 ``$XDG_CACHE_HOME/fastdyn/numba`` or ``~/.cache/fastdyn/numba`` if writable, else
-``<tmp>/fastdyn-numba-<uid>``. An explicit ``NUMBA_CACHE_DIR`` is always respected.
+``<tmp>/fastdyn-numba-<uid>``. An explicit ``NUMBA_CACHE_DIR`` is respected when writable.
+
+A read-only ``NUMBA_CACHE_DIR`` (a cache filled once by ``fastdyn warmup`` on a shared file system,
+then write-protected) would be ignored by numba, which then compiles every kernel again: here its
+files are copied (those new or changed since the last copy) into a private writable directory
+beside the candidates above, and numba is pointed there (docs/hpc.md).
 """
 
 from __future__ import annotations
@@ -24,24 +29,59 @@ def _writable(d: Path) -> bool:
     return os.access(d, os.W_OK | os.X_OK)
 
 
+def _candidates(suffix: str = "") -> list[Path]:
+    out = []
+    if os.environ.get("XDG_CACHE_HOME"):
+        out.append(Path(os.environ["XDG_CACHE_HOME"]) / "fastdyn" / f"numba{suffix}")
+    if os.environ.get("HOME"):
+        out.append(Path(os.environ["HOME"]) / ".cache" / "fastdyn" / f"numba{suffix}")
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    out.append(Path(tempfile.gettempdir()) / f"fastdyn-numba-{uid}{suffix}")
+    return out
+
+
+def private_copy(shared: Path) -> Path | None:
+    """A writable copy of the read-only cache ``shared`` (files missing there, or of another size
+    or older, are copied), or None when no candidate directory is writable."""
+    import hashlib
+    import shutil
+
+    tag = hashlib.sha1(str(shared.resolve()).encode()).hexdigest()[:12]
+    dest = next((d for d in _candidates(f"-shared-{tag}") if _writable(d)), None)
+    if dest is None:
+        return None
+    try:
+        for src in shared.rglob("*"):
+            if not src.is_file():
+                continue
+            out = dest / src.relative_to(shared)
+            st = src.stat()
+            if out.exists():
+                so = out.stat()
+                if so.st_size == st.st_size and so.st_mtime >= st.st_mtime:
+                    continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, out)
+    except OSError:
+        pass  # a partial copy still serves what it holds; numba compiles the rest
+    return dest
+
+
 def cache_dir() -> Path | None:
     """The directory numba should cache in, or None to leave numba's own choice (beside the
-    sources, which are writable, or an explicit NUMBA_CACHE_DIR)."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
+    sources, which are writable, or an explicit, writable NUMBA_CACHE_DIR)."""
+    given = os.environ.get("NUMBA_CACHE_DIR")
+    if given:
+        d = Path(given)
+        if d.is_dir() and not os.access(d, os.W_OK | os.X_OK) and os.access(d, os.R_OK | os.X_OK):
+            return private_copy(d)
         return None
     own = os.environ.get("FASTDYN_CACHE_DIR")
     if own:
         return Path(own)
     if os.access(Path(__file__).parent, os.W_OK):
         return None
-    candidates = []
-    if os.environ.get("XDG_CACHE_HOME"):
-        candidates.append(Path(os.environ["XDG_CACHE_HOME"]) / "fastdyn" / "numba")
-    if os.environ.get("HOME"):
-        candidates.append(Path(os.environ["HOME"]) / ".cache" / "fastdyn" / "numba")
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    candidates.append(Path(tempfile.gettempdir()) / f"fastdyn-numba-{uid}")
-    return next((d for d in candidates if _writable(d)), None)
+    return next((d for d in _candidates() if _writable(d)), None)
 
 
 _dir = cache_dir()

@@ -112,37 +112,37 @@ def _line_one(kb, qt, rel_floor):
 @njit(**SERIAL)
 def _indices_ser(seed, start, out):
     for r in range(out.shape[0]):
-        _indices_one(key(seed, start + r, STREAM_BOOTSTRAP), out[r])
+        _indices_one(key(seed, start + r, int64(STREAM_BOOTSTRAP)), out[r])
 
 
 @njit(**PARALLEL)
 def _indices_par(seed, start, out):
     for r in prange(out.shape[0]):
-        _indices_one(key(seed, start + r, STREAM_BOOTSTRAP), out[r])
+        _indices_one(key(seed, start + r, int64(STREAM_BOOTSTRAP)), out[r])
 
 
 @njit(**SERIAL)
 def _counts_ser(seed, start, out):
     for r in range(out.shape[0]):
-        _counts_one(key(seed, start + r, STREAM_BOOTSTRAP), out[r])
+        _counts_one(key(seed, start + r, int64(STREAM_BOOTSTRAP)), out[r])
 
 
 @njit(**PARALLEL)
 def _counts_par(seed, start, out):
     for r in prange(out.shape[0]):
-        _counts_one(key(seed, start + r, STREAM_BOOTSTRAP), out[r])
+        _counts_one(key(seed, start + r, int64(STREAM_BOOTSTRAP)), out[r])
 
 
 @njit(**SERIAL)
 def _line_fits_ser(seed, start, qt, rel_floor, a_out, b_out):
     for r in range(a_out.shape[0]):
-        a_out[r], b_out[r] = _line_one(key(seed, start + r, STREAM_BOOTSTRAP), qt, rel_floor)
+        a_out[r], b_out[r] = _line_one(key(seed, start + r, int64(STREAM_BOOTSTRAP)), qt, rel_floor)
 
 
 @njit(**PARALLEL)
 def _line_fits_par(seed, start, qt, rel_floor, a_out, b_out):
     for r in prange(a_out.shape[0]):
-        a_out[r], b_out[r] = _line_one(key(seed, start + r, STREAM_BOOTSTRAP), qt, rel_floor)
+        a_out[r], b_out[r] = _line_one(key(seed, start + r, int64(STREAM_BOOTSTRAP)), qt, rel_floor)
 
 
 _KERNELS = {
@@ -160,14 +160,14 @@ def _kernel(name: str, n_boot: int, m: int):
 def indices(seed: int, start: int, n_boot: int, m: int) -> np.ndarray:
     """The resampling indices of resamples start..start+n_boot-1, shape (n_boot, m)."""
     out = np.empty((n_boot, m), dtype=np.int64)
-    _kernel("indices", n_boot, m)(np.uint64(check_seed(seed)), start, out)
+    _kernel("indices", n_boot, m)(np.int64(check_seed(seed)), start, out)
     return out
 
 
 def counts(seed: int, start: int, n_boot: int, m: int) -> np.ndarray:
     """Resampling counts (how often each item is drawn), float64 (n_boot, m); rows sum to m."""
     out = np.zeros((n_boot, m), dtype=np.float64)
-    _kernel("counts", n_boot, m)(np.uint64(check_seed(seed)), start, out)
+    _kernel("counts", n_boot, m)(np.int64(check_seed(seed)), start, out)
     return out
 
 
@@ -187,5 +187,5 @@ def line_fits(
     b = np.empty(n_boot)
     rel = 1e-12 * max(1.0, float(np.var(u)))
     kern = _kernel("line_fits", n_boot, qt.shape[1])
-    kern(np.uint64(check_seed(seed)), start, qt, rel, a, b)
+    kern(np.int64(check_seed(seed)), start, qt, rel, a, b)
     return a, b

@@ -19,9 +19,9 @@ def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
 
 
 def _register() -> None:
-    from . import config, inspect, plot, repair, simulate
+    from . import config, inspect, plot, repair, simulate, warmup
 
-    for mod in (simulate, inspect, plot, repair, config):
+    for mod in (simulate, inspect, plot, repair, config, warmup):
         main.add_command(mod.command)
     for optional in ("theory", "fit", "sweep"):
         try:

@@ -8,12 +8,18 @@ import traceback
 
 import click
 
-from ..config.schema import ConfigError
-from ..h5.lock import WriterBusy
-from ..h5.reader import FileFormatError
-
 EXIT_USER = 2
 EXIT_RUNTIME = 1
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes that are the user's to fix (imported when an error happens, so a
+    command's ``--help`` loads neither h5py nor numba)."""
+    from ..config.schema import ConfigError
+    from ..h5.lock import WriterBusy
+    from ..h5.reader import FileFormatError
+
+    return (ConfigError, FileFormatError, WriterBusy)
 
 
 class UserError(click.ClickException):
@@ -37,16 +43,17 @@ def guarded(fn):
         debug = bool((ctx.obj or {}).get("debug"))
         try:
             return fn(*args, **kwargs)
-        except (ConfigError, FileFormatError, WriterBusy) as e:
-            if debug:
-                traceback.print_exc()
-            raise UserError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
         except KeyboardInterrupt:  # Ctrl-C before a run installed its handlers (start-up, checks)
             click.echo("fastdyn: interrupted (SIGINT)", err=True)
             sys.exit(130)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
-        except Exception as e:  # a runtime failure: the user sees one line unless --debug
+        except Exception as e:
+            if isinstance(e, _user_errors()):
+                if debug:
+                    traceback.print_exc()
+                raise UserError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+            # a runtime failure: the user sees one line unless --debug
             if debug:
                 traceback.print_exc()
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -320,7 +320,7 @@ def rk4_kernel(
     """Per-task fixed-step RK4 of one chunk; state arrays updated in place."""
     for b in prange(test_part.shape[0]):
         _lane_block(
-            False, b, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
+            False, np.int64(b), lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
             steps, q, t0, times, spt, 0.0, settle_tol, max_steps, tpos, test_part, train_part,
             f_track, stop,
         )  # fmt: skip
@@ -335,7 +335,7 @@ def gd_kernel(
     exact integers), k0 the step the state is at; state arrays updated in place."""
     for b in prange(test_part.shape[0]):
         _lane_block(
-            True, b, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
+            True, np.int64(b), lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
             steps, q, k0, kout, 0.0, eta, settle_tol, max_steps, tpos, test_part, train_part,
             f_track, stop,
         )  # fmt: skip
@@ -349,7 +349,7 @@ def dopri5_kernel(
     """Per-task adaptive Dormand–Prince 5(4) of one chunk; state arrays updated in place."""
     for b in prange(test_part.shape[0]):
         _dopri5_block(
-            b, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
+            np.int64(b), lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
             t0, times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track,
             stop,
         )  # fmt: skip

@@ -82,7 +82,7 @@ def _rk4_kernel(
 ):
     for b in prange((y.shape[1] + BLOCK - 1) // BLOCK):
         _rk4_block(
-            b, rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track,
+            np.int64(b), rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track,
             stop,
         )  # fmt: skip
 

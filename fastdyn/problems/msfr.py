@@ -118,11 +118,12 @@ def _init_task(idx, lk, scheme, scale, seed):
         a = scale * nrm
         b = scale * lk * nrm
         return a, b, a, b
+    # np.int64(k): a literal k would compile rng.normal once per constant
     return (
-        scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 0),
-        scale * rng.normal(seed, idx, rng.STREAM_INIT_V, 1),
-        scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 0),
-        scale * rng.normal(seed, idx, rng.STREAM_INIT_W, 1),
+        scale * rng.normal(seed, idx, rng.STREAM_INIT_V, np.int64(0)),
+        scale * rng.normal(seed, idx, rng.STREAM_INIT_V, np.int64(1)),
+        scale * rng.normal(seed, idx, rng.STREAM_INIT_W, np.int64(0)),
+        scale * rng.normal(seed, idx, rng.STREAM_INIT_W, np.int64(1)),
     )
 
 

@@ -59,15 +59,17 @@ class SeqData:
         return self.noise.shape[0] > 0
 
 
+# np.int64(i): a prange index is uint64 in the parallel loop, int64 while it is typed; passing it
+# as is compiles the rng functions for both
 @njit(**PARALLEL)
 def _fill_x(seed, stream, offset, gaussian, x):
     n = offset.shape[0] - 1
     for i in prange(n):
         for k in range(offset[i + 1] - offset[i]):
             if gaussian:
-                x[offset[i] + k] = rng.normal(seed, i, stream, k)
+                x[offset[i] + k] = rng.normal(seed, np.int64(i), stream, k)
             else:
-                x[offset[i] + k] = 1.0 if rng.uniform(seed, i, stream, k) < 0.5 else -1.0
+                x[offset[i] + k] = 1.0 if rng.uniform(seed, np.int64(i), stream, k) < 0.5 else -1.0
 
 
 @njit(**PARALLEL)
@@ -79,7 +81,7 @@ def _fill_noise(seed, stream, offset, task, noise):
         for k in range(offset[i + 1] - offset[i]):
             t = offset[i] + k
             for c in range(d):
-                noise[t, c] = 0.0 if c == s else rng.normal(seed, i, stream, k * d + c)
+                noise[t, c] = 0.0 if c == s else rng.normal(seed, np.int64(i), stream, k * d + c)
 
 
 def feature_scales(n_tasks: int, feature_noise: float, tau: float) -> np.ndarray:
@@ -106,11 +108,11 @@ def from_counts(
     offset = np.zeros(task.shape[0] + 1, dtype=np.int64)
     np.cumsum(lengths, out=offset[1:])
     x = np.empty(int(offset[-1]), dtype=np.float32)
-    _fill_x(np.uint64(seed), stream, offset, x_dist == "gaussian", x)
+    _fill_x(np.int64(seed), stream, offset, x_dist == "gaussian", x)
     dense = feature_noise > 0 or tau > 0
     if dense:
         noise = np.empty((x.shape[0], n_tasks), dtype=np.float32)
-        _fill_noise(np.uint64(seed), STREAM_NOISE + stream, offset, task, noise)
+        _fill_noise(np.int64(seed), STREAM_NOISE + stream, offset, task, noise)
         scale = feature_scales(n_tasks, feature_noise, tau)
     else:
         noise = np.zeros((0, 0), dtype=np.float32)

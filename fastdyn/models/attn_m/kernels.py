@@ -122,7 +122,7 @@ def lin_last(idx, Sp, xq, yq, inv_rho, Msym, partials):
     nb = partials.shape[0]
     for blk in prange(nb):
         partials[blk, :] = 0.0
-        _lin_last_block(blk, idx, Sp, xq, yq, inv_rho, Msym, partials[blk])
+        _lin_last_block(np.int64(blk), idx, Sp, xq, yq, inv_rho, Msym, partials[blk])
 
 
 @njit(**SERIAL)
@@ -180,7 +180,7 @@ def lin_cum(idx, tokens, labels, scale_n, Msym, partials):
     nb = partials.shape[0]
     for blk in prange(nb):
         partials[blk, :] = 0.0
-        _lin_cum_block(blk, idx, tokens, labels, scale_n, Msym, partials[blk])
+        _lin_cum_block(np.int64(blk), idx, tokens, labels, scale_n, Msym, partials[blk])
 
 
 @njit(**SERIAL)
@@ -330,7 +330,7 @@ def soft(idx, tokens, labels, cumulative, r, B, partials):
     nb = partials.shape[0]
     for blk in prange(nb):
         partials[blk, :] = 0.0
-        _soft_block(blk, idx, tokens, labels, cumulative, r, B, partials[blk])
+        _soft_block(np.int64(blk), idx, tokens, labels, cumulative, r, B, partials[blk])
 
 
 def softmax_loss_and_grad(

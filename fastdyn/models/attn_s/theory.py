@@ -4,7 +4,6 @@ plateau losses, PCR predictors and plateau durations. Time in units of τ."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from ..attn_m.theory import loss_star, pcr_predictor, plateau_losses, shrink
 
@@ -38,6 +37,10 @@ def rank_one_ode(
 ) -> np.ndarray:
     """v(t) solving Eq. 21 from v(0) = v0 (DOP853, rtol 1e-12), on the increasing times ``t``;
     NaN from where the solver stops (a trajectory that blows up: no solution there)."""
+    from scipy.integrate import (
+        solve_ivp,
+    )  # here, not at import: a run that needs no Eq. 21 skips scipy
+
     t = np.asarray(t, dtype=np.float64)
     sol = solve_ivp(
         lambda _t, y: [rank_one_rhs(y[0], lam, trace, N, kappa)],
@@ -191,6 +194,8 @@ def eq21_gamma_eig(
     """e_dᵀΓe_d (paper units) predicted by :func:`eq21_chain` on the increasing ``time`` (T, D):
     κ v³ with v the Eq. 21 trajectory through v(t_s(d)) = v_0(d) — integrated forward from t_s,
     and backward for t < t_s (the balanced head that would be there; → 0 as t → −∞)."""
+    from scipy.integrate import solve_ivp
+
     lam = np.asarray(eigvals, dtype=np.float64)
     time = np.asarray(time, dtype=np.float64)
     trace = float(lam.sum())

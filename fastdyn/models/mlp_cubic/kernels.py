@@ -68,7 +68,7 @@ def mlp_partials(idx, Z, Y, gam, partials):
     """Per-block partials [Σ δ², Σ δ z] of the linear predictor ŷ = γ·z."""
     for blk in prange(partials.shape[0]):
         partials[blk, :] = 0.0
-        _mlp_block(blk, idx, Z, Y, gam, partials[blk])
+        _mlp_block(np.int64(blk), idx, Z, Y, gam, partials[blk])
 
 
 def linear_feature_loss_and_g(gam: np.ndarray, Z: np.ndarray, Y: np.ndarray, idx: np.ndarray):
@@ -106,7 +106,7 @@ def stats_partials(Z, Y, partials):
     """Per-block partials [Σ y², Σ y z, Σ z zᵀ]."""
     for blk in prange(partials.shape[0]):
         partials[blk, :] = 0.0
-        _stats_block(blk, Z, Y, partials[blk])
+        _stats_block(np.int64(blk), Z, Y, partials[blk])
 
 
 def sufficient_stats(Z: np.ndarray, Y: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:

@@ -321,7 +321,7 @@ def exact_curve(times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, out):
     t = 0.0
     steps = 0
     atol = rtol / lp
-    j = 0
+    j = np.int64(0)  # not a literal 0: _exact_tail would compile once for it and once for int64
     while j < nt:
         tk = times[j]
         if not frozen and abs(fc - lam) <= thr:

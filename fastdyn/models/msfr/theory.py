@@ -263,9 +263,9 @@ def _block_loss(
     khs = np.empty(nf, dtype=np.int64)
     k2s = np.empty(nf, dtype=np.int64)
     f_xi = np.empty(nf)
-    a1 = 0
-    ah = 0
-    a2 = 0
+    a1 = np.int64(0)  # not a literal 0: _walk_right would compile once for it and once for int64
+    ah = np.int64(0)
+    a2 = np.int64(0)
     for j in range(nf):
         a1 = _walk_right(times, thr1[j], a1)
         ah = max(_walk_right(times, thrh[j], max(ah, a1)), a1)

@@ -35,7 +35,7 @@ def _spectral(first, seed, spec, random_vecs, delta, out):
         if random_vecs:
             for a in range(d):
                 for b in range(d):
-                    q[a, b] = rng.normal(seed, idx, STREAM_EIGVEC, a * d + b)
+                    q[a, b] = rng.normal(seed, idx, np.int64(STREAM_EIGVEC), a * d + b)
             for b in range(d):  # modified Gram–Schmidt on the columns
                 for c in range(b):
                     dot = 0.0
@@ -75,7 +75,7 @@ def _add_perturbation(idx, seed, delta, m):
     e = np.empty((d, d))
     for a in range(d):
         for b in range(d):
-            e[a, b] = rng.normal(seed, idx, STREAM_PERTURB, a * d + b)
+            e[a, b] = rng.normal(seed, idx, np.int64(STREAM_PERTURB), a * d + b)
     fro = 0.0
     for a in range(d):
         for b in range(d):

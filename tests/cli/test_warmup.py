@@ -1,0 +1,138 @@
+"""Start-up (issue 20): ``fastdyn --help`` loads no heavy library, ``fastdyn warmup``'s plumbing,
+and its plan covers every shipped preset and model (a full warm-up takes minutes: not run here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from fastdyn.cli import main, warmup
+from fastdyn.config import load_config, presets
+from fastdyn.models import registry
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("numpy", "h5py", "numba", "scipy", "matplotlib")
+
+
+def test_help_imports_no_heavy_library():
+    """--help of the group and of every command in a fresh process: none of numpy, h5py, numba,
+    scipy, matplotlib gets imported (they cost most of a second of CPU)."""
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from fastdyn.cli import main\n"
+        "r = CliRunner()\n"
+        "assert r.invoke(main, ['--help']).exit_code == 0\n"
+        "for name in main.commands:\n"
+        "    assert r.invoke(main, [name, '--help']).exit_code == 0, name\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_help_lists_warmup():
+    r = CliRunner().invoke(main, ["--help"])
+    assert r.exit_code == 0
+    assert any(line.split()[:1] == ["warmup"] for line in r.output.splitlines())
+
+
+def test_unwritable_cache_dir_is_one_line_exit_2(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    r = CliRunner().invoke(main, ["warmup", "--cache-dir", str(blocker / "cache")])
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "--cache-dir" in lines[0] and "not a writable directory" in lines[0]
+
+
+def test_unknown_model_is_one_line_exit_2(tmp_path):
+    r = CliRunner().invoke(main, ["warmup", "--cache-dir", str(tmp_path), "--model", "nope"])
+    assert r.exit_code == 2
+    assert len(r.output.strip().splitlines()) == 1 and "--model" in r.output
+
+
+def test_tiny_sizes_for_every_registered_model():
+    assert sorted(warmup.TINY) == sorted(registry.model_names())
+
+
+def test_plan_runs_every_preset_and_every_model():
+    runs = warmup.plan()
+    assert {name for _, name, _ in runs} == set(presets.names())
+    assert {label for label, _, _ in runs} >= set(presets.names())  # each preset as shipped
+    models = {load_config(presets.resolve(name), sets).model for _, name, sets in runs}
+    assert models == set(registry.model_names())
+
+
+def test_plan_configs_are_valid_and_restricted_by_model():
+    """Every planned run's config loads (a variant that no longer validates fails here, not in a
+    user's warm-up); --model keeps exactly the runs of that model."""
+    for _, name, sets in warmup.plan():
+        load_config(presets.resolve(name), sets)
+    only = warmup.plan(("msfr-h",))
+    assert only and all(load_config(presets.resolve(n), s).model == "msfr-h" for _, n, s in only)
+
+
+def test_list_prints_one_line_per_run(tmp_path):
+    r = CliRunner().invoke(main, ["warmup", "--cache-dir", str(tmp_path), "--list"])
+    assert r.exit_code == 0
+    assert len(r.output.strip().splitlines()) == len(warmup.plan())
+    assert not any(tmp_path.iterdir())  # --list writes nothing
+
+
+def test_kernels_compile_one_signature_per_run(tmp_path):
+    """Issue 20 "fewer specialisations": a dopri5 run with the exact closed form and a random init
+    compiles each of these kernels for at most one signature (they were compiled twice or more: a prange
+    index is uint64 in the parallel loop and int64 while typed; literal constants got their own)."""
+    from fastdyn.drive import integrate_kernels
+    from fastdyn.models.msfr import _closed_form, theory
+    from fastdyn.problems import rng
+
+    sets = ["task.n_tasks=3000", "time.n_times=6", "output.track=[1]", 'theory.level="exact"',
+            'init.scheme="random"', "time.t_max=1e4"]  # fmt: skip
+    args = ["-q", "simulate", "quickstart", "-o", str(tmp_path / "q.h5"), "--threads", "2"]
+    r = CliRunner().invoke(main, args + [a for s in sets for a in ("--set", s)])
+    assert r.exit_code == 0, r.output
+    kernels = {
+        "_dopri5_block": integrate_kernels._dopri5_block,
+        "_exact_tail": _closed_form._exact_tail,
+        "_walk_right": theory._walk_right,
+        "rng.key": rng.key,
+        "rng.uniform": rng.uniform,
+        "rng.normal": rng.normal,
+    }
+    # kernels loaded from numba's cache list no signature; compiled ones (a fresh checkout, CI)
+    # list what this process compiled: one each
+    counts = {name: len(k.signatures) for name, k in kernels.items()}
+    assert all(n <= 1 for n in counts.values()), counts
+
+
+def test_private_copy_of_a_read_only_cache(tmp_path, monkeypatch):
+    """A read-only NUMBA_CACHE_DIR is copied into a private writable directory: every file once,
+    then only those changed in the shared one; what numba added to the copy stays."""
+    import time
+
+    from fastdyn import _cache
+
+    shared = tmp_path / "shared"
+    (shared / "pkg_abc").mkdir(parents=True)
+    (shared / "pkg_abc" / "f-1.py311.nbi").write_bytes(b"index")
+    (shared / "pkg_abc" / "f-1.py311.1.nbc").write_bytes(b"code")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    dest = _cache.private_copy(shared)
+    assert dest is not None and dest.is_relative_to(tmp_path / "xdg")
+    assert (dest / "pkg_abc" / "f-1.py311.nbi").read_bytes() == b"index"
+    assert (dest / "pkg_abc" / "f-1.py311.1.nbc").read_bytes() == b"code"
+    (dest / "pkg_abc" / "f-1.py311.2.nbc").write_bytes(b"compiled here")
+    newer = time.time() + 10
+    (shared / "pkg_abc" / "f-1.py311.nbi").write_bytes(b"index2")  # re-warmed
+    os.utime(shared / "pkg_abc" / "f-1.py311.nbi", (newer, newer))
+    assert _cache.private_copy(shared) == dest
+    assert (dest / "pkg_abc" / "f-1.py311.nbi").read_bytes() == b"index2"
+    assert (dest / "pkg_abc" / "f-1.py311.2.nbc").read_bytes() == b"compiled here"
