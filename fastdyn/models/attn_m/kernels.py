@@ -248,7 +248,12 @@ def linear_with(last, cum, r, B, prep, idx, dr, dB) -> float:
 @njit(**SERIAL)
 def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     """One block of the softmax kernel: out = [Σ δ², Σ w ∂ŷ/∂r (H·D1), Σ w ∂ŷ/∂B (H·D1·D)]
-    with w = δ (the caller scales by −2/(P T))."""
+    with w = δ (the caller scales by −2/(P T)).
+
+    Per sample the tokens and labels are copied once into X (N+1 × D1); the score, value and
+    gradient loops run token-major with the heads inside, so each token row is read once per
+    pass instead of once per head (the sums keep their order: over b, then the label column;
+    over j within a head)."""
     H, D1 = r.shape
     D = D1 - 1
     N = tokens.shape[1] - 1
@@ -257,38 +262,46 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     alpha = np.empty((H, N + 1))
     o = np.empty((H, N + 1))
     yh = np.empty(H)
+    mx = np.empty(H)
     a = np.empty((H, D1))
-    xh = np.empty(D1)
-    gr = np.empty(D1)
-    ga = np.empty(D1)
+    X = np.empty((N + 1, D1))
+    gr = np.empty((H, D1))
+    ga = np.empty((H, D1))
     n0 = 1 if cumulative else N
     offB = 1 + H * D1
     for k in range(lo, hi):
         mu = idx[k]
+        for j in range(N + 1):
+            for b in range(D):
+                X[j, b] = tokens[mu, j, b]
+            X[j, D] = labels[mu, j]
         for n in range(n0, N + 1):
-            # a_i = B_i x_q, x_q = tokens[mu, n, :D]
+            # a_i = B_i x_q, x_q = X[n, :D]
             for i in range(H):
                 for b in range(D1):
                     s = 0.0
                     for c in range(D):
-                        s += B[i, b, c] * tokens[mu, n, c]
+                        s += B[i, b, c] * X[n, c]
                     a[i, b] = s
-            yhat = 0.0
-            for i in range(H):
-                m = -np.inf
-                for j in range(n + 1):
-                    for b in range(D):
-                        xh[b] = tokens[mu, j, b]
-                    xh[D] = labels[mu, j] if j < n else 0.0
+                mx[i] = -np.inf
+            # scores s_ij = x̂_jᵀ a_i and values o_ij = x̂_jᵀ r_i (query label hidden)
+            for j in range(n + 1):
+                lab = X[j, D] if j < n else 0.0
+                for i in range(H):
                     s = 0.0
                     oo = 0.0
-                    for b in range(D1):
-                        s += xh[b] * a[i, b]
-                        oo += xh[b] * r[i, b]
+                    for b in range(D):
+                        s += X[j, b] * a[i, b]
+                        oo += X[j, b] * r[i, b]
+                    s += lab * a[i, D]
+                    oo += lab * r[i, D]
                     alpha[i, j] = s
                     o[i, j] = oo
-                    if s > m:
-                        m = s
+                    if s > mx[i]:
+                        mx[i] = s
+            yhat = 0.0
+            for i in range(H):
+                m = mx[i]
                 z = 0.0
                 for j in range(n + 1):
                     e = math.exp(alpha[i, j] - m)
@@ -302,26 +315,26 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
                 yhat += y_i
             d = labels[mu, n] - yhat
             out[0] += d * d
-            for i in range(H):
-                # g_r = Σ_j α_j x̂_j ;  g_a = Σ_j α_j (o_j − ŷ_i) x̂_j ;  ∂ŷ/∂B_i = g_a x_qᵀ, so
-                # the outer product with x_q is taken once per head, not once per token j
-                for b in range(D1):
-                    gr[b] = 0.0
-                    ga[b] = 0.0
-                for j in range(n + 1):
-                    for b in range(D):
-                        xh[b] = tokens[mu, j, b]
-                    xh[D] = labels[mu, j] if j < n else 0.0
+            # g_r,i = Σ_j α_ij x̂_j ;  g_a,i = Σ_j α_ij (o_ij − ŷ_i) x̂_j ;  ∂ŷ/∂B_i = g_a,i x_qᵀ,
+            # the outer product with x_q taken once per head, not once per token j
+            gr[:, :] = 0.0
+            ga[:, :] = 0.0
+            for j in range(n + 1):
+                lab = X[j, D] if j < n else 0.0
+                for i in range(H):
                     wr = d * alpha[i, j]
                     wa = wr * (o[i, j] - yh[i])
-                    for b in range(D1):
-                        gr[b] += wr * xh[b]
-                        ga[b] += wa * xh[b]
+                    for b in range(D):
+                        gr[i, b] += wr * X[j, b]
+                        ga[i, b] += wa * X[j, b]
+                    gr[i, D] += wr * lab
+                    ga[i, D] += wa * lab
+            for i in range(H):
                 for b in range(D1):
-                    out[1 + i * D1 + b] += gr[b]
+                    out[1 + i * D1 + b] += gr[i, b]
                     base = offB + (i * D1 + b) * D
                     for c in range(D):
-                        out[base + c] += ga[b] * tokens[mu, n, c]
+                        out[base + c] += ga[i, b] * X[n, c]
 
 
 @njit(**PARALLEL)
