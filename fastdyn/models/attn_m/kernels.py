@@ -24,13 +24,12 @@ of threads).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, prange
 
 from ..._jit import PARALLEL, SERIAL
 from ...reduce import BLOCK, accumulate_blocks, n_blocks
+from .._fastexp import exp_nonpos
 
 
 def pair_index(D1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -302,11 +301,11 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
             yhat = 0.0
             for i in range(H):
                 m = mx[i]
+                for j in range(n + 1):  # branch free: this loop vectorises
+                    alpha[i, j] = exp_nonpos(alpha[i, j] - m)
                 z = 0.0
                 for j in range(n + 1):
-                    e = math.exp(alpha[i, j] - m)
-                    alpha[i, j] = e
-                    z += e
+                    z += alpha[i, j]
                 y_i = 0.0
                 for j in range(n + 1):
                     alpha[i, j] /= z  # a division, not × 1/z: α_ij as the spec writes it
