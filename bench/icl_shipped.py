@@ -83,6 +83,25 @@ def per_epoch_in_process(epochs: int) -> float:
     return (time.perf_counter() - t0) / epochs
 
 
+def kernel_in_run(d: Path) -> tuple[float, int]:
+    """Seconds per call and number of calls of the model's ``loss_and_grad`` inside one in-process
+    ``fastdyn simulate`` of the shipped config (cProfile's cumulative time: training steps plus
+    the full-set loss evaluations at saves)."""
+    import cProfile
+    import pstats
+
+    import fastdyn
+
+    cfg = fastdyn.load_config(PRESET)
+    prof = cProfile.Profile()
+    prof.runcall(fastdyn.simulate, cfg, d / "prof.h5")
+    st = pstats.Stats(prof)
+    for (file, _line, name), (_cc, nc, _tt, ct, _callers) in st.stats.items():
+        if name == "loss_and_grad" and file.endswith(("attn_m/__init__.py", "attn_s/__init__.py")):
+            return ct / nc, nc
+    raise RuntimeError("loss_and_grad not found in the profile")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -110,9 +129,14 @@ def main() -> None:
                 f"{name:10s} {med['wall']:8.2f} {med['cpu']:8.2f} {med['in_run']:9.2f}"
                 f" {1e3 * med['in_run'] / epochs:16.3f}"
             )
+        per_call, calls = kernel_in_run(d)
     step = float(np.median([per_epoch_in_process(a.epochs) for _ in range(a.repeat)]))
     print(
         f"per epoch in process (loss_and_grad + GD step, shipped model/data): {1e3 * step:.3f} ms"
+    )
+    print(
+        f"loss_and_grad inside the shipped run (cProfile, {calls} calls): {1e3 * per_call:.3f} ms"
+        f" per call; ratio to the line above {per_call / step:.2f}"
     )
     print(f"load average at end: {os.getloadavg()}")
 
