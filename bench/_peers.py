@@ -30,6 +30,10 @@ def setup_env(threads: int = 2) -> None:
     )
     os.environ.setdefault("JAX_ENABLE_X64", "1")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # torch's and numba's OpenMP pools share one libgomp, which reads its wait policy when the
+    # first of them loads it: the policy `import fastdyn` asks for (fastdyn/_threads.py) must be
+    # set before torch is imported, and it applies to torch's threads too (they spun as well)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def optional(name: str):
