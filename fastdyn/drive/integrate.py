@@ -52,13 +52,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from ..reduce import accumulate_blocks, n_blocks
 from . import saveat, stop_flag
 from .integrate_kernels import (  # noqa: F401  (re-exported: kernels keep their old address)
-    _dopri5_block,
-    _lane_block,
+    _dopri5_task,
+    _lane_group,
     dopri5_kernel,
     gd_kernel,
     rk4_kernel,
@@ -334,7 +335,7 @@ def advance(
             *common, q, float(t0), times_arr, float(steps_per_timescale), float(settle_tol),
             int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
-        _gpu().rk4_kernel(*args) if on_gpu else rk4_kernel(*args, stop_flag.FLAG)
+        _gpu().rk4_kernel(*args) if on_gpu else rk4_kernel(*args, stop_flag.FLAG, _bins())
     elif integrator == "dopri5":
         if on_gpu:
             raise ValueError(
@@ -346,15 +347,20 @@ def advance(
         dopri5_kernel(
             *common, state.rejected, q, float(t0), times_arr, float(rtol), float(atol),
             float(settle_tol), int(max_steps), tpos, test_partials, train_partials, f_track,
-            stop_flag.FLAG,
+            stop_flag.FLAG, _bins(),
         )  # fmt: skip
     else:
         args = (
             *common, q, float(k0), marks_out.astype(np.float64), float(eta), float(settle_tol),
             int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
-        _gpu().gd_kernel(*args) if on_gpu else gd_kernel(*args, stop_flag.FLAG)
+        _gpu().gd_kernel(*args) if on_gpu else gd_kernel(*args, stop_flag.FLAG, _bins())
     return Segment(times_arr, test_partials, train_partials, f_track, tr, marks_out)
+
+
+def _bins() -> int:
+    """Work bins of the CPU kernels: one per numba thread (the results do not depend on it)."""
+    return int(numba.get_num_threads())
 
 
 def _gpu():

@@ -1,11 +1,22 @@
 """The numba kernels of :mod:`fastdyn.drive.integrate`: one chunk of tasks, state updated in place.
 
 ``@njit(parallel=True)`` kernels (:func:`rk4_kernel`, :func:`gd_kernel`, :func:`dopri5_kernel`)
-``prange`` over fixed-size blocks of BLOCK tasks; each block runs a serial per-block kernel that
-adds its tasks' loss terms in task order into the block's row of the partials, so the results
-are bit-identical for any thread count. rk4 and gd (:func:`_lane_block`) run LANES tasks in
-lock-step (:mod:`fastdyn.drive.lanes`); dopri5 (:func:`_dopri5_block`) runs one task at a time
-with its own adaptive steps.
+work through the chunk in slices of whole blocks (at most FBUF_VALUES task × time values each) in
+two passes per slice:
+
+1. integrate: ``prange`` over one bin per numba thread; bin k takes the lane groups (rk4, gd:
+   LANES tasks in lock-step, :func:`_lane_group`, :mod:`fastdyn.drive.lanes`) or the tasks
+   (dopri5, own adaptive steps, :func:`_dopri5_task`) k, k + bins, k + 2·bins, … of the slice and
+   stores each task's f at every output time in a per-task buffer. Task tables are ordered by
+   frequency, so the work per task falls smoothly with the index (power laws: the first block may
+   hold most of it) and this cyclic deal gives every thread about the same work, where a ``prange``
+   over blocks gave one thread the heavy first blocks.
+2. reduce: ``prange`` over the blocks of the slice; each block adds its tasks' loss terms from the
+   buffer in task order into its row of the partials (:mod:`fastdyn.reduce`), the same additions
+   in the same order as a per-block kernel would do.
+
+Which thread integrates a task changes nothing in its arithmetic, and the sums do not depend on
+the deal, so the results are bit-identical for any thread count.
 """
 
 from __future__ import annotations
@@ -50,7 +61,7 @@ from .task_status import (
 )
 
 # ----------------------------------------------------------------------------------------------
-# serial per-block kernels
+# serial kernels: one lane group, one task
 # ----------------------------------------------------------------------------------------------
 
 #: dopri5 polls the stop flag every this many steps (accepted + rejected) of a task
@@ -58,9 +69,11 @@ STOP_POLL = 1024
 
 
 @njit(**SERIAL)
-def _lane_block(
+def _lane_group(
     is_gd,
-    b,
+    g0,
+    m,
+    lo,
     lam,
     psi,
     rate,
@@ -81,119 +94,112 @@ def _lane_block(
     settle_tol,
     max_steps,
     tpos,
-    test_part,
-    train_part,
+    fbuf,
     f_track,
     stop,
 ):
-    """One block of rk4 (marks = output times, mark0 = start time) or gd (marks = output step
-    indices as floats, mark0 = start step) in groups of LANES tasks. Returns early, leaving the
-    block's outputs incomplete, once ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`)."""
-    n = lam.shape[0]
-    lo = b * BLOCK
-    hi = min(lo + BLOCK, n)
+    """Tasks g0 … g0+m−1 (m ≤ LANES) of rk4 (marks = output times, mark0 = start time) or gd
+    (marks = output step indices as floats, mark0 = start step) in lock-step; f of task i at
+    output j goes to ``fbuf[i − lo, j]``. Returns early, leaving the outputs incomplete, once
+    ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`)."""
     nt = marks.shape[0]
     W = np.zeros(_NW * LANES)
     limit = np.zeros(LANES, dtype=np.bool_)
     fmax = float(max_steps)
-    for g0 in range(lo, hi, LANES):
-        m = min(LANES, hi - g0)
-        W[:] = 0.0
+    for l in range(LANES):
+        W[_OPSI + l] = 1.0
+    for l in range(m):
+        i = g0 + l
+        W[_OLAM + l] = lam[i]
+        W[_OPSI + l] = psi[i]
+        W[_OQ + l] = q
+        W[_ORATE + l] = rate[i]
+        W[_OWT + l] = wtest[i]
+        W[_ORPREV + l] = rprev[i]
+        W[_OTHR + l] = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
+        W[_ONST + l] = float(steps[i])
+        W[_OHNOM + l] = hnom[i]
+        W[_OY0 + l] = vx[i]
+        W[_OY1 + l] = vy[i]
+        W[_OY2 + l] = wx[i]
+        W[_OY3 + l] = wy[i]
+        if status[i] == STATUS_RUNNING:
+            p = (lam[i], psi[i], q, rate[i])
+            sig = rate_scale(p, (vx[i], vy[i], wx[i], wy[i]))
+            if not (sig > 0.0) or not np.isfinite(sig):
+                status[i] = STATUS_FROZEN
+            else:
+                W[_OALIVE + l] = 1.0
+                if not (hnom[i] > 0.0):
+                    W[_OHNOM + l] = eta if is_gd else 1.0 / (spt * sig)
+    _lanes_rhs(W)
+    prev = mark0
+    for j in range(nt):
+        if stop[0] != 0:
+            return
+        mj = marks[j]
+        dt = mj - prev
+        prev = mj
+        nmax = 0.0
         for l in range(LANES):
-            W[_OPSI + l] = 1.0
-        for l in range(m):
-            i = g0 + l
-            W[_OLAM + l] = lam[i]
-            W[_OPSI + l] = psi[i]
-            W[_OQ + l] = q
-            W[_ORATE + l] = rate[i]
-            W[_OWT + l] = wtest[i]
-            W[_ORPREV + l] = rprev[i]
-            W[_OTHR + l] = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
-            W[_ONST + l] = float(steps[i])
-            W[_OHNOM + l] = hnom[i]
-            W[_OY0 + l] = vx[i]
-            W[_OY1 + l] = vy[i]
-            W[_OY2 + l] = wx[i]
-            W[_OY3 + l] = wy[i]
-            if status[i] == STATUS_RUNNING:
-                p = (lam[i], psi[i], q, rate[i])
-                sig = rate_scale(p, (vx[i], vy[i], wx[i], wy[i]))
-                if not (sig > 0.0) or not np.isfinite(sig):
-                    status[i] = STATUS_FROZEN
+            limit[l] = False
+            W[_ON + l] = 0.0
+            if W[_OALIVE + l] > 0.5 and dt > 0.0:
+                hn = W[_OHNOM + l]
+                if is_gd:
+                    nf = dt
+                    hh = eta
                 else:
-                    W[_OALIVE + l] = 1.0
-                    if not (hnom[i] > 0.0):
-                        W[_OHNOM + l] = eta if is_gd else 1.0 / (spt * sig)
-        _lanes_rhs(W)
-        prev = mark0
-        for j in range(nt):
-            if stop[0] != 0:
-                return
-            mj = marks[j]
-            dt = mj - prev
-            prev = mj
-            nmax = 0.0
-            for l in range(LANES):
-                limit[l] = False
-                W[_ON + l] = 0.0
-                if W[_OALIVE + l] > 0.5 and dt > 0.0:
-                    hn = W[_OHNOM + l]
-                    if is_gd:
-                        nf = dt
-                        hh = eta
-                    else:
-                        nf = np.ceil(dt / hn)
-                        hh = dt / nf
-                    budget = fmax - W[_ONST + l]
-                    if nf > budget:
-                        nf = budget
-                        hh = eta if is_gd else hn
-                        limit[l] = True
-                    W[_ON + l] = nf
-                    W[_OHH + l] = hh
-                    nmax = max(nmax, nf)
-            if nmax > 0.0:
-                _lanes_advance(is_gd, W, int(nmax), q, stop)
-            for l in range(m):
-                i = g0 + l
-                if W[_OALIVE + l] > 0.5:
-                    fin = (
-                        np.isfinite(W[_OF + l])
-                        and np.isfinite(W[_OY0 + l])
-                        and np.isfinite(W[_OY1 + l])
-                        and np.isfinite(W[_OY2 + l])
-                        and np.isfinite(W[_OY3 + l])
-                    )
-                    if not fin:
-                        status[i] = STATUS_DIVERGED
-                        W[_OALIVE + l] = 0.0
-                    elif limit[l]:
-                        status[i] = STATUS_STEP_LIMIT
-                        W[_OALIVE + l] = 0.0
-                elif status[i] == STATUS_RUNNING:
-                    status[i] = STATUS_SETTLED
-                f = W[_OF + l]
-                te, tr = task_loss(f - W[_OLAM + l], W[_ORATE + l], W[_OWT + l])
-                test_part[b, j] += te
-                train_part[b, j] += tr
-                k = tpos[i]
-                if k >= 0:
-                    f_track[k, j] = f
+                    nf = np.ceil(dt / hn)
+                    hh = dt / nf
+                budget = fmax - W[_ONST + l]
+                if nf > budget:
+                    nf = budget
+                    hh = eta if is_gd else hn
+                    limit[l] = True
+                W[_ON + l] = nf
+                W[_OHH + l] = hh
+                nmax = max(nmax, nf)
+        if nmax > 0.0:
+            _lanes_advance(is_gd, W, int(nmax), q, stop)
         for l in range(m):
             i = g0 + l
-            vx[i] = W[_OY0 + l]
-            vy[i] = W[_OY1 + l]
-            wx[i] = W[_OY2 + l]
-            wy[i] = W[_OY3 + l]
-            steps[i] = np.int64(W[_ONST + l])
-            rprev[i] = W[_ORPREV + l]
-            hnom[i] = W[_OHNOM + l]
+            if W[_OALIVE + l] > 0.5:
+                fin = (
+                    np.isfinite(W[_OF + l])
+                    and np.isfinite(W[_OY0 + l])
+                    and np.isfinite(W[_OY1 + l])
+                    and np.isfinite(W[_OY2 + l])
+                    and np.isfinite(W[_OY3 + l])
+                )
+                if not fin:
+                    status[i] = STATUS_DIVERGED
+                    W[_OALIVE + l] = 0.0
+                elif limit[l]:
+                    status[i] = STATUS_STEP_LIMIT
+                    W[_OALIVE + l] = 0.0
+            elif status[i] == STATUS_RUNNING:
+                status[i] = STATUS_SETTLED
+            f = W[_OF + l]
+            fbuf[i - lo, j] = f
+            k = tpos[i]
+            if k >= 0:
+                f_track[k, j] = f
+    for l in range(m):
+        i = g0 + l
+        vx[i] = W[_OY0 + l]
+        vy[i] = W[_OY1 + l]
+        wx[i] = W[_OY2 + l]
+        wy[i] = W[_OY3 + l]
+        steps[i] = np.int64(W[_ONST + l])
+        rprev[i] = W[_ORPREV + l]
+        hnom[i] = W[_OHNOM + l]
 
 
 @njit(**SERIAL)
-def _dopri5_block(
-    b,
+def _dopri5_task(
+    i,
+    lo,
     lam,
     psi,
     rate,
@@ -215,141 +221,217 @@ def _dopri5_block(
     settle_tol,
     max_steps,
     tpos,
-    test_part,
-    train_part,
+    fbuf,
     f_track,
     stop,
 ):
-    """One block of dopri5, one task at a time (own adaptive steps), sums in task order.
-    Returns early, leaving the block's outputs incomplete, once ``stop[0] != 0`` (a signal) or
+    """Task i of dopri5 (own adaptive steps); f at output j goes to ``fbuf[i − lo, j]``.
+    Returns early, leaving the outputs incomplete, once ``stop[0] != 0`` (a signal) or
     ``stop[1] != 0`` (polled every STOP_POLL steps of a task); a task that reaches ``max_steps``
     sets ``stop[1]`` (see :mod:`fastdyn.drive.stop_flag`)."""
-    n = lam.shape[0]
-    lo = b * BLOCK
-    hi = min(lo + BLOCK, n)
     nt = times.shape[0]
-    fout = np.empty(nt)
-    for i in range(lo, hi):
-        lm = lam[i]
-        p = (lm, psi[i], q, rate[i])
-        y = (vx[i], vy[i], wx[i], wy[i])
-        k, f = task_rhs(p, y)
-        thr = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
-        alive = status[i] == STATUS_RUNNING
-        h = hstate[i]
-        if alive:
-            sig = rate_scale(p, y)
-            if not (sig > 0.0) or not np.isfinite(sig):
-                status[i] = STATUS_FROZEN
+    fout = fbuf[i - lo]
+    lm = lam[i]
+    p = (lm, psi[i], q, rate[i])
+    y = (vx[i], vy[i], wx[i], wy[i])
+    k, f = task_rhs(p, y)
+    thr = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
+    alive = status[i] == STATUS_RUNNING
+    h = hstate[i]
+    if alive:
+        sig = rate_scale(p, y)
+        if not (sig > 0.0) or not np.isfinite(sig):
+            status[i] = STATUS_FROZEN
+            alive = False
+        elif not (h > 0.0):
+            d0 = _rms(y)
+            d1 = _rms(k)
+            h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
+            h = min(h, 0.01 / sig)
+    t = t0
+    nst = steps[i]
+    nrej = rejected[i]
+    rp = rprev[i]
+    rej_before = False
+    for j in range(nt):
+        tj = times[j]
+        while alive and t < tj:
+            if (nst + nrej) % STOP_POLL == 0 and (stop[0] != 0 or stop[1] != 0):
+                return
+            if nst >= max_steps:
+                status[i] = STATUS_STEP_LIMIT
+                stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
+                steps[i] = nst
+                return
+            clipped = h >= tj - t
+            hh = tj - t if clipped else h
+            if t + hh == t:
+                status[i] = STATUS_STALLED
                 alive = False
-            elif not (h > 0.0):
-                d0 = _rms(y)
-                d1 = _rms(k)
-                h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
-                h = min(h, 0.01 / sig)
-        t = t0
-        nst = steps[i]
-        nrej = rejected[i]
-        rp = rprev[i]
-        rej_before = False
-        for j in range(nt):
-            tj = times[j]
-            while alive and t < tj:
-                if (nst + nrej) % STOP_POLL == 0 and (stop[0] != 0 or stop[1] != 0):
-                    return
-                if nst >= max_steps:
-                    status[i] = STATUS_STEP_LIMIT
-                    stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
-                    steps[i] = nst
-                    return
-                clipped = h >= tj - t
-                hh = tj - t if clipped else h
-                if t + hh == t:
-                    status[i] = STATUS_STALLED
+                break
+            yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, hh)
+            err = error_norm(e, y, yn, atol, rtol)
+            acc, hnew = dopri5_controller(err, hh, rej_before)
+            if acc:
+                t = tj if clipped else t + hh
+                y = yn
+                k = kn
+                f = fn
+                nst += 1
+                rej_before = False
+                h = max(hnew, h) if clipped else hnew
+                r = abs(f - lm)
+                if not (np.isfinite(f) and np.isfinite(_rms(y))):
+                    status[i] = STATUS_DIVERGED
                     alive = False
-                    break
-                yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, hh)
-                err = error_norm(e, y, yn, atol, rtol)
-                acc, hnew = dopri5_controller(err, hh, rej_before)
-                if acc:
-                    t = tj if clipped else t + hh
-                    y = yn
-                    k = kn
-                    f = fn
-                    nst += 1
-                    rej_before = False
-                    h = max(hnew, h) if clipped else hnew
-                    r = abs(f - lm)
-                    if not (np.isfinite(f) and np.isfinite(_rms(y))):
-                        status[i] = STATUS_DIVERGED
-                        alive = False
-                    elif r <= thr and r <= rp:
-                        status[i] = STATUS_SETTLED
-                        alive = False
-                    rp = r
-                else:
-                    nrej += 1
-                    rej_before = True
-                    h = hnew
-            fout[j] = f
+                elif r <= thr and r <= rp:
+                    status[i] = STATUS_SETTLED
+                    alive = False
+                rp = r
+            else:
+                nrej += 1
+                rej_before = True
+                h = hnew
+        fout[j] = f
+    kk = tpos[i]
+    if kk >= 0:
         for j in range(nt):
-            te, tr = task_loss(fout[j] - lm, rate[i], wtest[i])
+            f_track[kk, j] = fout[j]
+    vx[i], vy[i], wx[i], wy[i] = y
+    hstate[i] = h
+    rprev[i] = rp
+    steps[i] = nst
+    rejected[i] = nrej
+
+
+# ----------------------------------------------------------------------------------------------
+# parallel kernels: slices of whole blocks, integrated in cyclic bins, reduced per block
+# ----------------------------------------------------------------------------------------------
+
+#: the most task × time values of f a kernel buffers per slice (8 bytes each: 16 MiB)
+FBUF_VALUES = 1 << 21
+
+
+@njit(**SERIAL)
+def slice_tasks(n, nt):
+    """Tasks per slice: whole blocks, at most FBUF_VALUES // nt tasks (at least one block), and
+    no more than the chunk's n tasks rounded up to a block."""
+    per = max(BLOCK, (FBUF_VALUES // max(nt, 1)) // BLOCK * BLOCK)
+    return min(per, max(BLOCK, (n + BLOCK - 1) // BLOCK * BLOCK))
+
+
+@njit(**SERIAL)
+def _block_losses(b, a, e, lo, lam, rate, wtest, fbuf, test_part, train_part):
+    """Row b of the partials += the loss terms of tasks a … e−1 (f in ``fbuf[i − lo]``), added in
+    task order, output time by output time."""
+    nt = fbuf.shape[1]
+    for i in range(a, e):
+        for j in range(nt):
+            te, tr = task_loss(fbuf[i - lo, j] - lam[i], rate[i], wtest[i])
             test_part[b, j] += te
             train_part[b, j] += tr
-        kk = tpos[i]
-        if kk >= 0:
-            for j in range(nt):
-                f_track[kk, j] = fout[j]
-        vx[i], vy[i], wx[i], wy[i] = y
-        hstate[i] = h
-        rprev[i] = rp
-        steps[i] = nst
-        rejected[i] = nrej
 
 
-# ----------------------------------------------------------------------------------------------
-# parallel kernels: prange over fixed-size blocks
-# ----------------------------------------------------------------------------------------------
+# The parallel kernels carry both passes inline (a parallel kernel that calls another parallel
+# function cannot be cached). Per slice: pass 1 ``prange`` over ``bins`` bins (bin k: lane groups
+# or tasks k, k + bins, …; bins = the number of numba threads, given by the caller because
+# ``numba.get_num_threads`` inside a kernel makes it uncacheable), pass 2 ``prange`` over the
+# slice's blocks (:func:`_block_losses`).
 
 
 @njit(**PARALLEL)
 def rk4_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times, spt,
-    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
+    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
 ):  # fmt: skip
     """Per-task fixed-step RK4 of one chunk; state arrays updated in place."""
-    for b in prange(test_part.shape[0]):
-        _lane_block(
-            False, b, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
-            steps, q, t0, times, spt, 0.0, settle_tol, max_steps, tpos, test_part, train_part,
-            f_track, stop,
-        )  # fmt: skip
+    n = lam.shape[0]
+    nt = times.shape[0]
+    per = slice_tasks(n, nt)
+    fbuf = np.empty((per, nt))
+    for lo in range(0, n, per):
+        hi = min(lo + per, n)
+        ng = (hi - lo + LANES - 1) // LANES
+        for k in prange(bins):
+            for g in range(k, ng, bins):
+                if stop[0] != 0:
+                    break
+                g0 = lo + g * LANES
+                _lane_group(
+                    False, g0, min(LANES, hi - g0), lo, lam, psi, rate, wtest, vx, vy, wx, wy,
+                    hnom, rprev, status, steps, q, t0, times, spt, 0.0, settle_tol, max_steps,
+                    tpos, fbuf, f_track, stop,
+                )  # fmt: skip
+        if stop[0] != 0:
+            return
+        for bb in prange((hi - lo + BLOCK - 1) // BLOCK):
+            a = lo + bb * BLOCK
+            _block_losses(
+                a // BLOCK, a, min(a + BLOCK, hi), lo, lam, rate, wtest, fbuf, test_part,
+                train_part,
+            )  # fmt: skip
 
 
 @njit(**PARALLEL)
 def gd_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout, eta,
-    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
+    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
 ):  # fmt: skip
     """Discrete gradient descent (shared η) of one chunk; kout = output step indices (float64,
     exact integers), k0 the step the state is at; state arrays updated in place."""
-    for b in prange(test_part.shape[0]):
-        _lane_block(
-            True, b, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
-            steps, q, k0, kout, 0.0, eta, settle_tol, max_steps, tpos, test_part, train_part,
-            f_track, stop,
-        )  # fmt: skip
+    n = lam.shape[0]
+    nt = kout.shape[0]
+    per = slice_tasks(n, nt)
+    fbuf = np.empty((per, nt))
+    for lo in range(0, n, per):
+        hi = min(lo + per, n)
+        ng = (hi - lo + LANES - 1) // LANES
+        for k in prange(bins):
+            for g in range(k, ng, bins):
+                if stop[0] != 0:
+                    break
+                g0 = lo + g * LANES
+                _lane_group(
+                    True, g0, min(LANES, hi - g0), lo, lam, psi, rate, wtest, vx, vy, wx, wy,
+                    hnom, rprev, status, steps, q, k0, kout, 0.0, eta, settle_tol, max_steps,
+                    tpos, fbuf, f_track, stop,
+                )  # fmt: skip
+        if stop[0] != 0:
+            return
+        for bb in prange((hi - lo + BLOCK - 1) // BLOCK):
+            a = lo + bb * BLOCK
+            _block_losses(
+                a // BLOCK, a, min(a + BLOCK, hi), lo, lam, rate, wtest, fbuf, test_part,
+                train_part,
+            )  # fmt: skip
 
 
 @njit(**PARALLEL)
 def dopri5_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q, t0,
-    times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
+    times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
 ):  # fmt: skip
     """Per-task adaptive Dormand–Prince 5(4) of one chunk; state arrays updated in place."""
-    for b in prange(test_part.shape[0]):
-        _dopri5_block(
-            b, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
-            t0, times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track,
-            stop,
-        )  # fmt: skip
+    n = lam.shape[0]
+    nt = times.shape[0]
+    per = slice_tasks(n, nt)
+    fbuf = np.empty((per, nt))
+    for lo in range(0, n, per):
+        hi = min(lo + per, n)
+        for k in prange(bins):
+            for i in range(lo + k, hi, bins):
+                if stop[0] != 0 or stop[1] != 0:
+                    break
+                _dopri5_task(
+                    i, lo, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps,
+                    rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos, fbuf,
+                    f_track, stop,
+                )  # fmt: skip
+        if stop[0] != 0 or stop[1] != 0:
+            return
+        for bb in prange((hi - lo + BLOCK - 1) // BLOCK):
+            a = lo + bb * BLOCK
+            _block_losses(
+                a // BLOCK, a, min(a + BLOCK, hi), lo, lam, rate, wtest, fbuf, test_part,
+                train_part,
+            )  # fmt: skip
