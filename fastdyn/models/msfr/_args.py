@@ -4,7 +4,9 @@ and their CUDA twins (``theory_cuda.py``), so neither imports the other's module
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
+from ..._jit import PARALLEL
 from ...reduce import n_blocks
 from ._closed_form import EXACT, FIRST_ORDER, LEADING
 
@@ -30,6 +32,22 @@ def _times(times) -> np.ndarray:
     return t
 
 
+@njit(**PARALLEL)
+def _bad_counts(x):
+    """(non-finite, finite ≤ 0, finite < 0) entries of x, counted in parallel (an integer sum,
+    the same for any thread count): the checks of a 10^7-task table cost no serial pass."""
+    nonfin = 0
+    nonpos = 0
+    neg = 0
+    for i in prange(x.shape[0]):
+        v = x[i]
+        fin = np.isfinite(v)
+        nonfin += 0 if fin else 1
+        nonpos += 1 if (fin and v <= 0.0) else 0
+        neg += 1 if (fin and v < 0.0) else 0
+    return nonfin, nonpos, neg
+
+
 def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
     out = []
     n = None
@@ -43,12 +61,13 @@ def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
             raise ValueError(f"{name} has {x.shape[0]} tasks, expected {n} (like the others)")
         out.append(x)
     names = list(arrays)
-    for name, x in zip(names, out, strict=True):
-        if not np.all(np.isfinite(x)):
+    counts = [_bad_counts(x) for x in out]
+    for name, c in zip(names, counts, strict=True):
+        if c[0]:
             raise ValueError(f"{name} must be finite for every task")
-    if np.any(~(out[names.index("psi")] > 0.0)):
+    if counts[names.index("psi")][1]:
         raise ValueError("psi must be > 0 for every task")
-    if np.any(~(out[names.index("rate")] >= 0.0)):
+    if counts[names.index("rate")][2]:
         raise ValueError("rate must be ≥ 0 for every task")
     return int(n or 0), out
 
