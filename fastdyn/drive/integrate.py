@@ -37,13 +37,16 @@ Outputs per call: per-block partial sums (n_blocks, T) of the test terms wtest·
 terms rate·r²/2 (each block summed serially in task order, :mod:`fastdyn.reduce`), f_s(t_j) of the
 tracked tasks (n_track, T), and the updated :class:`TaskState` (final state, step sizes, step
 counts, status) so a run can continue or be checkpointed. Deterministic: per-task arithmetic does
-not depend on neighbours, and sums are per fixed block, so results are bit-identical for any
-thread count and any chunk size that is a multiple of BLOCK (chunks start on a block boundary).
+not depend on neighbours (nor on which thread runs it: the kernels deal lane groups / tasks
+cyclically to one bin per thread, so power-law tables with most of the work in the first block
+still keep every thread busy), and sums are per fixed block in task order, so results are
+bit-identical for any thread count and any chunk size that is a multiple of BLOCK (chunks start
+on a block boundary).
 
 Layers: Python wrappers (this module: :func:`integrate_rk4`, :func:`integrate_dopri5`,
 :func:`integrate_gd`, the segment-wise :func:`advance` and the driver-facing :class:`State` /
 :func:`advance_chunk`) validate and allocate; the ``@njit(parallel=True)`` kernels and the serial
-per-block kernels are in :mod:`fastdyn.drive.integrate_kernels`, the lock-step lane machinery of
+per-group / per-task kernels are in :mod:`fastdyn.drive.integrate_kernels`, the lock-step lane machinery of
 rk4 and gd in :mod:`fastdyn.drive.lanes`. The kernels and :data:`LANES` are re-exported here.
 """
 
