@@ -308,8 +308,9 @@ def _dopri5_task(
 # parallel kernels: slices of whole blocks, integrated in cyclic bins, reduced per block
 # ----------------------------------------------------------------------------------------------
 
-#: the most task × time values of f a kernel buffers per slice (8 bytes each: 16 MiB)
-FBUF_VALUES = 1 << 21
+#: the most task × time values of f a kernel buffers per slice (8 bytes each: 1 MiB, so pass 2
+#: reads them from cache; one slice is at least one block)
+FBUF_VALUES = 1 << 17
 
 
 @njit(**SERIAL)
