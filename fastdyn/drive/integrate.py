@@ -37,9 +37,9 @@ Outputs per call: per-block partial sums (n_blocks, T) of the test terms wtest·
 terms rate·r²/2 (each block summed serially in task order, :mod:`fastdyn.reduce`), f_s(t_j) of the
 tracked tasks (n_track, T), and the updated :class:`TaskState` (final state, step sizes, step
 counts, status) so a run can continue or be checkpointed. Deterministic: per-task arithmetic does
-not depend on neighbours (nor on which thread runs it: the kernels deal lane groups / tasks
-cyclically to one bin per thread, so power-law tables with most of the work in the first block
-still keep every thread busy), and sums are per fixed block in task order, so results are
+not depend on neighbours (nor on which thread runs it: the kernels hand out lane groups / tasks
+dynamically to one worker per thread, so power-law tables with most of the work in the first
+block still keep every thread busy), and sums are per fixed block in task order, so results are
 bit-identical for any thread count and any chunk size that is a multiple of BLOCK (chunks start
 on a block boundary).
 
@@ -362,7 +362,7 @@ def advance(
 
 
 def _bins() -> int:
-    """Work bins of the CPU kernels: one per numba thread (the results do not depend on it)."""
+    """Workers of the CPU kernels: one per numba thread (the results do not depend on it)."""
     return int(numba.get_num_threads())
 
 

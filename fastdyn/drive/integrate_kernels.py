@@ -4,25 +4,28 @@
 work through the chunk in slices of whole blocks (at most FBUF_VALUES task × time values each) in
 two passes per slice:
 
-1. integrate: ``prange`` over one bin per numba thread; bin k takes the lane groups (rk4, gd:
-   LANES tasks in lock-step, :func:`_lane_group`, :mod:`fastdyn.drive.lanes`) or the tasks
-   (dopri5, own adaptive steps, :func:`_dopri5_task`) k, k + bins, k + 2·bins, … of the slice and
-   stores each task's f at every output time in a per-task buffer. Task tables are ordered by
-   frequency, so the work per task falls smoothly with the index (power laws: the first block may
-   hold most of it) and this cyclic deal gives every thread about the same work, where a ``prange``
-   over blocks gave one thread the heavy first blocks.
+1. integrate: ``prange`` over one worker per numba thread; each worker takes the next lane group
+   (rk4, gd: LANES tasks in lock-step, :func:`_lane_group`, :mod:`fastdyn.drive.lanes`) or task
+   (dopri5, own adaptive steps, :func:`_dopri5_task`) of the slice from an atomic counter
+   (:func:`_take`) until none is left, and stores each task's f at every output time in a per-task
+   buffer. Dynamic scheduling: on a power-law table (the first block may hold most of the work)
+   every thread stays busy to the end, also when the machine is loaded and one thread is held up,
+   where a ``prange`` over blocks gave one thread the heavy first blocks. Tables are ordered by
+   frequency, so the heavy groups are handed out first.
 2. reduce: ``prange`` over the blocks of the slice; each block adds its tasks' loss terms from the
    buffer in task order into its row of the partials (:mod:`fastdyn.reduce`), the same additions
    in the same order as a per-block kernel would do.
 
 Which thread integrates a task changes nothing in its arithmetic, and the sums do not depend on
-the deal, so the results are bit-identical for any thread count.
+which thread did what, so the results are bit-identical for any thread count and schedule.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .._jit import PARALLEL, SERIAL
 from ..models.msfr.ode import rate_scale, task_loss, task_rhs
@@ -97,14 +100,16 @@ def _lane_group(
     fbuf,
     f_track,
     stop,
+    W,
+    limit,
 ):
     """Tasks g0 … g0+m−1 (m ≤ LANES) of rk4 (marks = output times, mark0 = start time) or gd
     (marks = output step indices as floats, mark0 = start step) in lock-step; f of task i at
     output j goes to ``fbuf[i − lo, j]``. Returns early, leaving the outputs incomplete, once
-    ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`)."""
+    ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`). ``W`` (_NW·LANES floats) and ``limit``
+    (LANES bools) are the caller's scratch arrays."""
     nt = marks.shape[0]
-    W = np.zeros(_NW * LANES)
-    limit = np.zeros(LANES, dtype=np.bool_)
+    W[:] = 0.0
     fmax = float(max_steps)
     for l in range(LANES):
         W[_OPSI + l] = 1.0
@@ -305,8 +310,27 @@ def _dopri5_task(
 
 
 # ----------------------------------------------------------------------------------------------
-# parallel kernels: slices of whole blocks, integrated in cyclic bins, reduced per block
+# parallel kernels: slices of whole blocks, integrated dynamically, reduced per block
 # ----------------------------------------------------------------------------------------------
+
+
+@intrinsic
+def _take(typingctx, counter, idx):
+    """``counter[idx] += 1`` as one atomic operation; returns the value before (an int64 work
+    counter shared by the threads of a ``prange``: each call hands out the next work item)."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+    sig = types.int64(counter, types.intp)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        one = context.get_constant(types.int64, 1)
+        return builder.atomic_rmw("add", ptr, one, "monotonic")
+
+    return sig, codegen
+
 
 #: the most task × time values of f a kernel buffers per slice (8 bytes each: 1 MiB, so pass 2
 #: reads them from cache; one slice is at least one block)
@@ -334,10 +358,10 @@ def _block_losses(b, a, e, lo, lam, rate, wtest, fbuf, test_part, train_part):
 
 
 # The parallel kernels carry both passes inline (a parallel kernel that calls another parallel
-# function cannot be cached). Per slice: pass 1 ``prange`` over ``bins`` bins (bin k: lane groups
-# or tasks k, k + bins, …; bins = the number of numba threads, given by the caller because
-# ``numba.get_num_threads`` inside a kernel makes it uncacheable), pass 2 ``prange`` over the
-# slice's blocks (:func:`_block_losses`).
+# function cannot be cached). Per slice s: pass 1 ``prange`` over ``bins`` workers (the number of
+# numba threads, given by the caller because ``numba.get_num_threads`` inside a kernel makes it
+# uncacheable), each taking lane groups / tasks from the counter ``taken[s]``; pass 2 ``prange``
+# over the slice's blocks (:func:`_block_losses`).
 
 
 @njit(**PARALLEL)
@@ -350,18 +374,23 @@ def rk4_kernel(
     nt = times.shape[0]
     per = slice_tasks(n, nt)
     fbuf = np.empty((per, nt))
-    for lo in range(0, n, per):
+    taken = np.zeros((n + per - 1) // per, dtype=np.int64)  # work items handed out, per slice
+    for s in range(taken.shape[0]):
+        lo = s * per
         hi = min(lo + per, n)
         ng = (hi - lo + LANES - 1) // LANES
-        for k in prange(bins):
-            for g in range(k, ng, bins):
-                if stop[0] != 0:
+        for _k in prange(bins):
+            W = np.empty(_NW * LANES)
+            limit = np.empty(LANES, dtype=np.bool_)
+            while stop[0] == 0:
+                g = _take(taken, s)
+                if g >= ng:
                     break
                 g0 = lo + g * LANES
                 _lane_group(
                     False, g0, min(LANES, hi - g0), lo, lam, psi, rate, wtest, vx, vy, wx, wy,
                     hnom, rprev, status, steps, q, t0, times, spt, 0.0, settle_tol, max_steps,
-                    tpos, fbuf, f_track, stop,
+                    tpos, fbuf, f_track, stop, W, limit,
                 )  # fmt: skip
         if stop[0] != 0:
             return
@@ -384,18 +413,23 @@ def gd_kernel(
     nt = kout.shape[0]
     per = slice_tasks(n, nt)
     fbuf = np.empty((per, nt))
-    for lo in range(0, n, per):
+    taken = np.zeros((n + per - 1) // per, dtype=np.int64)  # work items handed out, per slice
+    for s in range(taken.shape[0]):
+        lo = s * per
         hi = min(lo + per, n)
         ng = (hi - lo + LANES - 1) // LANES
-        for k in prange(bins):
-            for g in range(k, ng, bins):
-                if stop[0] != 0:
+        for _k in prange(bins):
+            W = np.empty(_NW * LANES)
+            limit = np.empty(LANES, dtype=np.bool_)
+            while stop[0] == 0:
+                g = _take(taken, s)
+                if g >= ng:
                     break
                 g0 = lo + g * LANES
                 _lane_group(
                     True, g0, min(LANES, hi - g0), lo, lam, psi, rate, wtest, vx, vy, wx, wy,
                     hnom, rprev, status, steps, q, k0, kout, 0.0, eta, settle_tol, max_steps,
-                    tpos, fbuf, f_track, stop,
+                    tpos, fbuf, f_track, stop, W, limit,
                 )  # fmt: skip
         if stop[0] != 0:
             return
@@ -417,11 +451,14 @@ def dopri5_kernel(
     nt = times.shape[0]
     per = slice_tasks(n, nt)
     fbuf = np.empty((per, nt))
-    for lo in range(0, n, per):
+    taken = np.zeros((n + per - 1) // per, dtype=np.int64)  # work items handed out, per slice
+    for s in range(taken.shape[0]):
+        lo = s * per
         hi = min(lo + per, n)
-        for k in prange(bins):
-            for i in range(lo + k, hi, bins):
-                if stop[0] != 0 or stop[1] != 0:
+        for _k in prange(bins):
+            while stop[0] == 0 and stop[1] == 0:
+                i = lo + _take(taken, s)
+                if i >= hi:
                     break
                 _dopri5_task(
                     i, lo, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps,
