@@ -1,20 +1,18 @@
 """The numba kernels of :mod:`fastdyn.drive.integrate`: one chunk of tasks, state updated in place.
 
 ``@njit(parallel=True)`` kernels (:func:`rk4_kernel`, :func:`gd_kernel`, :func:`dopri5_kernel`)
-work through the chunk in slices of whole blocks (at most FBUF_VALUES task × time values each) in
-two passes per slice:
+work through the chunk in slices of whole blocks (at most FBUF_VALUES task × time values each),
+one parallel region per slice with one worker per numba thread. The workers take work items
+from an atomic counter (:func:`_take`) until none is left (dynamic scheduling): the lane groups
+(rk4, gd: LANES tasks in lock-step, :func:`_lane_group`, :mod:`fastdyn.drive.lanes`) or tasks
+(dopri5, own adaptive steps, :func:`_dopri5_task`), each storing its tasks' f at every output
+time in a per-task buffer. The worker that finishes the last item of a block adds the block's
+loss terms from the buffer in task order into its row of the partials (:func:`_finish_block`,
+:mod:`fastdyn.reduce`): the same additions in the same order as a serial per-block kernel.
 
-1. integrate: ``prange`` over one worker per numba thread; each worker takes the next lane group
-   (rk4, gd: LANES tasks in lock-step, :func:`_lane_group`, :mod:`fastdyn.drive.lanes`) or task
-   (dopri5, own adaptive steps, :func:`_dopri5_task`) of the slice from an atomic counter
-   (:func:`_take`) until none is left, and stores each task's f at every output time in a per-task
-   buffer. Dynamic scheduling: on a power-law table (the first block may hold most of the work)
-   every thread stays busy to the end, also when the machine is loaded and one thread is held up,
-   where a ``prange`` over blocks gave one thread the heavy first blocks. Tables are ordered by
-   frequency, so the heavy groups are handed out first.
-2. reduce: ``prange`` over the blocks of the slice; each block adds its tasks' loss terms from the
-   buffer in task order into its row of the partials (:mod:`fastdyn.reduce`), the same additions
-   in the same order as a per-block kernel would do.
+On a power-law table the first block may hold most of the work; a ``prange`` over blocks gave it
+to one thread, while here every thread stays busy to the end (tables are ordered by frequency, so
+the heavy groups are handed out first), also when the machine is loaded and a thread is held up.
 
 Which thread integrates a task changes nothing in its arithmetic, and the sums do not depend on
 which thread did what, so the results are bit-identical for any thread count and schedule.
@@ -316,8 +314,9 @@ def _dopri5_task(
 
 @intrinsic
 def _take(typingctx, counter, idx):
-    """``counter[idx] += 1`` as one atomic operation; returns the value before (an int64 work
-    counter shared by the threads of a ``prange``: each call hands out the next work item)."""
+    """``counter[idx] += 1`` as one atomic operation; returns the value before (an int64 counter
+    shared by the threads of a ``prange``: each call hands out the next work item, or counts one
+    more finished item)."""
     if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
         return None
     sig = types.int64(counter, types.intp)
@@ -327,13 +326,16 @@ def _take(typingctx, counter, idx):
         ary = context.make_array(aryty)(context, builder, args[0])
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
         one = context.get_constant(types.int64, 1)
-        return builder.atomic_rmw("add", ptr, one, "monotonic")
+        # acq_rel: a worker that sees a block's last group done also sees the f the other
+        # workers stored for it (the block is reduced by whoever finishes it, _finish_block)
+        return builder.atomic_rmw("add", ptr, one, "acq_rel")
 
     return sig, codegen
 
 
-#: the most task × time values of f a kernel buffers per slice (8 bytes each: 1 MiB, so pass 2
-#: reads them from cache; one slice is at least one block)
+#: the most task × time values of f a kernel buffers per slice (8 bytes each: 1 MiB, so the buffer
+#: stays in cache — with 16 MiB one thread was 40 % slower on 128 output times; one slice is at
+#: least one block)
 FBUF_VALUES = 1 << 17
 
 
@@ -357,11 +359,22 @@ def _block_losses(b, a, e, lo, lam, rate, wtest, fbuf, test_part, train_part):
             train_part[b, j] += tr
 
 
-# The parallel kernels carry both passes inline (a parallel kernel that calls another parallel
-# function cannot be cached). Per slice s: pass 1 ``prange`` over ``bins`` workers (the number of
-# numba threads, given by the caller because ``numba.get_num_threads`` inside a kernel makes it
-# uncacheable), each taking lane groups / tasks from the counter ``taken[s]``; pass 2 ``prange``
-# over the slice's blocks (:func:`_block_losses`).
+@njit(**SERIAL)
+def _finish_block(done, b, items, lo, n, lam, rate, wtest, fbuf, test_part, train_part):
+    """Count one more finished work item of block b (global index, ``items`` in all); the worker
+    that finishes the block's last one adds its loss terms (the f of all its tasks are stored)."""
+    if _take(done, b) == items - 1:
+        a = b * BLOCK
+        _block_losses(b, a, min(a + BLOCK, n), lo, lam, rate, wtest, fbuf, test_part, train_part)
+
+
+# The parallel kernels: per slice one parallel region (a ``prange`` over ``bins`` workers, the
+# number of numba threads, given by the caller because ``numba.get_num_threads`` inside a kernel
+# makes it uncacheable) whose workers take lane groups / tasks from the atomic counter
+# ``taken[s]`` until none is left; whoever finishes a block's last one reduces the block
+# (:func:`_finish_block`) while its f are still in cache. One region (one barrier) per slice: on
+# a loaded machine every barrier waits for the slowest thread to be scheduled again. Everything
+# runs inline (a parallel kernel that calls another parallel function cannot be cached).
 
 
 @njit(**PARALLEL)
@@ -373,33 +386,32 @@ def rk4_kernel(
     n = lam.shape[0]
     nt = times.shape[0]
     per = slice_tasks(n, nt)
+    nsl = (n + per - 1) // per
     fbuf = np.empty((per, nt))
-    taken = np.zeros((n + per - 1) // per, dtype=np.int64)  # work items handed out, per slice
-    for s in range(taken.shape[0]):
+    taken = np.zeros(nsl, dtype=np.int64)  # work items handed out, per slice
+    done = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.int64)  # work items finished, per block
+    for s in range(nsl):
         lo = s * per
         hi = min(lo + per, n)
-        ng = (hi - lo + LANES - 1) // LANES
+        nw = (hi - lo + LANES - 1) // LANES
         for _k in prange(bins):
             W = np.empty(_NW * LANES)
             limit = np.empty(LANES, dtype=np.bool_)
             while stop[0] == 0:
-                g = _take(taken, s)
-                if g >= ng:
+                x = _take(taken, s)
+                if x >= nw:
                     break
-                g0 = lo + g * LANES
+                g0 = lo + x * LANES
                 _lane_group(
                     False, g0, min(LANES, hi - g0), lo, lam, psi, rate, wtest, vx, vy, wx, wy,
-                    hnom, rprev, status, steps, q, t0, times, spt, 0.0, settle_tol, max_steps,
-                    tpos, fbuf, f_track, stop, W, limit,
+                    hnom, rprev, status, steps, q, t0, times, spt, 0.0, settle_tol,
+                    max_steps, tpos, fbuf, f_track, stop, W, limit,
                 )  # fmt: skip
+                b = g0 // BLOCK
+                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
+                _finish_block(done, b, items, lo, n, lam, rate, wtest, fbuf, test_part, train_part)
         if stop[0] != 0:
             return
-        for bb in prange((hi - lo + BLOCK - 1) // BLOCK):
-            a = lo + bb * BLOCK
-            _block_losses(
-                a // BLOCK, a, min(a + BLOCK, hi), lo, lam, rate, wtest, fbuf, test_part,
-                train_part,
-            )  # fmt: skip
 
 
 @njit(**PARALLEL)
@@ -412,33 +424,32 @@ def gd_kernel(
     n = lam.shape[0]
     nt = kout.shape[0]
     per = slice_tasks(n, nt)
+    nsl = (n + per - 1) // per
     fbuf = np.empty((per, nt))
-    taken = np.zeros((n + per - 1) // per, dtype=np.int64)  # work items handed out, per slice
-    for s in range(taken.shape[0]):
+    taken = np.zeros(nsl, dtype=np.int64)  # work items handed out, per slice
+    done = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.int64)  # work items finished, per block
+    for s in range(nsl):
         lo = s * per
         hi = min(lo + per, n)
-        ng = (hi - lo + LANES - 1) // LANES
+        nw = (hi - lo + LANES - 1) // LANES
         for _k in prange(bins):
             W = np.empty(_NW * LANES)
             limit = np.empty(LANES, dtype=np.bool_)
             while stop[0] == 0:
-                g = _take(taken, s)
-                if g >= ng:
+                x = _take(taken, s)
+                if x >= nw:
                     break
-                g0 = lo + g * LANES
+                g0 = lo + x * LANES
                 _lane_group(
                     True, g0, min(LANES, hi - g0), lo, lam, psi, rate, wtest, vx, vy, wx, wy,
-                    hnom, rprev, status, steps, q, k0, kout, 0.0, eta, settle_tol, max_steps,
-                    tpos, fbuf, f_track, stop, W, limit,
+                    hnom, rprev, status, steps, q, k0, kout, 0.0, eta, settle_tol,
+                    max_steps, tpos, fbuf, f_track, stop, W, limit,
                 )  # fmt: skip
+                b = g0 // BLOCK
+                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
+                _finish_block(done, b, items, lo, n, lam, rate, wtest, fbuf, test_part, train_part)
         if stop[0] != 0:
             return
-        for bb in prange((hi - lo + BLOCK - 1) // BLOCK):
-            a = lo + bb * BLOCK
-            _block_losses(
-                a // BLOCK, a, min(a + BLOCK, hi), lo, lam, rate, wtest, fbuf, test_part,
-                train_part,
-            )  # fmt: skip
 
 
 @njit(**PARALLEL)
@@ -450,9 +461,11 @@ def dopri5_kernel(
     n = lam.shape[0]
     nt = times.shape[0]
     per = slice_tasks(n, nt)
+    nsl = (n + per - 1) // per
     fbuf = np.empty((per, nt))
-    taken = np.zeros((n + per - 1) // per, dtype=np.int64)  # work items handed out, per slice
-    for s in range(taken.shape[0]):
+    taken = np.zeros(nsl, dtype=np.int64)  # work items handed out, per slice
+    done = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.int64)  # work items finished, per block
+    for s in range(nsl):
         lo = s * per
         hi = min(lo + per, n)
         for _k in prange(bins):
@@ -465,11 +478,8 @@ def dopri5_kernel(
                     rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos, fbuf,
                     f_track, stop,
                 )  # fmt: skip
+                b = i // BLOCK
+                items = min(b * BLOCK + BLOCK, n) - b * BLOCK
+                _finish_block(done, b, items, lo, n, lam, rate, wtest, fbuf, test_part, train_part)
         if stop[0] != 0 or stop[1] != 0:
             return
-        for bb in prange((hi - lo + BLOCK - 1) // BLOCK):
-            a = lo + bb * BLOCK
-            _block_losses(
-                a // BLOCK, a, min(a + BLOCK, hi), lo, lam, rate, wtest, fbuf, test_part,
-                train_part,
-            )  # fmt: skip
