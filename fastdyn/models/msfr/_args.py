@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..._jit import PARALLEL
+from ..._jit import PARALLEL, SERIAL
 from ...reduce import n_blocks
 from ._closed_form import EXACT, FIRST_ORDER, LEADING
 
@@ -32,20 +32,42 @@ def _times(times) -> np.ndarray:
     return t
 
 
-@njit(**PARALLEL)
-def _bad_counts(x):
-    """(non-finite, finite ≤ 0, finite < 0) entries of x, counted in parallel (an integer sum,
-    the same for any thread count): the checks of a 10^7-task table cost no serial pass."""
-    nonfin = 0
-    nonpos = 0
-    neg = 0
-    for i in prange(x.shape[0]):
+@njit(**SERIAL)
+def _count_bad(x, lo, hi, out):
+    """out += (non-finite, finite ≤ 0, finite < 0) counts of x[lo:hi]."""
+    for i in range(lo, hi):
         v = x[i]
-        fin = np.isfinite(v)
-        nonfin += 0 if fin else 1
-        nonpos += 1 if (fin and v <= 0.0) else 0
-        neg += 1 if (fin and v < 0.0) else 0
-    return nonfin, nonpos, neg
+        if not np.isfinite(v):
+            out[0] += 1
+        elif v <= 0.0:
+            out[1] += 1
+            if v < 0.0:
+                out[2] += 1
+
+
+@njit(**PARALLEL)
+def _bad_counts(a0, a1, a2, a3, a4, a5, a6):
+    """Row k: (non-finite, finite ≤ 0, finite < 0) entries of array ak, all seven arrays in one
+    parallel pass (integer counts: the same for any thread count), so the checks of a
+    10^7-task table cost neither a serial pass nor a parallel region per array."""
+    n = a0.shape[0]
+    step = 1 << 16
+    nb = (n + step - 1) // step
+    part = np.zeros((nb, 7, 3), dtype=np.int64)
+    for b in prange(nb):
+        lo = b * step
+        hi = min(lo + step, n)
+        _count_bad(a0, lo, hi, part[b, 0])
+        _count_bad(a1, lo, hi, part[b, 1])
+        _count_bad(a2, lo, hi, part[b, 2])
+        _count_bad(a3, lo, hi, part[b, 3])
+        _count_bad(a4, lo, hi, part[b, 4])
+        _count_bad(a5, lo, hi, part[b, 5])
+        _count_bad(a6, lo, hi, part[b, 6])
+    out = np.zeros((7, 3), dtype=np.int64)
+    for b in range(nb):
+        out += part[b]
+    return out
 
 
 def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
@@ -61,7 +83,7 @@ def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
             raise ValueError(f"{name} has {x.shape[0]} tasks, expected {n} (like the others)")
         out.append(x)
     names = list(arrays)
-    counts = [_bad_counts(x) for x in out]
+    counts = _bad_counts(*out)
     for name, c in zip(names, counts, strict=True):
         if c[0]:
             raise ValueError(f"{name} must be finite for every task")
