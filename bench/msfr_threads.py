@@ -1,10 +1,10 @@
 """Benchmark: 1 vs 2 numba threads for the MSFR integrators on a power-law task table and for the
 closed form through the CLI (issue 20).
 
-    python bench/msfr_threads.py [n_tasks=1e5] [t_max=1e4] [repeats=3] [closed_form_tasks=1e7]
+    python bench/msfr_threads.py [n_tasks=1e5] [t_max=1e4] [repeats=3] [closed_form_tasks=1e7] [n_times=128]
 
 Integrators: the quickstart table (P(s) ∝ s^-2, Λ = 1, ψ = 100, balanced init 1e-3) with n_tasks
-tasks, 128 log-spaced output times up to t_max, one :func:`fastdyn.drive.integrate.advance` call
+tasks, n_times log-spaced output times up to t_max, one :func:`fastdyn.drive.integrate.advance` call
 over all tasks and times (rk4 at 200 steps per timescale, dopri5 at rtol 1e-8, settling on), timed
 in-process with ``numba.set_num_threads(1)`` and ``(2)`` alternating (the process is started with
 NUMBA_NUM_THREADS ≥ 2); also checks that both give bit-identical partials and states. Closed form:
@@ -41,10 +41,10 @@ def _load() -> str:
     return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
-def _table(n: int, t_max: str):
+def _table(n: int, t_max: str, n_times: int):
     cfg = load_config(
         ROOT / "data/configs/quickstart.toml",
-        [f"task.n_tasks={n}", f"time.t_max={t_max}", "output.track=[1]"],
+        [f"task.n_tasks={n}", f"time.t_max={t_max}", f"time.n_times={n_times}", "output.track=[1]"],
     )
     ch = MsfrProblem(cfg.task, cfg.init, cfg.seed).chunk(0, n)
     times, _ = saveat.output_grid(cfg.time, "rk4", cfg.solver.lr)
@@ -63,11 +63,11 @@ def _run(integ, cfg, ch, times):
     return time.perf_counter() - t, seg, st
 
 
-def integrators(n: int, t_max: str, reps: int) -> None:
+def integrators(n: int, t_max: str, reps: int, n_times: int) -> None:
     if numba.config.NUMBA_NUM_THREADS < 2:
         print("integrators: skipped (start with NUMBA_NUM_THREADS >= 2)")
         return
-    cfg, ch, times = _table(n, t_max)
+    cfg, ch, times = _table(n, t_max, n_times)
     for integ in ("rk4", "dopri5"):
         _run(integ, cfg, *(_sub(ch, 2048),), times)  # compile
         tm = {1: [], 2: []}
@@ -84,7 +84,7 @@ def integrators(n: int, t_max: str, reps: int) -> None:
         blocks = np.add.reduceat(s, np.arange(0, s.size, 1024))
         m1, m2 = np.median(tm[1]), np.median(tm[2])
         print(
-            f"  {n} tasks, t_max {t_max}: {s.sum():.3g} steps, first block {blocks[0] / s.sum():.0%}"
+            f"  {n} tasks, t_max {t_max}, {n_times} times: {s.sum():.3g} steps, first block {blocks[0] / s.sum():.0%}"
             f" of them; 1 thread {m1:.3f} s, 2 threads {m2:.3f} s -> {m1 / m2:.2f}x "
             f"(runs 1: {_fmt(tm[1])}; 2: {_fmt(tm[2])}); bit-identical: {same}; {_load()}"
         )
@@ -143,7 +143,8 @@ def main(argv):
     t_max = argv[2] if len(argv) > 2 else "1e4"
     reps = max(1, int(float(argv[3]))) if len(argv) > 3 else 3
     n_cf = int(float(argv[4])) if len(argv) > 4 else 10**7
-    integrators(n, t_max, reps)
+    n_times = int(float(argv[5])) if len(argv) > 5 else 128
+    integrators(n, t_max, reps, n_times)
     if n_cf > 0:
         closed_form(n_cf, reps)
 

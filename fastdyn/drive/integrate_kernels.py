@@ -1,18 +1,21 @@
 """The numba kernels of :mod:`fastdyn.drive.integrate`: one chunk of tasks, state updated in place.
 
 ``@njit(parallel=True)`` kernels (:func:`rk4_kernel`, :func:`gd_kernel`, :func:`dopri5_kernel`)
-work through the chunk in slices of whole blocks (at most FBUF_VALUES task × time values each),
-one parallel region per slice with one worker per numba thread. The workers take work items
-from an atomic counter (:func:`_take`) until none is left (dynamic scheduling): the lane groups
-(rk4, gd: LANES tasks in lock-step, :func:`_lane_group`, :mod:`fastdyn.drive.lanes`) or tasks
-(dopri5, own adaptive steps, :func:`_dopri5_task`), each storing its tasks' f at every output
-time in a per-task buffer. The worker that finishes the last item of a block adds the block's
-loss terms from the buffer in task order into its row of the partials (:func:`_finish_block`,
-:mod:`fastdyn.reduce`): the same additions in the same order as a serial per-block kernel.
+run one parallel region per call with one worker per numba thread; the workers take work items
+from an atomic counter (:func:`_take`) until none is left (dynamic scheduling):
 
-On a power-law table the first block may hold most of the work; a ``prange`` over blocks gave it
-to one thread, while here every thread stays busy to the end (tables are ordered by frequency, so
-the heavy groups are handed out first), also when the machine is loaded and a thread is held up.
+1. the lane groups (rk4, gd: LANES tasks in lock-step, :func:`_lane_group`,
+   :mod:`fastdyn.drive.lanes`) or tasks (dopri5, own adaptive steps, :func:`_dopri5_task`) of the
+   chunk's first :func:`head_blocks` blocks, each storing its tasks' f at every output time in a
+   buffer; the worker that finishes a block's last item adds the block's loss terms from the
+   buffer in task order into its row of the partials (:func:`_finish_block`);
+2. then every other block whole, by one worker, its loss terms added in task order as it goes.
+
+Either way the additions into a block's row are those of a serial per-block kernel, in the same
+order (:mod:`fastdyn.reduce`). On a power-law table the first block may hold most of the work; a
+``prange`` over blocks gave it to one thread, while here its lane groups are shared out (tables
+are ordered by frequency: the heavy items come first), and the later blocks are taken by
+whichever thread is free, also when the machine is loaded and a thread is held up.
 
 Which thread integrates a task changes nothing in its arithmetic, and the sums do not depend on
 which thread did what, so the results are bit-identical for any thread count and schedule.
@@ -100,12 +103,17 @@ def _lane_group(
     stop,
     W,
     limit,
+    direct,
+    b,
+    test_part,
+    train_part,
 ):
     """Tasks g0 … g0+m−1 (m ≤ LANES) of rk4 (marks = output times, mark0 = start time) or gd
     (marks = output step indices as floats, mark0 = start step) in lock-step; f of task i at
     output j goes to ``fbuf[i − lo, j]``. Returns early, leaving the outputs incomplete, once
     ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`). ``W`` (_NW·LANES floats) and ``limit``
-    (LANES bools) are the caller's scratch arrays."""
+    (LANES bools) are the caller's scratch arrays. With ``direct`` the loss terms are added into
+    row b of the partials instead (task order when the caller runs a block's groups in order)."""
     nt = marks.shape[0]
     W[:] = 0.0
     fmax = float(max_steps)
@@ -184,7 +192,12 @@ def _lane_group(
             elif status[i] == STATUS_RUNNING:
                 status[i] = STATUS_SETTLED
             f = W[_OF + l]
-            fbuf[i - lo, j] = f
+            if direct:
+                te, tr = task_loss(f - W[_OLAM + l], W[_ORATE + l], W[_OWT + l])
+                test_part[b, j] += te
+                train_part[b, j] += tr
+            else:
+                fbuf[i - lo, j] = f
             k = tpos[i]
             if k >= 0:
                 f_track[k, j] = f
@@ -227,8 +240,13 @@ def _dopri5_task(
     fbuf,
     f_track,
     stop,
+    direct,
+    b,
+    test_part,
+    train_part,
 ):
-    """Task i of dopri5 (own adaptive steps); f at output j goes to ``fbuf[i − lo, j]``.
+    """Task i of dopri5 (own adaptive steps); f at output j goes to ``fbuf[i − lo, j]``, and with
+    ``direct`` its loss terms are added into row b of the partials (output by output).
     Returns early, leaving the outputs incomplete, once ``stop[0] != 0`` (a signal) or
     ``stop[1] != 0`` (polled every STOP_POLL steps of a task); a task that reaches ``max_steps``
     sets ``stop[1]`` (see :mod:`fastdyn.drive.stop_flag`)."""
@@ -296,6 +314,11 @@ def _dopri5_task(
                 rej_before = True
                 h = hnew
         fout[j] = f
+    if direct:
+        for j in range(nt):
+            te, tr = task_loss(fout[j] - lm, rate[i], wtest[i])
+            test_part[b, j] += te
+            train_part[b, j] += tr
     kk = tpos[i]
     if kk >= 0:
         for j in range(nt):
@@ -308,7 +331,7 @@ def _dopri5_task(
 
 
 # ----------------------------------------------------------------------------------------------
-# parallel kernels: slices of whole blocks, integrated dynamically, reduced per block
+# parallel kernels: the first blocks split into work items, the others whole, taken dynamically
 # ----------------------------------------------------------------------------------------------
 
 
@@ -333,18 +356,24 @@ def _take(typingctx, counter, idx):
     return sig, codegen
 
 
-#: the most task × time values of f a kernel buffers per slice (8 bytes each: 1 MiB, so the buffer
-#: stays in cache — with 16 MiB one thread was 40 % slower on 128 output times; one slice is at
-#: least one block)
+#: task × time values of f buffered for the split first blocks: FBUF_VALUES (1 MiB) worth of
+#: whole blocks, at least one block unless that would take more than FBUF_MAX (64 MiB)
 FBUF_VALUES = 1 << 17
+FBUF_MAX = 1 << 23
+#: float64 padding (two 64-byte cache lines) on each side of a worker's scratch arrays
+_PAD = 16
 
 
 @njit(**SERIAL)
-def slice_tasks(n, nt):
-    """Tasks per slice: whole blocks, at most FBUF_VALUES // nt tasks (at least one block), and
-    no more than the chunk's n tasks rounded up to a block."""
-    per = max(BLOCK, (FBUF_VALUES // max(nt, 1)) // BLOCK * BLOCK)
-    return min(per, max(BLOCK, (n + BLOCK - 1) // BLOCK * BLOCK))
+def head_blocks(n, nt):
+    """How many of the chunk's first blocks are split into lane groups / tasks (their f
+    buffered): FBUF_VALUES // (BLOCK · nt), at least 1 while BLOCK · nt ≤ FBUF_MAX, at most all
+    blocks."""
+    nt = max(nt, 1)
+    sb = FBUF_VALUES // (BLOCK * nt)
+    if sb < 1 and BLOCK * nt <= FBUF_MAX:
+        sb = 1
+    return min((n + BLOCK - 1) // BLOCK, sb)
 
 
 @njit(**SERIAL)
@@ -360,21 +389,22 @@ def _block_losses(b, a, e, lo, lam, rate, wtest, fbuf, test_part, train_part):
 
 
 @njit(**SERIAL)
-def _finish_block(done, b, items, lo, n, lam, rate, wtest, fbuf, test_part, train_part):
-    """Count one more finished work item of block b (global index, ``items`` in all); the worker
-    that finishes the block's last one adds its loss terms (the f of all its tasks are stored)."""
+def _finish_block(done, b, items, n, lam, rate, wtest, fbuf, test_part, train_part):
+    """Count one more finished work item of split block b (``items`` in all); the worker that
+    finishes the last one adds the block's loss terms (the f of all its tasks are stored)."""
     if _take(done, b) == items - 1:
         a = b * BLOCK
-        _block_losses(b, a, min(a + BLOCK, n), lo, lam, rate, wtest, fbuf, test_part, train_part)
+        _block_losses(b, a, min(a + BLOCK, n), 0, lam, rate, wtest, fbuf, test_part, train_part)
 
 
-# The parallel kernels: per slice one parallel region (a ``prange`` over ``bins`` workers, the
+# The parallel kernels: one parallel region per call (a ``prange`` over ``bins`` workers, the
 # number of numba threads, given by the caller because ``numba.get_num_threads`` inside a kernel
-# makes it uncacheable) whose workers take lane groups / tasks from the atomic counter
-# ``taken[s]`` until none is left; whoever finishes a block's last one reduces the block
-# (:func:`_finish_block`) while its f are still in cache. One region (one barrier) per slice: on
-# a loaded machine every barrier waits for the slowest thread to be scheduled again. Everything
-# runs inline (a parallel kernel that calls another parallel function cannot be cached).
+# makes it uncacheable; on a loaded machine every region's barrier waits for the slowest thread to
+# be scheduled again). Work items from the atomic counter, in order: the lane groups / tasks of
+# the first ``head_blocks`` blocks (f buffered; whoever finishes a block's last item reduces it,
+# :func:`_finish_block`), then the other blocks whole, each by one worker with its loss terms
+# added directly in task order. Everything runs inline (a parallel kernel that calls another
+# parallel function cannot be cached).
 
 
 @njit(**PARALLEL)
@@ -385,33 +415,41 @@ def rk4_kernel(
     """Per-task fixed-step RK4 of one chunk; state arrays updated in place."""
     n = lam.shape[0]
     nt = times.shape[0]
-    per = slice_tasks(n, nt)
-    nsl = (n + per - 1) // per
-    fbuf = np.empty((per, nt))
-    taken = np.zeros(nsl, dtype=np.int64)  # work items handed out, per slice
-    done = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.int64)  # work items finished, per block
-    for s in range(nsl):
-        lo = s * per
-        hi = min(lo + per, n)
-        nw = (hi - lo + LANES - 1) // LANES
-        for _k in prange(bins):
-            W = np.empty(_NW * LANES)
-            limit = np.empty(LANES, dtype=np.bool_)
-            while stop[0] == 0:
-                x = _take(taken, s)
-                if x >= nw:
-                    break
-                g0 = lo + x * LANES
-                _lane_group(
-                    False, g0, min(LANES, hi - g0), lo, lam, psi, rate, wtest, vx, vy, wx, wy,
-                    hnom, rprev, status, steps, q, t0, times, spt, 0.0, settle_tol,
-                    max_steps, tpos, fbuf, f_track, stop, W, limit,
-                )  # fmt: skip
+    nb = (n + BLOCK - 1) // BLOCK
+    sb = head_blocks(n, nt)
+    hn = min(sb * BLOCK, n)
+    nh = (hn + LANES - 1) // LANES  # items of the split blocks: lane groups
+    fbuf = np.empty((hn, nt))
+    taken = np.zeros(1, dtype=np.int64)
+    done = np.zeros(max(sb, 1), dtype=np.int64)
+    for _k in prange(bins):
+        # per-worker scratch, padded so that no cache line is shared with another worker's
+        W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
+        limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
+        while stop[0] == 0:
+            x = _take(taken, 0)
+            if x >= nh + nb - sb:
+                break
+            if x < nh:
+                g0 = x * LANES
                 b = g0 // BLOCK
+                _lane_group(
+                    False, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
+                    hnom, rprev, status, steps, q, t0, times, spt, 0.0, settle_tol,
+                    max_steps, tpos, fbuf, f_track, stop, W, limit, False, b, test_part,
+                    train_part,
+                )  # fmt: skip
                 items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
-                _finish_block(done, b, items, lo, n, lam, rate, wtest, fbuf, test_part, train_part)
-        if stop[0] != 0:
-            return
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, test_part, train_part)
+            else:
+                b = sb + x - nh
+                for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
+                    _lane_group(
+                        False, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
+                        wy, hnom, rprev, status, steps, q, t0, times, spt, 0.0,
+                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, b,
+                        test_part, train_part,
+                    )  # fmt: skip
 
 
 @njit(**PARALLEL)
@@ -423,33 +461,41 @@ def gd_kernel(
     exact integers), k0 the step the state is at; state arrays updated in place."""
     n = lam.shape[0]
     nt = kout.shape[0]
-    per = slice_tasks(n, nt)
-    nsl = (n + per - 1) // per
-    fbuf = np.empty((per, nt))
-    taken = np.zeros(nsl, dtype=np.int64)  # work items handed out, per slice
-    done = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.int64)  # work items finished, per block
-    for s in range(nsl):
-        lo = s * per
-        hi = min(lo + per, n)
-        nw = (hi - lo + LANES - 1) // LANES
-        for _k in prange(bins):
-            W = np.empty(_NW * LANES)
-            limit = np.empty(LANES, dtype=np.bool_)
-            while stop[0] == 0:
-                x = _take(taken, s)
-                if x >= nw:
-                    break
-                g0 = lo + x * LANES
-                _lane_group(
-                    True, g0, min(LANES, hi - g0), lo, lam, psi, rate, wtest, vx, vy, wx, wy,
-                    hnom, rprev, status, steps, q, k0, kout, 0.0, eta, settle_tol,
-                    max_steps, tpos, fbuf, f_track, stop, W, limit,
-                )  # fmt: skip
+    nb = (n + BLOCK - 1) // BLOCK
+    sb = head_blocks(n, nt)
+    hn = min(sb * BLOCK, n)
+    nh = (hn + LANES - 1) // LANES  # items of the split blocks: lane groups
+    fbuf = np.empty((hn, nt))
+    taken = np.zeros(1, dtype=np.int64)
+    done = np.zeros(max(sb, 1), dtype=np.int64)
+    for _k in prange(bins):
+        # per-worker scratch, padded so that no cache line is shared with another worker's
+        W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
+        limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
+        while stop[0] == 0:
+            x = _take(taken, 0)
+            if x >= nh + nb - sb:
+                break
+            if x < nh:
+                g0 = x * LANES
                 b = g0 // BLOCK
+                _lane_group(
+                    True, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
+                    hnom, rprev, status, steps, q, k0, kout, 0.0, eta, settle_tol,
+                    max_steps, tpos, fbuf, f_track, stop, W, limit, False, b, test_part,
+                    train_part,
+                )  # fmt: skip
                 items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
-                _finish_block(done, b, items, lo, n, lam, rate, wtest, fbuf, test_part, train_part)
-        if stop[0] != 0:
-            return
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, test_part, train_part)
+            else:
+                b = sb + x - nh
+                for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
+                    _lane_group(
+                        True, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
+                        wy, hnom, rprev, status, steps, q, k0, kout, 0.0, eta,
+                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, b,
+                        test_part, train_part,
+                    )  # fmt: skip
 
 
 @njit(**PARALLEL)
@@ -460,26 +506,36 @@ def dopri5_kernel(
     """Per-task adaptive Dormand–Prince 5(4) of one chunk; state arrays updated in place."""
     n = lam.shape[0]
     nt = times.shape[0]
-    per = slice_tasks(n, nt)
-    nsl = (n + per - 1) // per
-    fbuf = np.empty((per, nt))
-    taken = np.zeros(nsl, dtype=np.int64)  # work items handed out, per slice
-    done = np.zeros((n + BLOCK - 1) // BLOCK, dtype=np.int64)  # work items finished, per block
-    for s in range(nsl):
-        lo = s * per
-        hi = min(lo + per, n)
-        for _k in prange(bins):
-            while stop[0] == 0 and stop[1] == 0:
-                i = lo + _take(taken, s)
-                if i >= hi:
-                    break
+    nb = (n + BLOCK - 1) // BLOCK
+    sb = head_blocks(n, nt)
+    hn = min(sb * BLOCK, n)  # items of the split blocks: tasks
+    fbuf = np.empty((hn, nt))
+    taken = np.zeros(1, dtype=np.int64)
+    done = np.zeros(max(sb, 1), dtype=np.int64)
+    for _k in prange(bins):
+        # per-worker f row (padded: no cache line shared with another worker's), copied into the
+        # buffer once a split block's task is done
+        frow = np.empty((1, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
+        while stop[0] == 0 and stop[1] == 0:
+            x = _take(taken, 0)
+            if x >= hn + nb - sb:
+                break
+            if x < hn:
+                b = x // BLOCK
                 _dopri5_task(
-                    i, lo, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps,
-                    rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos, fbuf,
-                    f_track, stop,
+                    x, x, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps,
+                    rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos, frow,
+                    f_track, stop, False, b, test_part, train_part,
                 )  # fmt: skip
-                b = i // BLOCK
+                for j in range(nt):
+                    fbuf[x, j] = frow[0, j]
                 items = min(b * BLOCK + BLOCK, n) - b * BLOCK
-                _finish_block(done, b, items, lo, n, lam, rate, wtest, fbuf, test_part, train_part)
-        if stop[0] != 0 or stop[1] != 0:
-            return
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, test_part, train_part)
+            else:
+                b = sb + x - hn
+                for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
+                    _dopri5_task(
+                        i, i, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status,
+                        steps, rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos,
+                        frow, f_track, stop, True, b, test_part, train_part,
+                    )  # fmt: skip

@@ -69,12 +69,13 @@ for m, fn in fns.items():
 
 @pytest.mark.parametrize("method", ["rk4", "dopri5", "gd"])
 def test_partials_are_task_order_sums(method):
-    """With 1100 output times the kernels buffer f in slices of one block (several slices per
-    call); every block partial is the sequential task-order sum of its tasks' loss terms computed
-    here from the tracked f of every task."""
+    """With 600 output times the kernels split the first block into work items (f buffered, the
+    block reduced by whoever finishes it) and run the others whole; every block partial is the
+    sequential task-order sum of its tasks' loss terms computed here from the tracked f of every
+    task."""
     n = 2 * BLOCK + 300
-    nt = 1100
-    assert K.slice_tasks(n, nt) == BLOCK
+    nt = 600
+    assert K.head_blocks(n, nt) == 1
     lam, psi, rate, v = _ns()["power_table"](n)
     wt = rate[::-1].copy()  # test weights ≠ rates: both partials are checked
     fn = {"rk4": I.integrate_rk4, "dopri5": I.integrate_dopri5, "gd": I.integrate_gd}[method]
