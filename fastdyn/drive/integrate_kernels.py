@@ -389,12 +389,31 @@ def _block_losses(b, a, e, lo, lam, rate, wtest, fbuf, test_part, train_part):
 
 
 @njit(**SERIAL)
-def _finish_block(done, b, items, n, lam, rate, wtest, fbuf, test_part, train_part):
+def _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part):
     """Count one more finished work item of split block b (``items`` in all); the worker that
     finishes the last one adds the block's loss terms (the f of all its tasks are stored)."""
     if _take(done, b) == items - 1:
         a = b * BLOCK
-        _block_losses(b, a, min(a + BLOCK, n), 0, lam, rate, wtest, fbuf, test_part, train_part)
+        _row_in(acc, b, test_part, train_part)
+        _block_losses(0, a, min(a + BLOCK, n), 0, lam, rate, wtest, fbuf, acc[0:1], acc[1:2])
+        _row_out(acc, b, test_part, train_part)
+
+
+@njit(**SERIAL)
+def _row_in(acc, b, test_part, train_part):
+    """Row b of the partials into the worker's accumulator (the block is summed there: rows of
+    neighbouring blocks share cache lines, and another worker may be adding into those)."""
+    for j in range(acc.shape[1]):
+        acc[0, j] = test_part[b, j]
+        acc[1, j] = train_part[b, j]
+
+
+@njit(**SERIAL)
+def _row_out(acc, b, test_part, train_part):
+    """The worker's accumulator back into row b of the partials."""
+    for j in range(acc.shape[1]):
+        test_part[b, j] = acc[0, j]
+        train_part[b, j] = acc[1, j]
 
 
 # The parallel kernels: one parallel region per call (a ``prange`` over ``bins`` workers, the
@@ -425,6 +444,7 @@ def rk4_kernel(
     for _k in prange(bins):
         # per-worker scratch, padded so that no cache line is shared with another worker's
         W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
+        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
         limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
         while stop[0] == 0:
             x = _take(taken, 0)
@@ -440,16 +460,18 @@ def rk4_kernel(
                     train_part,
                 )  # fmt: skip
                 items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
-                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, test_part, train_part)
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
             else:
                 b = sb + x - nh
+                _row_in(acc, b, test_part, train_part)
                 for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
                     _lane_group(
                         False, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
                         wy, hnom, rprev, status, steps, q, t0, times, spt, 0.0,
-                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, b,
-                        test_part, train_part,
+                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, 0,
+                        acc[0:1], acc[1:2],
                     )  # fmt: skip
+                _row_out(acc, b, test_part, train_part)
 
 
 @njit(**PARALLEL)
@@ -471,6 +493,7 @@ def gd_kernel(
     for _k in prange(bins):
         # per-worker scratch, padded so that no cache line is shared with another worker's
         W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
+        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
         limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
         while stop[0] == 0:
             x = _take(taken, 0)
@@ -486,16 +509,18 @@ def gd_kernel(
                     train_part,
                 )  # fmt: skip
                 items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
-                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, test_part, train_part)
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
             else:
                 b = sb + x - nh
+                _row_in(acc, b, test_part, train_part)
                 for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
                     _lane_group(
                         True, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
                         wy, hnom, rprev, status, steps, q, k0, kout, 0.0, eta,
-                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, b,
-                        test_part, train_part,
+                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, 0,
+                        acc[0:1], acc[1:2],
                     )  # fmt: skip
+                _row_out(acc, b, test_part, train_part)
 
 
 @njit(**PARALLEL)
@@ -516,6 +541,7 @@ def dopri5_kernel(
         # per-worker f row (padded: no cache line shared with another worker's), copied into the
         # buffer once a split block's task is done
         frow = np.empty((1, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
+        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
         while stop[0] == 0 and stop[1] == 0:
             x = _take(taken, 0)
             if x >= hn + nb - sb:
@@ -530,12 +556,14 @@ def dopri5_kernel(
                 for j in range(nt):
                     fbuf[x, j] = frow[0, j]
                 items = min(b * BLOCK + BLOCK, n) - b * BLOCK
-                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, test_part, train_part)
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
             else:
                 b = sb + x - hn
+                _row_in(acc, b, test_part, train_part)
                 for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
                     _dopri5_task(
                         i, i, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status,
                         steps, rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos,
-                        frow, f_track, stop, True, b, test_part, train_part,
+                        frow, f_track, stop, True, 0, acc[0:1], acc[1:2],
                     )  # fmt: skip
+                _row_out(acc, b, test_part, train_part)
