@@ -37,13 +37,16 @@ Outputs per call: per-block partial sums (n_blocks, T) of the test terms wtest·
 terms rate·r²/2 (each block summed serially in task order, :mod:`fastdyn.reduce`), f_s(t_j) of the
 tracked tasks (n_track, T), and the updated :class:`TaskState` (final state, step sizes, step
 counts, status) so a run can continue or be checkpointed. Deterministic: per-task arithmetic does
-not depend on neighbours, and sums are per fixed block, so results are bit-identical for any
-thread count and any chunk size that is a multiple of BLOCK (chunks start on a block boundary).
+not depend on neighbours (nor on which thread runs it: the kernels hand out lane groups / tasks
+dynamically to one worker per thread, so power-law tables with most of the work in the first
+block still keep every thread busy), and sums are per fixed block in task order, so results are
+bit-identical for any thread count and any chunk size that is a multiple of BLOCK (chunks start
+on a block boundary).
 
 Layers: Python wrappers (this module: :func:`integrate_rk4`, :func:`integrate_dopri5`,
 :func:`integrate_gd`, the segment-wise :func:`advance` and the driver-facing :class:`State` /
 :func:`advance_chunk`) validate and allocate; the ``@njit(parallel=True)`` kernels and the serial
-per-block kernels are in :mod:`fastdyn.drive.integrate_kernels`, the lock-step lane machinery of
+per-group / per-task kernels are in :mod:`fastdyn.drive.integrate_kernels`, the lock-step lane machinery of
 rk4 and gd in :mod:`fastdyn.drive.lanes`. The kernels and :data:`LANES` are re-exported here.
 """
 
@@ -52,13 +55,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from ..reduce import accumulate_blocks, n_blocks
 from . import saveat, stop_flag
 from .integrate_kernels import (  # noqa: F401  (re-exported: kernels keep their old address)
-    _dopri5_block,
-    _lane_block,
+    _dopri5_task,
+    _lane_group,
     dopri5_kernel,
     gd_kernel,
     rk4_kernel,
@@ -334,7 +338,7 @@ def advance(
             *common, q, float(t0), times_arr, float(steps_per_timescale), float(settle_tol),
             int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
-        _gpu().rk4_kernel(*args) if on_gpu else rk4_kernel(*args, stop_flag.FLAG)
+        _gpu().rk4_kernel(*args) if on_gpu else rk4_kernel(*args, stop_flag.FLAG, _bins())
     elif integrator == "dopri5":
         if on_gpu:
             raise ValueError(
@@ -346,15 +350,20 @@ def advance(
         dopri5_kernel(
             *common, state.rejected, q, float(t0), times_arr, float(rtol), float(atol),
             float(settle_tol), int(max_steps), tpos, test_partials, train_partials, f_track,
-            stop_flag.FLAG,
+            stop_flag.FLAG, _bins(),
         )  # fmt: skip
     else:
         args = (
             *common, q, float(k0), marks_out.astype(np.float64), float(eta), float(settle_tol),
             int(max_steps), tpos, test_partials, train_partials, f_track,
         )  # fmt: skip
-        _gpu().gd_kernel(*args) if on_gpu else gd_kernel(*args, stop_flag.FLAG)
+        _gpu().gd_kernel(*args) if on_gpu else gd_kernel(*args, stop_flag.FLAG, _bins())
     return Segment(times_arr, test_partials, train_partials, f_track, tr, marks_out)
+
+
+def _bins() -> int:
+    """Workers of the CPU kernels: one per numba thread (the results do not depend on it)."""
+    return int(numba.get_num_threads())
 
 
 def _gpu():

@@ -1,17 +1,32 @@
 """The numba kernels of :mod:`fastdyn.drive.integrate`: one chunk of tasks, state updated in place.
 
 ``@njit(parallel=True)`` kernels (:func:`rk4_kernel`, :func:`gd_kernel`, :func:`dopri5_kernel`)
-``prange`` over fixed-size blocks of BLOCK tasks; each block runs a serial per-block kernel that
-adds its tasks' loss terms in task order into the block's row of the partials, so the results
-are bit-identical for any thread count. rk4 and gd (:func:`_lane_block`) run LANES tasks in
-lock-step (:mod:`fastdyn.drive.lanes`); dopri5 (:func:`_dopri5_block`) runs one task at a time
-with its own adaptive steps.
+run one parallel region per call with one worker per numba thread; the workers take work items
+from an atomic counter (:func:`_take`) until none is left (dynamic scheduling):
+
+1. the lane groups (rk4, gd: LANES tasks in lock-step, :func:`_lane_group`,
+   :mod:`fastdyn.drive.lanes`) or tasks (dopri5, own adaptive steps, :func:`_dopri5_task`) of the
+   chunk's first :func:`head_blocks` blocks, each storing its tasks' f at every output time in a
+   buffer; the worker that finishes a block's last item adds the block's loss terms from the
+   buffer in task order into its row of the partials (:func:`_finish_block`);
+2. then every other block whole, by one worker, its loss terms added in task order as it goes.
+
+Either way the additions into a block's row are those of a serial per-block kernel, in the same
+order (:mod:`fastdyn.reduce`). On a power-law table the first block may hold most of the work; a
+``prange`` over blocks gave it to one thread, while here its lane groups are shared out (tables
+are ordered by frequency: the heavy items come first), and the later blocks are taken by
+whichever thread is free, also when the machine is loaded and a thread is held up.
+
+Which thread integrates a task changes nothing in its arithmetic, and the sums do not depend on
+which thread did what, so the results are bit-identical for any thread count and schedule.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .._jit import PARALLEL, SERIAL
 from ..models.msfr.ode import rate_scale, task_loss, task_rhs
@@ -50,7 +65,7 @@ from .task_status import (
 )
 
 # ----------------------------------------------------------------------------------------------
-# serial per-block kernels
+# serial kernels: one lane group, one task
 # ----------------------------------------------------------------------------------------------
 
 #: dopri5 polls the stop flag every this many steps (accepted + rejected) of a task
@@ -58,9 +73,11 @@ STOP_POLL = 1024
 
 
 @njit(**SERIAL)
-def _lane_block(
+def _lane_group(
     is_gd,
-    b,
+    g0,
+    m,
+    lo,
     lam,
     psi,
     rate,
@@ -81,119 +98,124 @@ def _lane_block(
     settle_tol,
     max_steps,
     tpos,
-    test_part,
-    train_part,
+    fbuf,
     f_track,
     stop,
+    W,
+    limit,
+    direct,
+    b,
+    test_part,
+    train_part,
 ):
-    """One block of rk4 (marks = output times, mark0 = start time) or gd (marks = output step
-    indices as floats, mark0 = start step) in groups of LANES tasks. Returns early, leaving the
-    block's outputs incomplete, once ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`)."""
-    n = lam.shape[0]
-    lo = b * BLOCK
-    hi = min(lo + BLOCK, n)
+    """Tasks g0 … g0+m−1 (m ≤ LANES) of rk4 (marks = output times, mark0 = start time) or gd
+    (marks = output step indices as floats, mark0 = start step) in lock-step; f of task i at
+    output j goes to ``fbuf[i − lo, j]``. Returns early, leaving the outputs incomplete, once
+    ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`). ``W`` (_NW·LANES floats) and ``limit``
+    (LANES bools) are the caller's scratch arrays. With ``direct`` the loss terms are added into
+    row b of the partials instead (task order when the caller runs a block's groups in order)."""
     nt = marks.shape[0]
-    W = np.zeros(_NW * LANES)
-    limit = np.zeros(LANES, dtype=np.bool_)
+    W[:] = 0.0
     fmax = float(max_steps)
-    for g0 in range(lo, hi, LANES):
-        m = min(LANES, hi - g0)
-        W[:] = 0.0
+    for l in range(LANES):
+        W[_OPSI + l] = 1.0
+    for l in range(m):
+        i = g0 + l
+        W[_OLAM + l] = lam[i]
+        W[_OPSI + l] = psi[i]
+        W[_OQ + l] = q
+        W[_ORATE + l] = rate[i]
+        W[_OWT + l] = wtest[i]
+        W[_ORPREV + l] = rprev[i]
+        W[_OTHR + l] = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
+        W[_ONST + l] = float(steps[i])
+        W[_OHNOM + l] = hnom[i]
+        W[_OY0 + l] = vx[i]
+        W[_OY1 + l] = vy[i]
+        W[_OY2 + l] = wx[i]
+        W[_OY3 + l] = wy[i]
+        if status[i] == STATUS_RUNNING:
+            p = (lam[i], psi[i], q, rate[i])
+            sig = rate_scale(p, (vx[i], vy[i], wx[i], wy[i]))
+            if not (sig > 0.0) or not np.isfinite(sig):
+                status[i] = STATUS_FROZEN
+            else:
+                W[_OALIVE + l] = 1.0
+                if not (hnom[i] > 0.0):
+                    W[_OHNOM + l] = eta if is_gd else 1.0 / (spt * sig)
+    _lanes_rhs(W)
+    prev = mark0
+    for j in range(nt):
+        if stop[0] != 0:
+            return
+        mj = marks[j]
+        dt = mj - prev
+        prev = mj
+        nmax = 0.0
         for l in range(LANES):
-            W[_OPSI + l] = 1.0
+            limit[l] = False
+            W[_ON + l] = 0.0
+            if W[_OALIVE + l] > 0.5 and dt > 0.0:
+                hn = W[_OHNOM + l]
+                if is_gd:
+                    nf = dt
+                    hh = eta
+                else:
+                    nf = np.ceil(dt / hn)
+                    hh = dt / nf
+                budget = fmax - W[_ONST + l]
+                if nf > budget:
+                    nf = budget
+                    hh = eta if is_gd else hn
+                    limit[l] = True
+                W[_ON + l] = nf
+                W[_OHH + l] = hh
+                nmax = max(nmax, nf)
+        if nmax > 0.0:
+            _lanes_advance(is_gd, W, int(nmax), q, stop)
         for l in range(m):
             i = g0 + l
-            W[_OLAM + l] = lam[i]
-            W[_OPSI + l] = psi[i]
-            W[_OQ + l] = q
-            W[_ORATE + l] = rate[i]
-            W[_OWT + l] = wtest[i]
-            W[_ORPREV + l] = rprev[i]
-            W[_OTHR + l] = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
-            W[_ONST + l] = float(steps[i])
-            W[_OHNOM + l] = hnom[i]
-            W[_OY0 + l] = vx[i]
-            W[_OY1 + l] = vy[i]
-            W[_OY2 + l] = wx[i]
-            W[_OY3 + l] = wy[i]
-            if status[i] == STATUS_RUNNING:
-                p = (lam[i], psi[i], q, rate[i])
-                sig = rate_scale(p, (vx[i], vy[i], wx[i], wy[i]))
-                if not (sig > 0.0) or not np.isfinite(sig):
-                    status[i] = STATUS_FROZEN
-                else:
-                    W[_OALIVE + l] = 1.0
-                    if not (hnom[i] > 0.0):
-                        W[_OHNOM + l] = eta if is_gd else 1.0 / (spt * sig)
-        _lanes_rhs(W)
-        prev = mark0
-        for j in range(nt):
-            if stop[0] != 0:
-                return
-            mj = marks[j]
-            dt = mj - prev
-            prev = mj
-            nmax = 0.0
-            for l in range(LANES):
-                limit[l] = False
-                W[_ON + l] = 0.0
-                if W[_OALIVE + l] > 0.5 and dt > 0.0:
-                    hn = W[_OHNOM + l]
-                    if is_gd:
-                        nf = dt
-                        hh = eta
-                    else:
-                        nf = np.ceil(dt / hn)
-                        hh = dt / nf
-                    budget = fmax - W[_ONST + l]
-                    if nf > budget:
-                        nf = budget
-                        hh = eta if is_gd else hn
-                        limit[l] = True
-                    W[_ON + l] = nf
-                    W[_OHH + l] = hh
-                    nmax = max(nmax, nf)
-            if nmax > 0.0:
-                _lanes_advance(is_gd, W, int(nmax), q, stop)
-            for l in range(m):
-                i = g0 + l
-                if W[_OALIVE + l] > 0.5:
-                    fin = (
-                        np.isfinite(W[_OF + l])
-                        and np.isfinite(W[_OY0 + l])
-                        and np.isfinite(W[_OY1 + l])
-                        and np.isfinite(W[_OY2 + l])
-                        and np.isfinite(W[_OY3 + l])
-                    )
-                    if not fin:
-                        status[i] = STATUS_DIVERGED
-                        W[_OALIVE + l] = 0.0
-                    elif limit[l]:
-                        status[i] = STATUS_STEP_LIMIT
-                        W[_OALIVE + l] = 0.0
-                elif status[i] == STATUS_RUNNING:
-                    status[i] = STATUS_SETTLED
-                f = W[_OF + l]
+            if W[_OALIVE + l] > 0.5:
+                fin = (
+                    np.isfinite(W[_OF + l])
+                    and np.isfinite(W[_OY0 + l])
+                    and np.isfinite(W[_OY1 + l])
+                    and np.isfinite(W[_OY2 + l])
+                    and np.isfinite(W[_OY3 + l])
+                )
+                if not fin:
+                    status[i] = STATUS_DIVERGED
+                    W[_OALIVE + l] = 0.0
+                elif limit[l]:
+                    status[i] = STATUS_STEP_LIMIT
+                    W[_OALIVE + l] = 0.0
+            elif status[i] == STATUS_RUNNING:
+                status[i] = STATUS_SETTLED
+            f = W[_OF + l]
+            if direct:
                 te, tr = task_loss(f - W[_OLAM + l], W[_ORATE + l], W[_OWT + l])
                 test_part[b, j] += te
                 train_part[b, j] += tr
-                k = tpos[i]
-                if k >= 0:
-                    f_track[k, j] = f
-        for l in range(m):
-            i = g0 + l
-            vx[i] = W[_OY0 + l]
-            vy[i] = W[_OY1 + l]
-            wx[i] = W[_OY2 + l]
-            wy[i] = W[_OY3 + l]
-            steps[i] = np.int64(W[_ONST + l])
-            rprev[i] = W[_ORPREV + l]
-            hnom[i] = W[_OHNOM + l]
+            else:
+                fbuf[i - lo, j] = f
+            k = tpos[i]
+            if k >= 0:
+                f_track[k, j] = f
+    for l in range(m):
+        i = g0 + l
+        vx[i] = W[_OY0 + l]
+        vy[i] = W[_OY1 + l]
+        wx[i] = W[_OY2 + l]
+        wy[i] = W[_OY3 + l]
+        steps[i] = np.int64(W[_ONST + l])
+        rprev[i] = W[_ORPREV + l]
+        hnom[i] = W[_OHNOM + l]
 
 
 @njit(**SERIAL)
-def _dopri5_block(
-    b,
+def _dopri5_task(
+    i,
+    lo,
     lam,
     psi,
     rate,
@@ -215,141 +237,333 @@ def _dopri5_block(
     settle_tol,
     max_steps,
     tpos,
-    test_part,
-    train_part,
+    fbuf,
     f_track,
     stop,
+    direct,
+    b,
+    test_part,
+    train_part,
 ):
-    """One block of dopri5, one task at a time (own adaptive steps), sums in task order.
-    Returns early, leaving the block's outputs incomplete, once ``stop[0] != 0`` (a signal) or
+    """Task i of dopri5 (own adaptive steps); f at output j goes to ``fbuf[i − lo, j]``, and with
+    ``direct`` its loss terms are added into row b of the partials (output by output).
+    Returns early, leaving the outputs incomplete, once ``stop[0] != 0`` (a signal) or
     ``stop[1] != 0`` (polled every STOP_POLL steps of a task); a task that reaches ``max_steps``
     sets ``stop[1]`` (see :mod:`fastdyn.drive.stop_flag`)."""
-    n = lam.shape[0]
-    lo = b * BLOCK
-    hi = min(lo + BLOCK, n)
     nt = times.shape[0]
-    fout = np.empty(nt)
-    for i in range(lo, hi):
-        lm = lam[i]
-        p = (lm, psi[i], q, rate[i])
-        y = (vx[i], vy[i], wx[i], wy[i])
-        k, f = task_rhs(p, y)
-        thr = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
-        alive = status[i] == STATUS_RUNNING
-        h = hstate[i]
-        if alive:
-            sig = rate_scale(p, y)
-            if not (sig > 0.0) or not np.isfinite(sig):
-                status[i] = STATUS_FROZEN
+    fout = fbuf[i - lo]
+    lm = lam[i]
+    p = (lm, psi[i], q, rate[i])
+    y = (vx[i], vy[i], wx[i], wy[i])
+    k, f = task_rhs(p, y)
+    thr = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
+    alive = status[i] == STATUS_RUNNING
+    h = hstate[i]
+    if alive:
+        sig = rate_scale(p, y)
+        if not (sig > 0.0) or not np.isfinite(sig):
+            status[i] = STATUS_FROZEN
+            alive = False
+        elif not (h > 0.0):
+            d0 = _rms(y)
+            d1 = _rms(k)
+            h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
+            h = min(h, 0.01 / sig)
+    t = t0
+    nst = steps[i]
+    nrej = rejected[i]
+    rp = rprev[i]
+    rej_before = False
+    for j in range(nt):
+        tj = times[j]
+        while alive and t < tj:
+            if (nst + nrej) % STOP_POLL == 0 and (stop[0] != 0 or stop[1] != 0):
+                return
+            if nst >= max_steps:
+                status[i] = STATUS_STEP_LIMIT
+                stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
+                steps[i] = nst
+                return
+            clipped = h >= tj - t
+            hh = tj - t if clipped else h
+            if t + hh == t:
+                status[i] = STATUS_STALLED
                 alive = False
-            elif not (h > 0.0):
-                d0 = _rms(y)
-                d1 = _rms(k)
-                h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
-                h = min(h, 0.01 / sig)
-        t = t0
-        nst = steps[i]
-        nrej = rejected[i]
-        rp = rprev[i]
-        rej_before = False
-        for j in range(nt):
-            tj = times[j]
-            while alive and t < tj:
-                if (nst + nrej) % STOP_POLL == 0 and (stop[0] != 0 or stop[1] != 0):
-                    return
-                if nst >= max_steps:
-                    status[i] = STATUS_STEP_LIMIT
-                    stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
-                    steps[i] = nst
-                    return
-                clipped = h >= tj - t
-                hh = tj - t if clipped else h
-                if t + hh == t:
-                    status[i] = STATUS_STALLED
+                break
+            yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, hh)
+            err = error_norm(e, y, yn, atol, rtol)
+            acc, hnew = dopri5_controller(err, hh, rej_before)
+            if acc:
+                t = tj if clipped else t + hh
+                y = yn
+                k = kn
+                f = fn
+                nst += 1
+                rej_before = False
+                h = max(hnew, h) if clipped else hnew
+                r = abs(f - lm)
+                if not (np.isfinite(f) and np.isfinite(_rms(y))):
+                    status[i] = STATUS_DIVERGED
                     alive = False
-                    break
-                yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, hh)
-                err = error_norm(e, y, yn, atol, rtol)
-                acc, hnew = dopri5_controller(err, hh, rej_before)
-                if acc:
-                    t = tj if clipped else t + hh
-                    y = yn
-                    k = kn
-                    f = fn
-                    nst += 1
-                    rej_before = False
-                    h = max(hnew, h) if clipped else hnew
-                    r = abs(f - lm)
-                    if not (np.isfinite(f) and np.isfinite(_rms(y))):
-                        status[i] = STATUS_DIVERGED
-                        alive = False
-                    elif r <= thr and r <= rp:
-                        status[i] = STATUS_SETTLED
-                        alive = False
-                    rp = r
-                else:
-                    nrej += 1
-                    rej_before = True
-                    h = hnew
-            fout[j] = f
+                elif r <= thr and r <= rp:
+                    status[i] = STATUS_SETTLED
+                    alive = False
+                rp = r
+            else:
+                nrej += 1
+                rej_before = True
+                h = hnew
+        fout[j] = f
+    if direct:
         for j in range(nt):
             te, tr = task_loss(fout[j] - lm, rate[i], wtest[i])
             test_part[b, j] += te
             train_part[b, j] += tr
-        kk = tpos[i]
-        if kk >= 0:
-            for j in range(nt):
-                f_track[kk, j] = fout[j]
-        vx[i], vy[i], wx[i], wy[i] = y
-        hstate[i] = h
-        rprev[i] = rp
-        steps[i] = nst
-        rejected[i] = nrej
+    kk = tpos[i]
+    if kk >= 0:
+        for j in range(nt):
+            f_track[kk, j] = fout[j]
+    vx[i], vy[i], wx[i], wy[i] = y
+    hstate[i] = h
+    rprev[i] = rp
+    steps[i] = nst
+    rejected[i] = nrej
 
 
 # ----------------------------------------------------------------------------------------------
-# parallel kernels: prange over fixed-size blocks
+# parallel kernels: the first blocks split into work items, the others whole, taken dynamically
 # ----------------------------------------------------------------------------------------------
+
+
+@intrinsic
+def _take(typingctx, counter, idx):
+    """``counter[idx] += 1`` as one atomic operation; returns the value before (an int64 counter
+    shared by the threads of a ``prange``: each call hands out the next work item, or counts one
+    more finished item)."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+    sig = types.int64(counter, types.intp)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        one = context.get_constant(types.int64, 1)
+        # acq_rel: a worker that sees a block's last group done also sees the f the other
+        # workers stored for it (the block is reduced by whoever finishes it, _finish_block)
+        return builder.atomic_rmw("add", ptr, one, "acq_rel")
+
+    return sig, codegen
+
+
+#: task × time values of f buffered for the split first blocks: FBUF_VALUES (1 MiB) worth of
+#: whole blocks, at least one block unless that would take more than FBUF_MAX (64 MiB)
+FBUF_VALUES = 1 << 17
+FBUF_MAX = 1 << 23
+#: float64 padding (two 64-byte cache lines) on each side of a worker's scratch arrays
+_PAD = 16
+
+
+@njit(**SERIAL)
+def head_blocks(n, nt):
+    """How many of the chunk's first blocks are split into lane groups / tasks (their f
+    buffered): FBUF_VALUES // (BLOCK · nt), at least 1 while BLOCK · nt ≤ FBUF_MAX, at most all
+    blocks."""
+    nt = max(nt, 1)
+    sb = FBUF_VALUES // (BLOCK * nt)
+    if sb < 1 and BLOCK * nt <= FBUF_MAX:
+        sb = 1
+    return min((n + BLOCK - 1) // BLOCK, sb)
+
+
+@njit(**SERIAL)
+def _block_losses(b, a, e, lo, lam, rate, wtest, fbuf, test_part, train_part):
+    """Row b of the partials += the loss terms of tasks a … e−1 (f in ``fbuf[i − lo]``), added in
+    task order, output time by output time."""
+    nt = fbuf.shape[1]
+    for i in range(a, e):
+        for j in range(nt):
+            te, tr = task_loss(fbuf[i - lo, j] - lam[i], rate[i], wtest[i])
+            test_part[b, j] += te
+            train_part[b, j] += tr
+
+
+@njit(**SERIAL)
+def _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part):
+    """Count one more finished work item of split block b (``items`` in all); the worker that
+    finishes the last one adds the block's loss terms (the f of all its tasks are stored)."""
+    if _take(done, b) == items - 1:
+        a = b * BLOCK
+        _row_in(acc, b, test_part, train_part)
+        _block_losses(0, a, min(a + BLOCK, n), 0, lam, rate, wtest, fbuf, acc[0:1], acc[1:2])
+        _row_out(acc, b, test_part, train_part)
+
+
+@njit(**SERIAL)
+def _row_in(acc, b, test_part, train_part):
+    """Row b of the partials into the worker's accumulator (the block is summed there: rows of
+    neighbouring blocks share cache lines, and another worker may be adding into those)."""
+    for j in range(acc.shape[1]):
+        acc[0, j] = test_part[b, j]
+        acc[1, j] = train_part[b, j]
+
+
+@njit(**SERIAL)
+def _row_out(acc, b, test_part, train_part):
+    """The worker's accumulator back into row b of the partials."""
+    for j in range(acc.shape[1]):
+        test_part[b, j] = acc[0, j]
+        train_part[b, j] = acc[1, j]
+
+
+# The parallel kernels: one parallel region per call (a ``prange`` over ``bins`` workers, the
+# number of numba threads, given by the caller because ``numba.get_num_threads`` inside a kernel
+# makes it uncacheable; on a loaded machine every region's barrier waits for the slowest thread to
+# be scheduled again). Work items from the atomic counter, in order: the lane groups / tasks of
+# the first ``head_blocks`` blocks (f buffered; whoever finishes a block's last item reduces it,
+# :func:`_finish_block`), then the other blocks whole, each by one worker with its loss terms
+# added directly in task order. Everything runs inline (a parallel kernel that calls another
+# parallel function cannot be cached).
 
 
 @njit(**PARALLEL)
 def rk4_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times, spt,
-    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
+    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
 ):  # fmt: skip
     """Per-task fixed-step RK4 of one chunk; state arrays updated in place."""
-    for b in prange(test_part.shape[0]):
-        _lane_block(
-            False, np.int64(b), lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
-            steps, q, t0, times, spt, 0.0, settle_tol, max_steps, tpos, test_part, train_part,
-            f_track, stop,
-        )  # fmt: skip
+    n = lam.shape[0]
+    nt = times.shape[0]
+    nb = (n + BLOCK - 1) // BLOCK
+    sb = head_blocks(n, nt)
+    hn = min(sb * BLOCK, n)
+    nh = (hn + LANES - 1) // LANES  # items of the split blocks: lane groups
+    fbuf = np.empty((hn, nt))
+    taken = np.zeros(1, dtype=np.int64)
+    done = np.zeros(max(sb, 1), dtype=np.int64)
+    for _k in prange(bins):
+        # per-worker scratch, padded so that no cache line is shared with another worker's
+        W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
+        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
+        limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
+        while stop[0] == 0:
+            x = _take(taken, 0)
+            if x >= nh + nb - sb:
+                break
+            if x < nh:
+                g0 = x * LANES
+                b = g0 // BLOCK
+                _lane_group(
+                    False, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
+                    hnom, rprev, status, steps, q, t0, times, spt, 0.0, settle_tol,
+                    max_steps, tpos, fbuf, f_track, stop, W, limit, False, b, test_part,
+                    train_part,
+                )  # fmt: skip
+                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
+            else:
+                b = sb + x - nh
+                _row_in(acc, b, test_part, train_part)
+                for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
+                    _lane_group(
+                        False, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
+                        wy, hnom, rprev, status, steps, q, t0, times, spt, 0.0,
+                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, 0,
+                        acc[0:1], acc[1:2],
+                    )  # fmt: skip
+                _row_out(acc, b, test_part, train_part)
 
 
 @njit(**PARALLEL)
 def gd_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout, eta,
-    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
+    settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
 ):  # fmt: skip
     """Discrete gradient descent (shared η) of one chunk; kout = output step indices (float64,
     exact integers), k0 the step the state is at; state arrays updated in place."""
-    for b in prange(test_part.shape[0]):
-        _lane_block(
-            True, np.int64(b), lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status,
-            steps, q, k0, kout, 0.0, eta, settle_tol, max_steps, tpos, test_part, train_part,
-            f_track, stop,
-        )  # fmt: skip
+    n = lam.shape[0]
+    nt = kout.shape[0]
+    nb = (n + BLOCK - 1) // BLOCK
+    sb = head_blocks(n, nt)
+    hn = min(sb * BLOCK, n)
+    nh = (hn + LANES - 1) // LANES  # items of the split blocks: lane groups
+    fbuf = np.empty((hn, nt))
+    taken = np.zeros(1, dtype=np.int64)
+    done = np.zeros(max(sb, 1), dtype=np.int64)
+    for _k in prange(bins):
+        # per-worker scratch, padded so that no cache line is shared with another worker's
+        W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
+        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
+        limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
+        while stop[0] == 0:
+            x = _take(taken, 0)
+            if x >= nh + nb - sb:
+                break
+            if x < nh:
+                g0 = x * LANES
+                b = g0 // BLOCK
+                _lane_group(
+                    True, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
+                    hnom, rprev, status, steps, q, k0, kout, 0.0, eta, settle_tol,
+                    max_steps, tpos, fbuf, f_track, stop, W, limit, False, b, test_part,
+                    train_part,
+                )  # fmt: skip
+                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
+            else:
+                b = sb + x - nh
+                _row_in(acc, b, test_part, train_part)
+                for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
+                    _lane_group(
+                        True, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
+                        wy, hnom, rprev, status, steps, q, k0, kout, 0.0, eta,
+                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, 0,
+                        acc[0:1], acc[1:2],
+                    )  # fmt: skip
+                _row_out(acc, b, test_part, train_part)
 
 
 @njit(**PARALLEL)
 def dopri5_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q, t0,
-    times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track, stop,
+    times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
 ):  # fmt: skip
     """Per-task adaptive Dormand–Prince 5(4) of one chunk; state arrays updated in place."""
-    for b in prange(test_part.shape[0]):
-        _dopri5_block(
-            np.int64(b), lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
-            t0, times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part, f_track,
-            stop,
-        )  # fmt: skip
+    n = lam.shape[0]
+    nt = times.shape[0]
+    nb = (n + BLOCK - 1) // BLOCK
+    sb = head_blocks(n, nt)
+    hn = min(sb * BLOCK, n)  # items of the split blocks: tasks
+    fbuf = np.empty((hn, nt))
+    taken = np.zeros(1, dtype=np.int64)
+    done = np.zeros(max(sb, 1), dtype=np.int64)
+    for _k in prange(bins):
+        # per-worker f row (padded: no cache line shared with another worker's), copied into the
+        # buffer once a split block's task is done
+        frow = np.empty((1, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
+        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
+        while stop[0] == 0 and stop[1] == 0:
+            x = _take(taken, 0)
+            if x >= hn + nb - sb:
+                break
+            if x < hn:
+                b = x // BLOCK
+                _dopri5_task(
+                    x, x, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps,
+                    rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos, frow,
+                    f_track, stop, False, b, test_part, train_part,
+                )  # fmt: skip
+                for j in range(nt):
+                    fbuf[x, j] = frow[0, j]
+                items = min(b * BLOCK + BLOCK, n) - b * BLOCK
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
+            else:
+                b = sb + x - hn
+                _row_in(acc, b, test_part, train_part)
+                for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
+                    _dopri5_task(
+                        i, i, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status,
+                        steps, rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos,
+                        frow, f_track, stop, True, 0, acc[0:1], acc[1:2],
+                    )  # fmt: skip
+                _row_out(acc, b, test_part, train_part)

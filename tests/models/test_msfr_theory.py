@@ -453,3 +453,30 @@ def test_wrappers_reject_bad_input():
         f_curves(t, one_, -one_, one_, one_, one_, one_, one_)
     with pytest.raises(ValueError, match="test_partials"):
         loss_partials(t, *([one_] * 8), "leading", np.empty((2, 2)), np.empty((1, 2)))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("lam", np.nan, "lam must be finite for every task"),
+        ("v0y", np.inf, "v0y must be finite for every task"),
+        ("psi", 0.0, "psi must be > 0 for every task"),
+        ("rate", -1e-300, "rate must be ≥ 0 for every task"),
+    ],
+)
+def test_loss_partials_rejects_bad_task_values(field, value, message):
+    """The per-task checks (one parallel pass per array) name the first bad array; one bad task
+    in the middle of a 3000-task table is enough."""
+    n = 3000
+    a = dict(
+        lam=np.ones(n), psi=np.full(n, 10.0), rate=np.full(n, 0.1), v0x=np.full(n, 1e-3),
+        v0y=np.full(n, 1e-3), w0x=np.full(n, 1e-3), w0y=np.full(n, 1e-3),
+    )  # fmt: skip
+    a[field][1777] = value
+    t = np.array([0.0, 1.0])
+    pt, pr = np.zeros((3, 2)), np.zeros((3, 2))
+    with pytest.raises(ValueError, match=message):
+        loss_partials(
+            t, a["lam"], a["psi"], a["rate"], np.ones(n), a["v0x"], a["v0y"], a["w0x"],
+            a["w0y"], "leading", pt, pr,
+        )  # fmt: skip

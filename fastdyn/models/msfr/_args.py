@@ -4,7 +4,9 @@ and their CUDA twins (``theory_cuda.py``), so neither imports the other's module
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
+from ..._jit import PARALLEL, SERIAL
 from ...reduce import n_blocks
 from ._closed_form import EXACT, FIRST_ORDER, LEADING
 
@@ -30,6 +32,44 @@ def _times(times) -> np.ndarray:
     return t
 
 
+@njit(**SERIAL)
+def _count_bad(x, lo, hi, out):
+    """out += (non-finite, finite ≤ 0, finite < 0) counts of x[lo:hi]."""
+    for i in range(lo, hi):
+        v = x[i]
+        if not np.isfinite(v):
+            out[0] += 1
+        elif v <= 0.0:
+            out[1] += 1
+            if v < 0.0:
+                out[2] += 1
+
+
+@njit(**PARALLEL)
+def _bad_counts(a0, a1, a2, a3, a4, a5, a6):
+    """Row k: (non-finite, finite ≤ 0, finite < 0) entries of array ak, all seven arrays in one
+    parallel pass (integer counts: the same for any thread count), so the checks of a
+    10^7-task table cost neither a serial pass nor a parallel region per array."""
+    n = a0.shape[0]
+    step = 1 << 16
+    nb = (n + step - 1) // step
+    part = np.zeros((nb, 7, 3), dtype=np.int64)
+    for b in prange(nb):
+        lo = b * step
+        hi = min(lo + step, n)
+        _count_bad(a0, lo, hi, part[b, 0])
+        _count_bad(a1, lo, hi, part[b, 1])
+        _count_bad(a2, lo, hi, part[b, 2])
+        _count_bad(a3, lo, hi, part[b, 3])
+        _count_bad(a4, lo, hi, part[b, 4])
+        _count_bad(a5, lo, hi, part[b, 5])
+        _count_bad(a6, lo, hi, part[b, 6])
+    out = np.zeros((7, 3), dtype=np.int64)
+    for b in range(nb):
+        out += part[b]
+    return out
+
+
 def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
     out = []
     n = None
@@ -43,12 +83,13 @@ def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
             raise ValueError(f"{name} has {x.shape[0]} tasks, expected {n} (like the others)")
         out.append(x)
     names = list(arrays)
-    for name, x in zip(names, out, strict=True):
-        if not np.all(np.isfinite(x)):
+    counts = _bad_counts(*out)
+    for name, c in zip(names, counts, strict=True):
+        if c[0]:
             raise ValueError(f"{name} must be finite for every task")
-    if np.any(~(out[names.index("psi")] > 0.0)):
+    if counts[names.index("psi")][1]:
         raise ValueError("psi must be > 0 for every task")
-    if np.any(~(out[names.index("rate")] >= 0.0)):
+    if counts[names.index("rate")][2]:
         raise ValueError("rate must be ≥ 0 for every task")
     return int(n or 0), out
 
