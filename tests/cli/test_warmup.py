@@ -110,7 +110,7 @@ def test_kernels_compile_one_signature_per_run(tmp_path):
     r = CliRunner().invoke(main, args + [a for s in sets for a in ("--set", s)])
     assert r.exit_code == 0, r.output
     kernels = {
-        "_dopri5_block": integrate_kernels._dopri5_block,
+        "_dopri5_task": integrate_kernels._dopri5_task,
         "_exact_tail": _closed_form._exact_tail,
         "_walk_right": theory._walk_right,
         "rng.key": rng.key,
