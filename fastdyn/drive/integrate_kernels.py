@@ -1,6 +1,7 @@
 """The numba kernels of :mod:`fastdyn.drive.integrate`: one chunk of tasks, state updated in place.
 
-``@njit(parallel=True)`` kernels (:func:`rk4_kernel`, :func:`gd_kernel`, :func:`dopri5_kernel`)
+``@njit(parallel=True)`` kernels (:func:`lanes_kernel` behind :func:`rk4_kernel` and
+:func:`gd_kernel`, and :func:`dopri5_kernel`)
 run one parallel region per call with one worker per numba thread; the workers take work items
 from an atomic counter (:func:`_take`) until none is left (dynamic scheduling):
 
@@ -362,6 +363,11 @@ FBUF_VALUES = 1 << 17
 FBUF_MAX = 1 << 23
 #: float64 padding (two 64-byte cache lines) on each side of a worker's scratch arrays
 _PAD = 16
+# the "whole block" flag and row of the per-task kernels as typed values, not literals: each
+# literal would compile its own signature (the accumulators are C-contiguous for the same reason)
+_SPLIT = np.bool_(False)
+_WHOLE = np.bool_(True)
+_ROW0 = np.int64(0)
 
 
 @njit(**SERIAL)
@@ -427,100 +433,76 @@ def _row_out(acc, b, test_part, train_part):
 
 
 @njit(**PARALLEL)
+def lanes_kernel(
+    is_gd, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, mark0, marks,
+    spt, eta, settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
+):  # fmt: skip
+    """rk4 (``is_gd`` false: marks = output times, mark0 = start time, ``spt`` steps per
+    timescale) or gd (marks = output step indices as floats, mark0 = start step, step η = ``eta``)
+    of one chunk in lock-step lane groups; state arrays updated in place."""
+    n = lam.shape[0]
+    nt = marks.shape[0]
+    nb = (n + BLOCK - 1) // BLOCK
+    sb = head_blocks(n, nt)
+    hn = min(sb * BLOCK, n)
+    nh = (hn + LANES - 1) // LANES  # items of the split blocks: lane groups
+    fbuf = np.empty((hn, nt))
+    taken = np.zeros(1, dtype=np.int64)
+    done = np.zeros(max(sb, 1), dtype=np.int64)
+    for _k in prange(bins):
+        # per-worker scratch, padded so that no cache line is shared with another worker's
+        W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
+        acc = np.empty(2 * nt + 2 * _PAD)[_PAD : _PAD + 2 * nt].reshape((2, nt))
+        limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
+        while stop[0] == 0:
+            x = _take(taken, 0)
+            if x >= nh + nb - sb:
+                break
+            if x < nh:
+                g0 = x * LANES
+                b = g0 // BLOCK
+                _lane_group(
+                    is_gd, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
+                    hnom, rprev, status, steps, q, mark0, marks, spt, eta, settle_tol,
+                    max_steps, tpos, fbuf, f_track, stop, W, limit, _SPLIT, b, test_part,
+                    train_part,
+                )  # fmt: skip
+                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
+                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
+            else:
+                b = sb + x - nh
+                _row_in(acc, b, test_part, train_part)
+                for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
+                    _lane_group(
+                        is_gd, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
+                        wy, hnom, rprev, status, steps, q, mark0, marks, spt, eta,
+                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, _WHOLE, _ROW0,
+                        acc[0:1], acc[1:2],
+                    )  # fmt: skip
+                _row_out(acc, b, test_part, train_part)
+
+
 def rk4_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times, spt,
     settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
-):  # fmt: skip
-    """Per-task fixed-step RK4 of one chunk; state arrays updated in place."""
-    n = lam.shape[0]
-    nt = times.shape[0]
-    nb = (n + BLOCK - 1) // BLOCK
-    sb = head_blocks(n, nt)
-    hn = min(sb * BLOCK, n)
-    nh = (hn + LANES - 1) // LANES  # items of the split blocks: lane groups
-    fbuf = np.empty((hn, nt))
-    taken = np.zeros(1, dtype=np.int64)
-    done = np.zeros(max(sb, 1), dtype=np.int64)
-    for _k in prange(bins):
-        # per-worker scratch, padded so that no cache line is shared with another worker's
-        W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
-        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
-        limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
-        while stop[0] == 0:
-            x = _take(taken, 0)
-            if x >= nh + nb - sb:
-                break
-            if x < nh:
-                g0 = x * LANES
-                b = g0 // BLOCK
-                _lane_group(
-                    False, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
-                    hnom, rprev, status, steps, q, t0, times, spt, 0.0, settle_tol,
-                    max_steps, tpos, fbuf, f_track, stop, W, limit, False, b, test_part,
-                    train_part,
-                )  # fmt: skip
-                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
-                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
-            else:
-                b = sb + x - nh
-                _row_in(acc, b, test_part, train_part)
-                for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
-                    _lane_group(
-                        False, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
-                        wy, hnom, rprev, status, steps, q, t0, times, spt, 0.0,
-                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, 0,
-                        acc[0:1], acc[1:2],
-                    )  # fmt: skip
-                _row_out(acc, b, test_part, train_part)
+) -> None:  # fmt: skip
+    """Per-task fixed-step RK4 of one chunk (:func:`lanes_kernel`); state updated in place."""
+    lanes_kernel(
+        False, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times,
+        spt, 0.0, settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
+    )  # fmt: skip
 
 
-@njit(**PARALLEL)
 def gd_kernel(
     lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout, eta,
     settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
-):  # fmt: skip
-    """Discrete gradient descent (shared η) of one chunk; kout = output step indices (float64,
-    exact integers), k0 the step the state is at; state arrays updated in place."""
-    n = lam.shape[0]
-    nt = kout.shape[0]
-    nb = (n + BLOCK - 1) // BLOCK
-    sb = head_blocks(n, nt)
-    hn = min(sb * BLOCK, n)
-    nh = (hn + LANES - 1) // LANES  # items of the split blocks: lane groups
-    fbuf = np.empty((hn, nt))
-    taken = np.zeros(1, dtype=np.int64)
-    done = np.zeros(max(sb, 1), dtype=np.int64)
-    for _k in prange(bins):
-        # per-worker scratch, padded so that no cache line is shared with another worker's
-        W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
-        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
-        limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
-        while stop[0] == 0:
-            x = _take(taken, 0)
-            if x >= nh + nb - sb:
-                break
-            if x < nh:
-                g0 = x * LANES
-                b = g0 // BLOCK
-                _lane_group(
-                    True, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
-                    hnom, rprev, status, steps, q, k0, kout, 0.0, eta, settle_tol,
-                    max_steps, tpos, fbuf, f_track, stop, W, limit, False, b, test_part,
-                    train_part,
-                )  # fmt: skip
-                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
-                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
-            else:
-                b = sb + x - nh
-                _row_in(acc, b, test_part, train_part)
-                for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
-                    _lane_group(
-                        True, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx,
-                        wy, hnom, rprev, status, steps, q, k0, kout, 0.0, eta,
-                        settle_tol, max_steps, tpos, fbuf, f_track, stop, W, limit, True, 0,
-                        acc[0:1], acc[1:2],
-                    )  # fmt: skip
-                _row_out(acc, b, test_part, train_part)
+) -> None:  # fmt: skip
+    """Discrete gradient descent (shared η) of one chunk (:func:`lanes_kernel`); kout = output
+    step indices (float64, exact integers), k0 the step the state is at; state updated in place."""
+    lanes_kernel(
+        True, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout,
+        0.0, eta, settle_tol, max_steps, tpos, test_part, train_part, f_track, stop, bins,
+    )  # fmt: skip
 
 
 @njit(**PARALLEL)
@@ -541,7 +523,7 @@ def dopri5_kernel(
         # per-worker f row (padded: no cache line shared with another worker's), copied into the
         # buffer once a split block's task is done
         frow = np.empty((1, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
-        acc = np.empty((2, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
+        acc = np.empty(2 * nt + 2 * _PAD)[_PAD : _PAD + 2 * nt].reshape((2, nt))
         while stop[0] == 0 and stop[1] == 0:
             x = _take(taken, 0)
             if x >= hn + nb - sb:
@@ -551,7 +533,7 @@ def dopri5_kernel(
                 _dopri5_task(
                     x, x, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps,
                     rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos, frow,
-                    f_track, stop, False, b, test_part, train_part,
+                    f_track, stop, _SPLIT, b, test_part, train_part,
                 )  # fmt: skip
                 for j in range(nt):
                     fbuf[x, j] = frow[0, j]
@@ -564,6 +546,6 @@ def dopri5_kernel(
                     _dopri5_task(
                         i, i, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status,
                         steps, rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos,
-                        frow, f_track, stop, True, 0, acc[0:1], acc[1:2],
+                        frow, f_track, stop, _WHOLE, _ROW0, acc[0:1], acc[1:2],
                     )  # fmt: skip
                 _row_out(acc, b, test_part, train_part)
