@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 
 from . import layout
+from .torn import read_rows
 from .writer import check_identity
 
 
@@ -317,7 +318,7 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
                 if name.rsplit("/", 1)[-1] in (layout.TIME, "index"):
                     return  # dimension scales (and their hard links into series groups) are read below
                 if isinstance(obj, h5py.Dataset):
-                    data = obj[()]
+                    data = read_rows(obj)  # a torn last chunk of a killed file, verified
                     if n is not None and obj.maxshape and obj.maxshape[0] is None:
                         data = data[:n]
                     run.series[name] = np.asarray(data)
@@ -327,7 +328,7 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
             for name in (layout.TIME, layout.STEP, "tasks/index"):
                 if name in f:
                     _describe(run, name, f[name])
-                    data = f[name][()]
+                    data = read_rows(f[name])
                     run.series[name] = np.asarray(
                         data[:n] if name != "tasks/index" and n is not None else data
                     )

@@ -16,6 +16,7 @@ import h5py
 
 from . import layout
 from .lock import WriterBusy, WriterLock
+from .torn import repair_torn
 from .writer import clear_open_flags, read_checkpoint
 
 #: how to open a running or killed file, for messages and docs
@@ -69,6 +70,7 @@ def repair(path: str | os.PathLike) -> str:
             )
         clear_open_flags(p)
         with h5py.File(p, "r+", libver="latest") as f:
+            repair_torn(f)  # a last chunk the kill tore (fastdyn.h5.torn), verified
             old = f.attrs.get("status", "")
             old = old.decode() if isinstance(old, bytes) else str(old)
             rows = f[layout.TIME].shape[0]

@@ -44,6 +44,7 @@ from .._version import __version__
 from . import layout
 from .compact import compact
 from .lock import WriterLock
+from .torn import repair_torn
 
 CHECKPOINT = "checkpoint"
 
@@ -643,6 +644,7 @@ class RunWriter:
             self._lock.release()
             raise
         try:
+            repair_torn(f)  # before the resize below, which rewrites the last chunk
             got = read_checkpoint(f)
             arrays, rows, seq = got if got is not None else (None, 0, 0)
             for name in [n for n in _resizable(f) if not n.startswith(CHECKPOINT)]:
