@@ -1,12 +1,19 @@
-"""GPU vs CPU kernels on the three hot paths: python bench/gpu.py [--closed N] [--rk4 N] [--icl-epochs E] [--icl-p P].
+"""GPU vs CPU kernels on the hot paths: python bench/gpu.py [--closed N] [--rk4 N] [--dopri5 N] [--icl-epochs E] [--icl-p P] [--cpu-threads T].
 
-1. MSFR closed-form L(t) (level leading, 64 log times) for ``--closed`` tasks (default 1e8, in
-   chunks of 2^22), 2. MSFR RK4 for ``--rk4`` tasks (default 1e7) over 16 output times,
-3. ICL Fig. 4 training (ATTN_S rank 1, D = 8, N = 31, H = 9, P = 80000 sequences, full per-sample
-   kernels) for ``--icl-epochs`` epochs (default 200; the figure runs 20001).
-Each path runs on the CPU kernels (all cores) and on their CUDA twins in the same process; the
-script prints wall seconds, the ratio, and the max relative difference of the results. Without a
-usable GPU it prints one line and exits 2. The GPU timings include host↔device copies.
+1. MSFR closed-form L(t) (level leading, 64 log times) for ``--closed`` tasks (default 1e8), in
+   chunks of 2^22 tasks, as the driver calls it. Two copies of one chunk's task table alternate,
+   so every call copies its inputs to the device (as in a run, where every chunk is new) while the
+   CPU's table generation (0.5 s per chunk, the same for both devices) is left out;
+2. MSFR RK4 for ``--rk4`` tasks (default 1e7) over 16 output times (one call: state to the device
+   and back included);
+3. MSFR dopri5 for ``--dopri5`` tasks (default 1e7), the same tasks and times, rtol 1e-7;
+4. ICL Fig. 4 training (ATTN_S rank 1, D = 8, N = 31, H = 9, P = 80000 sequences, full per-sample
+   kernels) for ``--icl-epochs`` full-batch GD epochs (default 200; the figure runs 20001).
+Each path runs on the CPU kernels (``--cpu-threads``, default 2: the brief's 2-core machine) and
+on their CUDA twins in the same process, after one untimed call of each (compilation, and the
+device copies of the ICL data). Printed: wall seconds, the ratio, the largest relative
+difference of the results, and the GPU memory in use after the path (the context's own
+≈ 0.5 GiB included). Without a usable GPU it prints one line and exits 2.
 """
 
 from __future__ import annotations
@@ -21,10 +28,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _timed(fn):
-    fn()  # compile / warm up
+def _sync() -> None:
+    from numba import cuda
+
+    try:
+        cuda.synchronize()
+    except Exception:  # noqa: BLE001 — the simulator
+        pass
+
+
+def _timed(fn, warm=None):
+    (warm or fn)()  # compile / warm up
+    _sync()
     t = time.perf_counter()
     out = fn()
+    _sync()
     return time.perf_counter() - t, out
 
 
@@ -33,62 +51,63 @@ def closed_form(n: int):
     from fastdyn.models.msfr import theory
     from fastdyn.problems.msfr import MsfrProblem
 
+    chunk = min(-(-n // 1024) * 1024, 1 << 22)
     cfg = fastdyn.load_config(
-        None, [f"task.n_tasks={n}", "solver.integrator=none", "theory.level=leading"]
+        None, [f"task.n_tasks={chunk}", "solver.integrator=none", "theory.level=leading"]
     )
     prob = MsfrProblem(cfg.task, cfg.init, cfg.seed)
     times = np.geomspace(1e-1, 1e12, 64)
-    chunk = min(-(-n // 1024) * 1024, 1 << 22)
-    # one chunk's task table, evaluated n / chunk times: the kernels' work is the same as for
-    # n distinct tasks, and the (CPU) table generation, 0.5 s per chunk, is left out
     ch = prob.chunk(0, chunk)
+    names = ("lam", "psi", "rate", "wtest", "v0x", "v0y", "w0x", "w0y")
+    tables = [[np.array(getattr(ch, k)) for k in names] for _ in range(2)]
+    reps = max(1, n // chunk)
 
-    def run(dev):
+    def run(dev, reps=reps):
         lt = np.zeros(times.size)
-        for _ in range(max(1, n // chunk)):
-            a, _ = theory.loss_curves(
-                times,
-                ch.lam,
-                ch.psi,
-                ch.rate,
-                ch.wtest,
-                ch.v0x,
-                ch.v0y,
-                ch.w0x,
-                ch.w0y,
-                "leading",
-                chunk=chunk,
-                device=dev,
-            )
+        for r in range(reps):
+            a, _ = theory.loss_curves(times, *tables[r % 2], "leading", chunk=chunk, device=dev)
             lt += a
         return lt
 
-    out = {}
-    for dev in ("cpu", "cuda"):
-        out[dev] = _timed(lambda dev=dev: run(dev))
-    return out
+    return {
+        dev: _timed(lambda dev=dev: run(dev), lambda dev=dev: run(dev, 2))
+        for dev in ("cpu", "cuda")
+    }
 
 
-def rk4(n: int):
-    from fastdyn.drive import integrate
-
+def _power_law_tasks(n: int):
     rng = np.random.default_rng(0)
     s = np.arange(1, n + 1, dtype=float)
     lam, psi, rate, wt = np.ones(n), np.full(n, 100.0), s**-2.0 / 1.64, s**-2.0 / 1.64
     v0 = [np.full(n, 1e-3) + 1e-6 * rng.standard_normal(n) for _ in range(4)]
+    return lam, psi, rate, wt, v0
+
+
+def _integrator(name: str, n: int, **kw):
+    from fastdyn.drive import integrate
+
+    lam, psi, rate, wt, v0 = _power_law_tasks(n)
     times = np.geomspace(1e-1, 1e3, 16)
 
-    def run(dev):
-        st = integrate.TaskState.fresh(*[a.copy() for a in v0])
+    def run(dev, m=n):
+        st = integrate.TaskState.fresh(*[a[:m].copy() for a in v0])
         seg = integrate.advance(
-            "rk4", lam, psi, rate, wt, st, times, steps_per_timescale=20.0, device=dev
+            name, lam[:m], psi[:m], rate[:m], wt[:m], st, times, device=dev, **kw
         )
         return seg.test_partials.sum(axis=0)
 
-    out = {}
-    for dev in ("cpu", "cuda"):
-        out[dev] = _timed(lambda dev=dev: run(dev))
-    return out
+    return {
+        dev: _timed(lambda dev=dev: run(dev), lambda dev=dev: run(dev, 4096))
+        for dev in ("cpu", "cuda")
+    }
+
+
+def rk4(n: int):
+    return _integrator("rk4", n, steps_per_timescale=20.0)
+
+
+def dopri5(n: int):
+    return _integrator("dopri5", n, rtol=1e-7, atol=1e-12)
 
 
 def icl_fig4(epochs: int, P: int = 80000):
@@ -120,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--closed", type=float, default=1e8)
     ap.add_argument("--rk4", type=float, default=1e7)
+    ap.add_argument("--dopri5", type=float, default=1e7)
     ap.add_argument("--icl-epochs", type=int, default=200)
     ap.add_argument(
         "--icl-p", type=int, default=80000, help="training sequences (80000 as in Fig. 4)"
@@ -145,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         (f"MSFR closed form, {a.closed:.0e} tasks x 64 times", lambda: closed_form(int(a.closed))),
         (f"MSFR RK4, {a.rk4:.0e} tasks x 16 times", lambda: rk4(int(a.rk4))),
+        (f"MSFR dopri5, {a.dopri5:.0e} tasks x 16 times", lambda: dopri5(int(a.dopri5))),
         (
             f"ICL Fig. 4 full model (P = {a.icl_p}), {a.icl_epochs} GD epochs",
             lambda: icl_fig4(a.icl_epochs, a.icl_p),

@@ -16,10 +16,6 @@ def check_supported(cfg: Any) -> None:
         return
     model = cfg.model
     if model == "msfr":
-        if cfg.solver.integrator == "dopri5":
-            raise ConfigError(
-                "solver.integrator: 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4', 'gd' or 'none' with device = 'cuda', or device = 'cpu'"
-            )
         if cfg.theory.level == "exact":
             raise ConfigError(
                 "theory.level: 'exact' has no CUDA kernel; use 'leading', 'first_order' or 'none' with device = 'cuda', or device = 'cpu'"

@@ -262,7 +262,7 @@ def advance(
 ) -> Segment:
     """Advance ``state`` (in place) of one chunk of tasks from time ``t0`` through the output
     ``times`` with ``integrator`` ∈ {"rk4", "dopri5", "gd"} and return the segment's outputs.
-    ``device = "cuda"`` runs the rk4 and gd kernels' CUDA twins (``integrate_cuda.py``).
+    ``device = "cuda"`` runs the rk4, gd and dopri5 kernels' CUDA twins (``integrate_cuda.py``).
 
     Parameters are per-task float64 arrays (Λ, ψ, rate = #_s/N, wtest = P(s)); the chunk's first
     task must sit on a block boundary for the partials to combine across chunks. ``query=False``
@@ -340,18 +340,15 @@ def advance(
         )  # fmt: skip
         _gpu().rk4_kernel(*args) if on_gpu else rk4_kernel(*args, stop_flag.FLAG, _bins())
     elif integrator == "dopri5":
-        if on_gpu:
-            raise ValueError(
-                "solver.integrator = 'dopri5' has no CUDA kernel (per-task adaptive steps); use 'rk4' or 'gd', or device = 'cpu'"
-            )
         if not (np.isfinite(rtol) and rtol > 0 and np.isfinite(atol) and atol >= 0):
             raise ValueError(f"rtol/atol: need rtol > 0 and atol ≥ 0, got {rtol!r}, {atol!r}")
         stop_flag.clear_halt()
-        dopri5_kernel(
+        args = (
             *common, state.rejected, q, float(t0), times_arr, float(rtol), float(atol),
             float(settle_tol), int(max_steps), tpos, test_partials, train_partials, f_track,
-            stop_flag.FLAG, _bins(),
+            stop_flag.FLAG,
         )  # fmt: skip
+        _gpu().dopri5_kernel(*args) if on_gpu else dopri5_kernel(*args, _bins())
     else:
         args = (
             *common, q, float(k0), marks_out.astype(np.float64), float(eta), float(settle_tol),

@@ -1,20 +1,30 @@
-"""CUDA twins of :func:`fastdyn.drive.integrate_kernels.rk4_kernel` and :func:`~.gd_kernel`.
+"""CUDA twins of :func:`fastdyn.drive.integrate_kernels.rk4_kernel`, :func:`~.gd_kernel` and
+:func:`~.dopri5_kernel`.
 
 Same arguments in the same order, same in-place updates of the task state, the per-block
 partials and ``f_track``. Two launches per call:
 
-1. one thread per task runs that task exactly as one lane of the CPU's lock-step lanes does
-   (:func:`fastdyn.drive.integrate_kernels._lane_block`): the same start-up (frozen tasks,
-   nominal step 1/(spt·σ_s) or η), the same sub-steps per output interval, the same settling
-   rule, step limit and divergence check, with the right-hand side, rate scale and loss terms
-   compiled for the device from the CPU's own Python source (:mod:`fastdyn.models.msfr.ode`); it
-   writes its test and train loss terms per output time into device scratch arrays;
-2. one thread per (block, output time) adds its block's terms in task order onto the partials,
-   the CPU's order, so the reduction is fixed whatever the launch configuration.
+1. one thread per task runs that task exactly as the CPU does: rk4/gd as one lane of the CPU's
+   lock-step lanes (:func:`fastdyn.drive.integrate_kernels._lane_block`: the same start-up, frozen
+   tasks, nominal step 1/(spt·σ_s) or η, sub-steps per output interval, settling rule, step limit
+   and divergence check), dopri5 as :func:`~.integrate_kernels._dopri5_task` (its own adaptive
+   steps, the same controller). The right-hand side, rate scale, loss terms and Dormand–Prince
+   combinations are compiled for the device from the CPU's own Python source
+   (:mod:`fastdyn.models.msfr.ode`, :mod:`.steppers`). Each thread writes f at every output time
+   to ``fbuf[j, i]`` (task index fastest: a warp's stores are coalesced);
+2. one thread per (block, output time) adds its block's loss terms in task order onto the
+   partials, the CPU's order, so the reduction is fixed whatever the launch configuration.
 
-The state arrays stay on the device between the two launches; the caller's arrays are updated
-on return. Under numba's CUDA simulator the arithmetic is the CPU's operation for operation
-(tests/cuda check ≤ 1e-12 relative; on a GPU, FMA contraction makes it round-off close).
+Device memory is reused across calls: the per-task parameters (Λ, ψ, rate, w_test, tracked
+positions) are copied once per host array (a weak reference tells a new array from the same
+one: they must not be changed in place between calls, and fastdyn's drivers never do), and the
+state, f and partial buffers are allocated once per size. The state goes to the device and back
+once per call (the caller's arrays are updated on return; checkpoints read them).
+
+On the GPU a dopri5 task that reaches ``max_steps`` sets a device flag that the other tasks poll
+every STOP_POLL steps, as on the CPU; a SIGINT/SIGTERM is acted on when the call returns.
+Under numba's CUDA simulator the arithmetic is the CPU's operation for operation (tests/cuda
+check ≤ 1e-12 relative); on a GPU see docs/cuda.md for the measured differences.
 """
 
 from __future__ import annotations
@@ -24,13 +34,40 @@ import math
 import numpy as np
 from numba import cuda
 
+from .. import _cuda_memory as _mem
 from ..models.msfr.ode import rate_scale, task_loss, task_rhs, task_rhs_q1
 from ..reduce import BLOCK
+from .integrate_kernels import STOP_POLL
+from .steppers import (
+    DP_A21,
+    DP_A31,
+    DP_A32,
+    DP_A41,
+    DP_A42,
+    DP_A43,
+    DP_A51,
+    DP_A52,
+    DP_A53,
+    DP_A54,
+    DP_A61,
+    DP_A62,
+    DP_A63,
+    DP_A64,
+    DP_A65,
+    DP_B,
+    DP_E,
+    _axpy,
+    _comb,
+    _rms,
+    dopri5_controller,
+    error_norm,
+)  # fmt: skip
 from .task_status import (
     STATUS_DIVERGED,
     STATUS_FROZEN,
     STATUS_RUNNING,
     STATUS_SETTLED,
+    STATUS_STALLED,
     STATUS_STEP_LIMIT,
 )
 
@@ -42,16 +79,17 @@ def _build():
     rhs_1 = cuda.jit(device=True)(task_rhs_q1.py_func)
     scale = cuda.jit(device=True)(rate_scale.py_func)
     tloss = cuda.jit(device=True)(task_loss.py_func)
+    axpy = cuda.jit(device=True)(_axpy.py_func)
+    comb = cuda.jit(device=True)(_comb.py_func)
+    rms = cuda.jit(device=True)(_rms.py_func)
+    enorm = cuda.jit(device=True)(error_norm.py_func)
+    control = cuda.jit(device=True)(dopri5_controller.py_func)
 
     @cuda.jit(device=True)
     def rhs(p, y):
         if p[2] == 1.0:
             return rhs_1(p, y)
         return rhs_g(p, y)
-
-    @cuda.jit(device=True)
-    def axpy(y, h, k):
-        return (y[0] + h * k[0], y[1] + h * k[1], y[2] + h * k[2], y[3] + h * k[3])
 
     @cuda.jit(device=True)
     def step(is_gd, p, y, k1, h):
@@ -73,9 +111,31 @@ def _build():
         kn, fn = rhs(p, yn)
         return yn, kn, fn
 
+    @cuda.jit(device=True)
+    def dp_step(p, y, k1, h):
+        """steppers.dopri5_step with task_rhs (the CPU's dopri5 right-hand side), operation for
+        operation."""
+        z = (0.0, 0.0, 0.0, 0.0)
+        k2, _ = rhs_g(p, axpy(y, h * DP_A21, k1))
+        k3, _ = rhs_g(p, comb(y, h, DP_A31, k1, DP_A32, k2, 0.0, z, 0.0, z, 0.0, z, 0.0, z))
+        k4, _ = rhs_g(p, comb(y, h, DP_A41, k1, DP_A42, k2, DP_A43, k3, 0.0, z, 0.0, z, 0.0, z))
+        k5, _ = rhs_g(p, comb(y, h, DP_A51, k1, DP_A52, k2, DP_A53, k3, DP_A54, k4, 0.0, z, 0.0, z))
+        k6, _ = rhs_g(
+            p, comb(y, h, DP_A61, k1, DP_A62, k2, DP_A63, k3, DP_A64, k4, DP_A65, k5, 0.0, z)
+        )
+        yn = comb(
+            y, h, DP_B[0], k1, DP_B[1], k2, DP_B[2], k3, DP_B[3], k4, DP_B[4], k5, DP_B[5], k6
+        )
+        k7, fn = rhs_g(p, yn)
+        err = comb(
+            z, h, DP_E[0], k1, DP_E[1], k2, DP_E[2], k3, DP_E[3], k4, DP_E[4], k5, DP_E[5], k6
+        )
+        err = axpy(err, h * DP_E[6], k7)
+        return yn, k7, fn, err
+
     @cuda.jit
-    def tasks(is_gd, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q,
-              mark0, marks, spt, eta, settle_tol, max_steps, tpos, te_buf, tr_buf, f_track):  # fmt: skip
+    def tasks(is_gd, lam, psi, rate, vx, vy, wx, wy, hnom, rprev, status, steps, q, mark0,
+              marks, spt, eta, settle_tol, max_steps, tpos, fbuf, f_track):  # fmt: skip
         i = cuda.grid(1)
         if i >= lam.shape[0]:
             return
@@ -98,6 +158,7 @@ def _build():
                     hn = eta if is_gd else 1.0 / (spt * sig)
         k, f = rhs(p, y)
         prev = mark0
+        kk = tpos[i]
         for j in range(nt):
             mj = marks[j]
             dt = mj - prev
@@ -141,10 +202,7 @@ def _build():
                     alive = False
             elif status[i] == STATUS_RUNNING:
                 status[i] = STATUS_SETTLED
-            te, tr = tloss(f - lam[i], rate[i], wtest[i])
-            te_buf[i, j] = te
-            tr_buf[i, j] = tr
-            kk = tpos[i]
+            fbuf[j, i] = f
             if kk >= 0:
                 f_track[kk, j] = f
         vx[i] = y[0]
@@ -156,48 +214,178 @@ def _build():
         hnom[i] = hn
 
     @cuda.jit
-    def reduce_blocks(te_buf, tr_buf, test_part, train_part):
+    def dopri5_tasks(lam, psi, rate, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
+                     t0, times, rtol, atol, settle_tol, max_steps, tpos, fbuf, f_track, halt):  # fmt: skip
+        """integrate_kernels._dopri5_task, one thread per task; ``halt[0]`` is the CPU's
+        ``stop[1]`` (a task used up its step budget: every task gives up)."""
+        i = cuda.grid(1)
+        if i >= lam.shape[0]:
+            return
+        nt = times.shape[0]
+        lm = lam[i]
+        p = (lm, psi[i], q, rate[i])
+        y = (vx[i], vy[i], wx[i], wy[i])
+        k, f = rhs_g(p, y)
+        thr = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
+        alive = status[i] == STATUS_RUNNING
+        h = hstate[i]
+        if alive:
+            sig = scale(p, y)
+            if not (sig > 0.0) or not math.isfinite(sig):
+                status[i] = STATUS_FROZEN
+                alive = False
+            elif not (h > 0.0):
+                d0 = rms(y)
+                d1 = rms(k)
+                h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
+                h = min(h, 0.01 / sig)
+        t = t0
+        nst = steps[i]
+        nrej = rejected[i]
+        rp = rprev[i]
+        rej_before = False
+        for j in range(nt):
+            tj = times[j]
+            while alive and t < tj:
+                if (nst + nrej) % STOP_POLL == 0 and halt[0] != 0:
+                    return
+                if nst >= max_steps:
+                    status[i] = STATUS_STEP_LIMIT
+                    halt[0] = 1
+                    steps[i] = nst
+                    return
+                clipped = h >= tj - t
+                hh = tj - t if clipped else h
+                if t + hh == t:
+                    status[i] = STATUS_STALLED
+                    alive = False
+                    break
+                yn, kn, fn, e = dp_step(p, y, k, hh)
+                err = enorm(e, y, yn, atol, rtol)
+                acc, hnew = control(err, hh, rej_before)
+                if acc:
+                    t = tj if clipped else t + hh
+                    y = yn
+                    k = kn
+                    f = fn
+                    nst += 1
+                    rej_before = False
+                    h = max(hnew, h) if clipped else hnew
+                    r = abs(f - lm)
+                    if not (math.isfinite(f) and math.isfinite(rms(y))):
+                        status[i] = STATUS_DIVERGED
+                        alive = False
+                    elif r <= thr and r <= rp:
+                        status[i] = STATUS_SETTLED
+                        alive = False
+                    rp = r
+                else:
+                    nrej += 1
+                    rej_before = True
+                    h = hnew
+            fbuf[j, i] = f
+        kk = tpos[i]
+        if kk >= 0:
+            for j in range(nt):
+                f_track[kk, j] = fbuf[j, i]
+        vx[i] = y[0]
+        vy[i] = y[1]
+        wx[i] = y[2]
+        wy[i] = y[3]
+        hstate[i] = h
+        rprev[i] = rp
+        steps[i] = nst
+        rejected[i] = nrej
+
+    @cuda.jit
+    def reduce_blocks(fbuf, lam, rate, wtest, test_part, train_part):
+        """Row b, time j of the partials += the loss terms of block b's tasks, in task order."""
         b, j = cuda.grid(2)
         nb, nt = test_part.shape
         if b >= nb or j >= nt:
             return
-        n = te_buf.shape[0]
+        n = lam.shape[0]
         lo = b * BLOCK
         hi = min(n, lo + BLOCK)
         at = test_part[b, j]
         ar = train_part[b, j]
         for i in range(lo, hi):
-            at += te_buf[i, j]
-            ar += tr_buf[i, j]
+            te, tr = tloss(fbuf[j, i] - lam[i], rate[i], wtest[i])
+            at += te
+            ar += tr
         test_part[b, j] = at
         train_part[b, j] = ar
 
-    return tasks, reduce_blocks
+    return {"tasks": tasks, "dopri5": dopri5_tasks, "reduce": reduce_blocks}
+
+
+def _kernel(name: str):
+    if not _kernels:
+        _kernels.update(_build())
+    return _kernels[name]
+
+
+_SPACE = "integrate"
+
+
+def _param(name: str, host: np.ndarray):
+    return _mem.resident(_SPACE, name, host)
+
+
+def _buffer(name: str, shape: tuple[int, ...], dtype=np.float64):
+    return _mem.buffer(_SPACE, name, shape, dtype)
+
+
+def _to_device(name: str, host: np.ndarray):
+    return _mem.to_device(_SPACE, name, host)
+
+
+def _state_in(host_state: tuple) -> list:
+    return [_to_device(f"state{k}", a) for k, a in enumerate(host_state)]
+
+
+def _state_out(host_state: tuple, d_state: list) -> None:
+    for h, d in zip(host_state, d_state, strict=True):
+        if h.flags.c_contiguous:
+            d.copy_to_host(h)
+        else:
+            h[...] = d.copy_to_host()
+
+
+def _reduce(d_f, d_lam, d_rate, d_wt, test_part, train_part) -> None:
+    nb, nt = test_part.shape
+    d_tp = _to_device("test_part", test_part)
+    d_rp = _to_device("train_part", train_part)
+    grid = (max(1, math.ceil(nb / 8)), max(1, math.ceil(nt / 32)))
+    _kernel("reduce")[grid, (8, 32)](d_f, d_lam, d_rate, d_wt, d_tp, d_rp)
+    d_tp.copy_to_host(test_part)
+    d_rp.copy_to_host(train_part)
+
+
+def _launch1(n: int) -> tuple[int, int]:
+    tpb = 128
+    return max(1, math.ceil(n / tpb)), tpb
 
 
 def _run(is_gd, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, mark0,
          marks, spt, eta, settle_tol, max_steps, tpos, test_part, train_part, f_track):  # fmt: skip
-    if not _kernels:
-        _kernels["tasks"], _kernels["reduce"] = _build()
     n, nt = lam.shape[0], marks.shape[0]
     host_state = (vx, vy, wx, wy, hnom, rprev, status, steps)
-    d_state = [cuda.to_device(a) for a in host_state]
-    d_par = [cuda.to_device(a) for a in (lam, psi, rate, wtest, marks, tpos)]
-    d_te, d_tr = cuda.device_array((n, nt)), cuda.device_array((n, nt))
-    d_ft = cuda.to_device(f_track)
-    tpb = 128
-    _kernels["tasks"][max(1, math.ceil(n / tpb)), tpb](
-        is_gd, d_par[0], d_par[1], d_par[2], d_par[3], *d_state, float(q), float(mark0), d_par[4],
-        float(spt), float(eta), float(settle_tol), int(max_steps), d_par[5], d_te, d_tr, d_ft,
+    d_state = _state_in(host_state)
+    d_lam, d_psi, d_rate, d_wt = (
+        _param(k, a) for k, a in (("lam", lam), ("psi", psi), ("rate", rate), ("wtest", wtest))
+    )
+    d_tpos = _param("tpos", tpos)
+    d_marks = cuda.to_device(np.ascontiguousarray(marks))
+    d_f = _buffer("f", (nt, n))
+    d_ft = _to_device("f_track", f_track)
+    grid, tpb = _launch1(n)
+    _kernel("tasks")[grid, tpb](
+        is_gd, d_lam, d_psi, d_rate, *d_state, float(q), float(mark0), d_marks, float(spt),
+        float(eta), float(settle_tol), int(max_steps), d_tpos, d_f, d_ft,
     )  # fmt: skip
-    d_tp, d_rp = cuda.to_device(test_part), cuda.to_device(train_part)
-    nb = test_part.shape[0]
-    grid = (max(1, math.ceil(nb / 8)), max(1, math.ceil(nt / 32)))
-    _kernels["reduce"][grid, (8, 32)](d_te, d_tr, d_tp, d_rp)
-    for h, d in zip(host_state, d_state, strict=True):
-        d.copy_to_host(h)
-    d_tp.copy_to_host(test_part)
-    d_rp.copy_to_host(train_part)
+    _reduce(d_f, d_lam, d_rate, d_wt, test_part, train_part)
+    _state_out(host_state, d_state)
     d_ft.copy_to_host(f_track)
 
 
@@ -217,5 +405,34 @@ def gd_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps,
          0.0, eta, settle_tol, max_steps, tpos, test_part, train_part, f_track)  # fmt: skip
 
 
-__all__ = ["gd_kernel", "rk4_kernel"]
-_ = np  # float64 arrays throughout (see fastdyn.drive.integrate)
+def dopri5_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected,
+                  q, t0, times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part,
+                  f_track, stop):  # fmt: skip
+    """GPU twin of :func:`fastdyn.drive.integrate_kernels.dopri5_kernel` (same arguments but the
+    worker count; ``stop[1]`` is set when a task used up its step budget, as on the CPU)."""
+    n, nt = lam.shape[0], times.shape[0]
+    host_state = (vx, vy, wx, wy, hstate, rprev, status, steps, rejected)
+    d_state = _state_in(host_state)
+    d_lam, d_psi, d_rate, d_wt = (
+        _param(k, a) for k, a in (("lam", lam), ("psi", psi), ("rate", rate), ("wtest", wtest))
+    )
+    d_tpos = _param("tpos", tpos)
+    d_times = cuda.to_device(np.ascontiguousarray(times))
+    d_f = _buffer("f", (nt, n))
+    d_ft = _to_device("f_track", f_track)
+    d_halt = cuda.to_device(np.zeros(1, dtype=np.int64))
+    grid, tpb = _launch1(n)
+    _kernel("dopri5")[grid, tpb](
+        d_lam, d_psi, d_rate, *d_state, float(q), float(t0), d_times, float(rtol), float(atol),
+        float(settle_tol), int(max_steps), d_tpos, d_f, d_ft, d_halt,
+    )  # fmt: skip
+    halted = int(d_halt.copy_to_host()[0]) != 0
+    if not halted:  # on a halt the outputs are incomplete (the CPU leaves them so too)
+        _reduce(d_f, d_lam, d_rate, d_wt, test_part, train_part)
+        d_ft.copy_to_host(f_track)
+    _state_out(host_state, d_state)
+    if halted:
+        stop[1] = 1
+
+
+__all__ = ["dopri5_kernel", "gd_kernel", "rk4_kernel"]

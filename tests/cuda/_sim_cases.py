@@ -29,10 +29,17 @@ from fastdyn.models.msfr import theory, theory_cuda  # noqa: E402
 from fastdyn.problems.icl import generate  # noqa: E402
 from fastdyn.reduce import n_blocks  # noqa: E402
 
-RTOL = float(os.environ.get("FASTDYN_CUDA_RTOL", "1e-12")) if REAL else 1e-12
+RTOL = 1e-12
+#: on a GPU (docs/cuda.md, measured on an H200): fixed-step integrators accumulate the FMA and
+#: libdevice round-off over their steps (3.4e-12 relative on tracked f after ~10^3 RK4 steps),
+#: so 1e-10; dopri5 may accept or reject a step differently, which moves results by the
+#: method's own tolerance (rtol = 1e-7 here), so 1e-5. The closed form and ICL keep 1e-12.
+RTOL_GPU_FIXED = 1e-10
+RTOL_GPU_DOPRI5 = 1e-5
 
 
-def _close(a, b, what):
+def _close(a, b, what, rtol=RTOL, atol=0.0):
+    """|a − b| ≤ rtol·max(|a|, |b|) + atol elementwise (atol broadcasts: a settling allowance)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     assert a.shape == b.shape, what
     scale = np.maximum(np.abs(a), np.abs(b))
@@ -40,10 +47,25 @@ def _close(a, b, what):
         m = scale > 0
         worst = float(np.max(np.abs(a - b)[m] / scale[m])) if m.any() else 0.0
         print(
-            f"MAXREL {os.environ.get('PYTEST_CURRENT_TEST', '').split(' ')[0]} {what}: {worst:.3e}"
+            f"MAXREL {worst:.3e} {os.environ.get('PYTEST_CURRENT_TEST', '').split(' ')[0].split('::')[-1]} {what}"
         )
-    bad = np.abs(a - b) > RTOL * scale
+    bad = np.abs(a - b) > rtol * scale + atol
     assert not bad.any(), f"{what}: max rel diff {np.max(np.abs(a - b)[bad] / scale[bad]):.3g}"
+
+
+def _settle_allowance(lam, rate, wt, thr_rel, nb):
+    """What settling one step earlier or later can move, per block (rows of the partials) and per
+    tracked f: a task stops once |r| ≤ thr = thr_rel·|Λ|, so its test term w r²/2 and train term
+    rate r²/2 differ by at most w thr²/2 and rate thr²/2, and its f by at most 2 thr. Zero off a
+    GPU (the simulator is the CPU's arithmetic: the decisions are the same)."""
+    if not REAL:
+        return 0.0, 0.0, 0.0
+    from fastdyn.reduce import BLOCK
+
+    thr2 = (thr_rel * lam) ** 2 / 2
+    te = np.add.reduceat(wt * thr2, np.arange(0, lam.size, BLOCK))[:nb, None]
+    tr = np.add.reduceat(rate * thr2, np.arange(0, lam.size, BLOCK))[:nb, None]
+    return te, tr, 2 * thr_rel * np.max(np.abs(lam))
 
 
 def _tasks(n, seed, balanced_frac=0.4, scale=1e-3):
@@ -137,21 +159,64 @@ def test_integrators(integrator, kw, query):
         )
         out[dev] = (s1, s2, st)
     (a1, a2, sa), (b1, b2, sb) = out["cpu"], out["cuda"]
+    rtol = RTOL_GPU_FIXED if REAL else RTOL
+    te, tr, df = _settle_allowance(lam, rate, wt, 1e-6, a1.test_partials.shape[0])
     for x, y, name in ((a1, b1, "segment 1"), (a2, b2, "segment 2")):
-        _close(y.test_partials, x.test_partials, f"{name} test partials")
-        _close(y.train_partials, x.train_partials, f"{name} train partials")
-        _close(y.f_track, x.f_track, f"{name} tracked f")
-    np.testing.assert_array_equal(sb.status, sa.status)
-    np.testing.assert_array_equal(sb.steps, sa.steps)
-    _close(sb.y, sa.y, "final state")
+        _close(y.test_partials, x.test_partials, f"{name} test partials", rtol, te)
+        _close(y.train_partials, x.train_partials, f"{name} train partials", rtol, tr)
+        _close(y.f_track, x.f_track, f"{name} tracked f", rtol, df)
+    if not REAL:  # on a GPU round-off may move a settling decision by a step
+        np.testing.assert_array_equal(sb.status, sa.status)
+        np.testing.assert_array_equal(sb.steps, sa.steps)
+        _close(sb.y, sa.y, "final state")
     assert len(set(sa.status.tolist())) >= 2  # settled and running/frozen tasks are both covered
 
 
-def test_dopri5_refused_on_cuda():
-    lam, psi, rate, wt, v0 = _tasks(4, 3)
+@pytest.mark.parametrize("query", [True, False])
+def test_dopri5(query):
+    """Per-task adaptive steps on the device: the same accepted and rejected steps, statuses and
+    outputs as the CPU kernel, over two segments (the second continues the step proposal)."""
+    n = 1100  # two blocks, the second partial
+    lam, psi, rate, wt, v0 = _tasks(n, 3, scale=1e-2)
+    rate *= 5.0
+    times = np.geomspace(0.5, 30.0, 4)
+    out = {}
+    for dev in ("cpu", "cuda"):
+        st = integrate.TaskState.fresh(*[a.copy() for a in v0])
+        kw = dict(
+            track=[1, 7, 1050], query=query, settle_tol=1e-6, rtol=1e-7, atol=1e-12, device=dev
+        )
+        s1 = integrate.advance("dopri5", lam, psi, rate, wt, st, times, **kw)
+        more = times[-1] * np.array([1.5, 3.0])
+        s2 = integrate.advance("dopri5", lam, psi, rate, wt, st, more, t0=times[-1], **kw)
+        out[dev] = (s1, s2, st)
+    (a1, a2, sa), (b1, b2, sb) = out["cpu"], out["cuda"]
+    rtol = RTOL_GPU_DOPRI5 if REAL else RTOL
+    te, tr, df = _settle_allowance(lam, rate, wt, 1e-6, a1.test_partials.shape[0])
+    for x, y, name in ((a1, b1, "segment 1"), (a2, b2, "segment 2")):
+        _close(y.test_partials, x.test_partials, f"{name} test partials", rtol, te)
+        _close(y.train_partials, x.train_partials, f"{name} train partials", rtol, tr)
+        _close(y.f_track, x.f_track, f"{name} tracked f", rtol, df)
+    if not REAL:  # on a GPU round-off may move a step-size decision (docs/cuda.md)
+        np.testing.assert_array_equal(sb.status, sa.status)
+        np.testing.assert_array_equal(sb.steps, sa.steps)
+        np.testing.assert_array_equal(sb.rejected, sa.rejected)
+        _close(sb.y, sa.y, "final state")
+    assert sa.rejected.sum() > 0 and len(set(sa.status.tolist())) >= 2
+
+
+def test_dopri5_step_limit_halts_on_cuda():
+    """A task that uses up max_steps stops every task and raises the halt flag, as on the CPU."""
+    from fastdyn.drive import stop_flag
+
+    lam, psi, rate, wt, v0 = _tasks(300, 4, scale=1e-2)
+    rate *= 5.0
     st = integrate.TaskState.fresh(*v0)
-    with pytest.raises(ValueError, match="dopri5.*no CUDA kernel"):
-        integrate.advance("dopri5", lam, psi, rate, wt, st, np.array([1.0]), device="cuda")
+    integrate.advance(
+        "dopri5", lam, psi, rate, wt, st, np.array([30.0]), max_steps=5, device="cuda"
+    )
+    assert stop_flag.halted() and (st.status == 3).any()  # STATUS_STEP_LIMIT
+    stop_flag.clear_halt()
 
 
 def _icl_models():
@@ -190,6 +255,8 @@ def test_icl_loss_and_grad(name, model):
                 "time.n_times=5", "time.t_max=100", "output.chunk_tasks=1024"]),
         (None, ["task.n_tasks=100", "solver.integrator=gd", "solver.lr=0.01", "theory.level=first_order",
                 "time.n_times=4", "time.t_max=2"]),
+        (None, ["task.n_tasks=300", "solver.integrator=dopri5", "theory.level=none",
+                "time.n_times=5", "time.t_max=100"]),
         ("data/configs/icl_fig1.toml", ["data.P=40", "data.n_test=10", "schedule.epochs=6", "schedule.save_every=2"]),
         ("data/configs/icl_fig3.toml", ["data.P=30", "data.n_test=0", "schedule.epochs=4", "schedule.save_every=2"]),
     ],
@@ -213,13 +280,17 @@ def test_simulate_device_cuda_end_to_end(tmp_path, config, sets):
         assert res.exit_code == 0, res.output
         runs[dev] = fastdyn.load(out)
     assert runs["cuda"].config["device"] == "cuda" and runs["cpu"].config["device"] == "cpu"
+    rtol = RTOL
+    if REAL and any("integrator=" in s for s in sets):
+        rtol = RTOL_GPU_DOPRI5 if "solver.integrator=dopri5" in sets else RTOL_GPU_FIXED
     for name, a in runs["cpu"].series.items():
         if name.startswith(("timings", "params/theta_init")):
             continue
-        _close(runs["cuda"][name], a, name)
+        _close(runs["cuda"][name], a, name, rtol)
     assert any(k.startswith("loss") for k in runs["cpu"].series)
 
 
+@pytest.mark.skipif(REAL, reason="on a GPU bench/gpu.py itself is run")
 def test_bench_gpu_dry_run(capsys):
     """bench/gpu.py runs end to end (the simulator stands in for the GPU; timings meaningless)."""
     import runpy
@@ -227,10 +298,48 @@ def test_bench_gpu_dry_run(capsys):
 
     bench = runpy.run_path(str(Path(__file__).resolve().parents[2] / "bench" / "gpu.py"))
     assert (
-        bench["main"](["--closed", "1500", "--rk4", "50", "--icl-epochs", "1", "--icl-p", "20"])
+        bench["main"](
+            [
+                "--closed",
+                "1500",
+                "--rk4",
+                "50",
+                "--dopri5",
+                "50",
+                "--icl-epochs",
+                "1",
+                "--icl-p",
+                "20",
+            ]
+        )
         == 0
     )
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("MSFR", "ICL"))]
-    assert len(lines) == 3
+    assert len(lines) == 4
     for ln in lines:
         assert float(ln.split()[-2]) <= 1e-12, ln  # max rel diff column (then GPU MiB)
+
+
+def test_device_memory_is_reused_and_freed_with_its_host_array():
+    """fastdyn._cuda_memory: a constant array is copied once per host array and its copy dropped
+    with it; scratch buffers are reused per name and shape."""
+    import gc
+
+    from fastdyn import _cuda_memory as mem
+
+    a = np.arange(10.0)
+    d1 = mem.resident("t", "a", a)
+    assert mem.resident("t", "a", a) is d1
+    np.testing.assert_array_equal(d1.copy_to_host(), a)
+    b = np.arange(10.0) + 1
+    d2 = mem.resident("t", "a", b)  # a new array under the same name: a new copy
+    assert d2 is not d1
+    np.testing.assert_array_equal(d2.copy_to_host(), b)
+    del a
+    gc.collect()
+    assert mem.resident("t", "a", b) is d2  # the old array's death does not drop the new copy
+    del b, d2
+    gc.collect()
+    assert ("t", "a") not in mem._resident
+    buf = mem.buffer("t", "x", (3, 4))
+    assert mem.buffer("t", "x", (3, 4)) is buf and mem.buffer("t", "x", (4, 3)) is not buf

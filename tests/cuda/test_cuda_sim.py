@@ -38,7 +38,7 @@ def test_cuda_twins_match_cpu_under_the_simulator():
         assert p.returncode == 0, out[-6000:] + err[-2000:]
         assert " passed" in out and "failed" not in out and "skipped" not in out, out[-2000:]
     n = sum(int(out.strip().splitlines()[-1].split(" passed")[0].split()[-1]) for out, _ in outs)
-    assert n == 19, [o.strip().splitlines()[-1] for o, _ in outs]  # every case ran, in one half
+    assert n == 23, [o.strip().splitlines()[-1] for o, _ in outs]  # every case ran, in one half
 
 
 def _gpu_here() -> bool:
@@ -78,7 +78,6 @@ def test_device_cuda_without_a_gpu_is_one_line_exit_2(tmp_path, how):
 @pytest.mark.parametrize(
     "sets,field",
     [
-        (["solver.integrator=dopri5", "theory.level=leading"], "solver.integrator"),
         (["solver.integrator=rk4", "theory.level=exact"], "theory.level"),
     ],
 )

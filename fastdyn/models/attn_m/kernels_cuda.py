@@ -18,21 +18,21 @@ import math
 import numpy as np
 from numba import cuda
 
+from ... import _cuda_memory as _mem
 from ...reduce import BLOCK
 from .kernels import linear_with, softmax_with
 
 _k: dict[str, object] = {}
-_resident: dict[int, tuple[np.ndarray, object]] = {}
 
 
-def _dev(a: np.ndarray):
-    """The device copy of a constant host array (copied once per array object)."""
-    hit = _resident.get(id(a))
-    if hit is not None and hit[0] is a:
-        return hit[1]
-    d = cuda.to_device(a)
-    _resident[id(a)] = (a, d)
-    return d
+def _dev(a: np.ndarray, name: str):
+    """The device copy of a constant host array (the training data: copied once per array)."""
+    return _mem.resident("attn", name, a)
+
+
+def _buf(name: str, shape: tuple[int, ...]):
+    """A device scratch array reused from step to step (allocated once per shape)."""
+    return _mem.buffer("attn", name, shape)
 
 
 def _build() -> None:
@@ -202,7 +202,7 @@ def _per_sample(n: int) -> tuple[int, int]:
 
 def _reduce(d_rows, partials: np.ndarray) -> None:
     nb, width = partials.shape
-    d_p = cuda.device_array((nb, width))
+    d_p = _buf("partials", (nb, width))
     grid = (max(1, math.ceil(nb / 4)), max(1, math.ceil(width / 64)))
     _kernels()["reduce"][grid, (4, 64)](d_rows, d_p)
     d_p.copy_to_host(partials)
@@ -211,9 +211,9 @@ def _reduce(d_rows, partials: np.ndarray) -> None:
 def lin_last(idx, Sp, xq, yq, inv_rho, Msym, partials) -> None:
     """GPU twin of :func:`.kernels.lin_last` (per-block partials of loss and T)."""
     NP, D = Msym.shape
-    d_rows = cuda.device_array((idx.shape[0], 1 + NP * D))
+    d_rows = _buf("rows", (idx.shape[0], 1 + NP * D))
     _kernels()["lin_last"][_per_sample(idx.shape[0])](
-        cuda.to_device(idx), _dev(Sp), _dev(xq), _dev(yq), float(inv_rho), cuda.to_device(np.ascontiguousarray(Msym).ravel()), D, d_rows
+        _mem.to_device("attn", "idx", idx), _dev(Sp, "Sp"), _dev(xq, "xq"), _dev(yq, "yq"), float(inv_rho), _mem.to_device("attn", "Msym", np.ascontiguousarray(Msym).ravel()), D, d_rows
     )  # fmt: skip
     _reduce(d_rows, partials)
 
@@ -222,10 +222,10 @@ def lin_cum(idx, tokens, labels, scale_n, Msym, partials) -> None:
     """GPU twin of :func:`.kernels.lin_cum`."""
     NP, D = Msym.shape
     P = idx.shape[0]
-    d_rows = cuda.device_array((P, 1 + NP * D))
-    sc, sn = cuda.device_array((P, NP)), cuda.device_array((P, NP))
+    d_rows = _buf("rows", (P, 1 + NP * D))
+    sc, sn = _buf("sc", (P, NP)), _buf("sn", (P, NP))
     _kernels()["lin_cum"][_per_sample(P)](
-        cuda.to_device(idx), _dev(tokens), _dev(labels), bool(scale_n), cuda.to_device(Msym), sc, sn, d_rows
+        _mem.to_device("attn", "idx", idx), _dev(tokens, "tokens"), _dev(labels, "labels"), bool(scale_n), _mem.to_device("attn", "Msym", Msym), sc, sn, d_rows
     )  # fmt: skip
     _reduce(d_rows, partials)
 
@@ -235,11 +235,11 @@ def soft(idx, tokens, labels, cumulative, r, B, partials) -> None:
     H, D1 = r.shape
     N1 = tokens.shape[1]
     P = idx.shape[0]
-    d_rows = cuda.device_array((P, partials.shape[1]))
-    scratch = (cuda.device_array((P, H, N1)), cuda.device_array((P, H, N1)), cuda.device_array((P, H)),
-               cuda.device_array((P, H, D1)), cuda.device_array((P, D1)))  # fmt: skip
+    d_rows = _buf("rows", (P, partials.shape[1]))
+    scratch = (_buf("s_a", (P, H, N1)), _buf("s_o", (P, H, N1)), _buf("s_yh", (P, H)),
+               _buf("s_xh", (P, H, D1)), _buf("s_r", (P, D1)))  # fmt: skip
     _kernels()["soft"][_per_sample(P)](
-        cuda.to_device(idx), _dev(tokens), _dev(labels), bool(cumulative), cuda.to_device(r), cuda.to_device(B), *scratch, d_rows
+        _mem.to_device("attn", "idx", idx), _dev(tokens, "tokens"), _dev(labels, "labels"), bool(cumulative), _mem.to_device("attn", "r", r), _mem.to_device("attn", "B", B), *scratch, d_rows
     )  # fmt: skip
     _reduce(d_rows, partials)
 
