@@ -4,8 +4,9 @@
    chunks of 2^22 tasks, as the driver calls it. Two copies of one chunk's task table alternate,
    so every call copies its inputs to the device (as in a run, where every chunk is new) while the
    CPU's table generation (0.5 s per chunk, the same for both devices) is left out;
-2. MSFR RK4 for ``--rk4`` tasks (default 1e7) over 16 output times (one call: state to the device
-   and back included);
+   and again with the same arrays in every call (on the GPU: copied once; the kernels alone);
+2. MSFR RK4 for ``--rk4`` tasks (default 1e7) over 16 output times in 4 segments, the state kept
+   on the device between them as in a run (to the device and back once included);
 3. MSFR dopri5 for ``--dopri5`` tasks (default 1e7), the same tasks and times, rtol 1e-7;
 4. ICL Fig. 4 training (ATTN_S rank 1, D = 8, N = 31, H = 9, P = 80000 sequences, full per-sample
    kernels) for ``--icl-epochs`` full-batch GD epochs (default 200; the figure runs 20001).
@@ -75,6 +76,39 @@ def closed_form(n: int):
     }
 
 
+def closed_form_resident(n: int):
+    """As :func:`closed_form`, but every call gets the same arrays: on the GPU they are copied
+    once, so this times the kernels and the partials' way back alone."""
+    import fastdyn
+    from fastdyn.models.msfr import theory
+    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.reduce import n_blocks
+
+    chunk = min(-(-n // 1024) * 1024, 1 << 22)
+    cfg = fastdyn.load_config(
+        None, [f"task.n_tasks={chunk}", "solver.integrator=none", "theory.level=leading"]
+    )
+    ch = MsfrProblem(cfg.task, cfg.init, cfg.seed).chunk(0, chunk)
+    times = np.geomspace(1e-1, 1e12, 64)
+    names = ("lam", "psi", "rate", "wtest", "v0x", "v0y", "w0x", "w0y")
+    cols = [np.ascontiguousarray(getattr(ch, k)) for k in names]
+    tp, rp = np.empty((n_blocks(chunk), 64)), np.empty((n_blocks(chunk), 64))
+
+    reps_all = max(1, n // chunk)
+
+    def run(dev, reps=reps_all):
+        lt = np.zeros(times.size)
+        for _ in range(reps):
+            theory.loss_partials(times, *cols, "leading", tp, rp, device=dev)
+            lt += tp.sum(axis=0)
+        return lt
+
+    return {
+        dev: _timed(lambda dev=dev: run(dev), lambda dev=dev: run(dev, 1))
+        for dev in ("cpu", "cuda")
+    }
+
+
 def _power_law_tasks(n: int):
     rng = np.random.default_rng(0)
     s = np.arange(1, n + 1, dtype=float)
@@ -90,11 +124,18 @@ def _integrator(name: str, n: int, **kw):
     times = np.geomspace(1e-1, 1e3, 16)
 
     def run(dev, m=n):
+        """Four segments of four output times with the state kept on the device between them,
+        as the driver runs them (integrate.keep_state_on); the state back on the host at the end."""
         st = integrate.TaskState.fresh(*[a[:m].copy() for a in v0])
-        seg = integrate.advance(
-            name, lam[:m], psi[:m], rate[:m], wt[:m], st, times, device=dev, **kw
-        )
-        return seg.test_partials.sum(axis=0)
+        args = (lam[:m], psi[:m], rate[:m], wt[:m], st)
+        out = []
+        with integrate.keep_state_on(dev):
+            for s in range(4):
+                tt = times[4 * s : 4 * s + 4]
+                t0 = 0.0 if s == 0 else times[4 * s - 1]
+                seg = integrate.advance(name, *args, tt, t0=t0, device=dev, **kw)
+                out.append(seg.test_partials.sum(axis=0))
+        return np.concatenate([*out, st.y.sum(axis=1)])
 
     return {
         dev: _timed(lambda dev=dev: run(dev), lambda dev=dev: run(dev, 4096))
@@ -164,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         print("GPU: numba CUDA simulator (timings meaningless)")
     rows = [
         (f"MSFR closed form, {a.closed:.0e} tasks x 64 times", lambda: closed_form(int(a.closed))),
+        (
+            f"MSFR closed form, {a.closed:.0e} tasks, inputs on the GPU",
+            lambda: closed_form_resident(int(a.closed)),
+        ),
         (f"MSFR RK4, {a.rk4:.0e} tasks x 16 times", lambda: rk4(int(a.rk4))),
         (f"MSFR dopri5, {a.dopri5:.0e} tasks x 16 times", lambda: dopri5(int(a.dopri5))),
         (

@@ -52,6 +52,8 @@ rk4 and gd in :mod:`fastdyn.drive.lanes`. The kernels and :data:`LANES` are re-e
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -368,6 +370,21 @@ def _gpu():
     from . import integrate_cuda
 
     return integrate_cuda
+
+
+def keep_state_on(device: str) -> Any:
+    """Context for a driver's run: with ``device = "cuda"`` the task state stays on the GPU
+    between calls of :func:`advance` (:func:`fastdyn.drive.integrate_cuda.resident_state`); the
+    driver calls :func:`state_to_host` before reading the state arrays. A no-op on the CPU."""
+    return _gpu().resident_state() if device == "cuda" else contextlib.nullcontext()
+
+
+def state_to_host() -> None:
+    """Bring GPU-resident task state back into its host arrays (a no-op unless the CUDA twins
+    ran inside :func:`keep_state_on`)."""
+    mod = sys.modules.get(f"{__package__}.integrate_cuda")
+    if mod is not None:
+        mod.state_to_host()
 
 
 def _integrate(

@@ -30,6 +30,7 @@ check ≤ 1e-12 relative); on a GPU see docs/cuda.md for the measured difference
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 from numba import cuda
@@ -316,7 +317,25 @@ def _build():
         test_part[b, j] = at
         train_part[b, j] = ar
 
-    return {"tasks": tasks, "dopri5": dopri5_tasks, "reduce": reduce_blocks}
+    @cuda.jit
+    def fill(a, v):
+        i = cuda.grid(1)
+        if i < a.shape[0]:
+            a[i] = v
+
+    @cuda.jit
+    def scatter(a, idx, val):
+        j = cuda.grid(1)
+        if j < idx.shape[0]:
+            a[idx[j]] = val[j]
+
+    return {
+        "tasks": tasks,
+        "dopri5": dopri5_tasks,
+        "reduce": reduce_blocks,
+        "fill": fill,
+        "scatter": scatter,
+    }
 
 
 def _kernel(name: str):
@@ -340,16 +359,114 @@ def _to_device(name: str, host: np.ndarray):
     return _mem.to_device(_SPACE, name, host)
 
 
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array that owns ``a``'s memory (numpy keeps a view's ``base`` pointing at it)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+class _Mirror:
+    """Device copies of one chunk's task-state arrays (views into the run's state arrays), kept
+    for a whole run inside :func:`resident_state`. ``dirty``: the device copy is newer than the
+    host arrays (nothing has copied back since the last kernel)."""
+
+    def __init__(self, host_state: tuple):
+        self.host = list(host_state)  # strong references: the run's state lives as long anyway
+        self.dev = [cuda.to_device(np.ascontiguousarray(a)) for a in host_state]
+        self.dirty = False
+
+    def same(self, host_state: tuple) -> bool:
+        return all(_owner(h) is _owner(a) for h, a in zip(self.host, host_state, strict=True))
+
+    def to_host(self) -> None:
+        for h, d in zip(self.host, self.dev, strict=True):
+            if h.flags.c_contiguous:
+                d.copy_to_host(h)
+            else:
+                h[...] = d.copy_to_host()
+        self.dirty = False
+
+
+#: inside resident_state(): key = the state views' (address, shape, strides)
+_mirrors: dict[tuple, _Mirror] = {}
+_keep = [0]  # depth of resident_state()
+
+
+def _key(host_state: tuple) -> tuple:
+    return tuple((a.__array_interface__["data"][0], a.shape, a.strides) for a in host_state)
+
+
 def _state_in(host_state: tuple) -> list:
-    return [_to_device(f"state{k}", a) for k, a in enumerate(host_state)]
+    """Device copies of the state. Inside :func:`resident_state` the chunk's mirror, which keeps
+    the values between calls (copied from the host only when the host is as new); otherwise
+    reusable buffers filled from the host."""
+    if _keep[0] == 0:
+        return [_to_device(f"state{k}", a) for k, a in enumerate(host_state)]
+    key = _key(host_state)
+    m = _mirrors.get(key)
+    if m is None or not m.same(host_state):
+        m = _mirrors[key] = _Mirror(host_state)
+    elif not m.dirty:
+        for h, d in zip(host_state, m.dev, strict=True):
+            d.copy_to_device(np.ascontiguousarray(h))
+    return m.dev
 
 
 def _state_out(host_state: tuple, d_state: list) -> None:
+    if _keep[0] > 0:
+        _mirrors[_key(host_state)].dirty = True  # copied back by state_to_host()
+        return
     for h, d in zip(host_state, d_state, strict=True):
         if h.flags.c_contiguous:
             d.copy_to_host(h)
         else:
             h[...] = d.copy_to_host()
+
+
+def state_to_host() -> None:
+    """Copy every device-resident task state that the kernels changed back into its host arrays."""
+    for m in _mirrors.values():
+        if m.dirty:
+            m.to_host()
+
+
+@contextmanager
+def resident_state():
+    """Keep the integrators' task state on the device between calls (a driver's whole run).
+    The driver calls :func:`state_to_host` before it reads the host arrays (checkpoints,
+    summaries); leaving copies back and frees the device copies. Outside it every call copies the
+    state to the device and back."""
+    _keep[0] += 1
+    try:
+        yield
+    finally:
+        _keep[0] -= 1
+        try:
+            state_to_host()
+        finally:
+            if _keep[0] == 0:
+                _mirrors.clear()
+
+
+def _tpos(tpos: np.ndarray):
+    """Device copy of the tracked positions (−1 or the row in f_track): made on the device from
+    the few tracked indices, and reused while they are the same."""
+    tr = np.flatnonzero(tpos >= 0)
+    key = (tpos.shape[0], tr.tobytes())
+    got = _tpos_cache.get("key")
+    if got is not None and got[0] == key:
+        return got[1]
+    d = _buffer("tpos", tpos.shape, np.int64)
+    grid, tpb = _launch1(tpos.shape[0])
+    _kernel("fill")[grid, tpb](d, -1)
+    if tr.size:
+        _kernel("scatter")[_launch1(tr.size)](d, cuda.to_device(tr), cuda.to_device(tpos[tr]))
+    _tpos_cache["key"] = (key, d)
+    return d
+
+
+_tpos_cache: dict[str, tuple] = {}
 
 
 def _reduce(d_f, d_lam, d_rate, d_wt, test_part, train_part) -> None:
@@ -375,7 +492,7 @@ def _run(is_gd, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, step
     d_lam, d_psi, d_rate, d_wt = (
         _param(k, a) for k, a in (("lam", lam), ("psi", psi), ("rate", rate), ("wtest", wtest))
     )
-    d_tpos = _param("tpos", tpos)
+    d_tpos = _tpos(tpos)
     d_marks = cuda.to_device(np.ascontiguousarray(marks))
     d_f = _buffer("f", (nt, n))
     d_ft = _to_device("f_track", f_track)
@@ -416,7 +533,7 @@ def dopri5_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, 
     d_lam, d_psi, d_rate, d_wt = (
         _param(k, a) for k, a in (("lam", lam), ("psi", psi), ("rate", rate), ("wtest", wtest))
     )
-    d_tpos = _param("tpos", tpos)
+    d_tpos = _tpos(tpos)
     d_times = cuda.to_device(np.ascontiguousarray(times))
     d_f = _buffer("f", (nt, n))
     d_ft = _to_device("f_track", f_track)
@@ -435,4 +552,4 @@ def dopri5_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, 
         stop[1] = 1
 
 
-__all__ = ["dopri5_kernel", "gd_kernel", "rk4_kernel"]
+__all__ = ["dopri5_kernel", "gd_kernel", "resident_state", "rk4_kernel", "state_to_host"]

@@ -28,6 +28,7 @@ from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
 from . import stop_flag
 from .checkpoint import Schedule, StopSignals, with_stop_signals, write_error
+from .integrate import keep_state_on, state_to_host
 from .outcome import Outcome, RunFailed
 from .progress import Progress
 
@@ -115,6 +116,7 @@ def advance_segment(
         if stop is not None and stop.requested:  # the kernel may have returned early
             raise _Stopped
         if stop_flag.halted():  # a task used up its step budget: the kernel gave up
+            state_to_host()
             raise RunFailed(
                 f"{job.failure(job.summary(state)) or 'a task used up its step budget'} "
                 f"(the run stopped at once, during output times {a + 1}…{a + k})"
@@ -190,70 +192,74 @@ def run_ode(
         k_last = int(steps[rows - 1]) if steps is not None and rows > 0 else 0
         arrays = {"position": np.array([rows, k_last])}
         if job.simulate:
+            state_to_host()  # from the GPU, when the state lives there (keep_state_on)
             arrays |= job.save_state(state)
         writer.checkpoint(arrays)
         sched.done(rows)
 
-    try:
-        if not resume:
-            checkpoint(0)
-        t0 = _time.time()
+    with keep_state_on(getattr(tools, "device", "cpu")):  # the state's home between calls
         try:
-            th_all = theory_all(job, chunks, stop) if job.theory is not None else None
-        except _Stopped:
-            status = stop.status(f"during the closed form, before output time {a0 + 1}", output)
-            writer.close(status, timings())
-            return status
-        t_kernel += _time.time() - t0
-        for a in range(a0, len(times), seg):
-            tt = times[a : a + seg]
-            k = len(tt)
-            rows: dict[str, np.ndarray] = {}
-            if job.simulate:
-                t0 = _time.time()
-                try:
-                    rows = advance_segment(job, chunks, state, a, k, stop)
-                except _Stopped:
-                    where = f"during output times {a + 1}…{a + k} of {len(times)}; rows after the checkpoint at row {sched.p_last} are recomputed"
-                    status = stop.status(where, output)
-                    writer.close(status, timings())
-                    return status
-                t_kernel += _time.time() - t0
-                check_finite(job, chunks, rows["loss/test"], tt, loss_ref)
-            if th_all is not None:
-                rows |= {
-                    "theory/loss/test": th_all["test"][a : a + k],
-                    "theory/loss/train": th_all["train"][a : a + k],
-                    "theory/tasks/f": th_all["f"][a : a + k],
-                }
-            writer.append(tt, rows, None if steps is None else steps[a : a + seg])
-            bar.update(k, float(tt[-1]), None if steps is None else int(steps[a + k - 1]))
-            if a + k < len(times) and (stop.requested or sched.due(a + k)):
-                checkpoint(a + k)
-            if stop.requested and a + k < len(times):
-                status = stop.status(
-                    f"after output time {a + k} of {len(times)} (t = {tt[-1]:g})", output
-                )
+            if not resume:
+                checkpoint(0)
+            t0 = _time.time()
+            try:
+                th_all = theory_all(job, chunks, stop) if job.theory is not None else None
+            except _Stopped:
+                status = stop.status(f"during the closed form, before output time {a0 + 1}", output)
                 writer.close(status, timings())
                 return status
-    except OSError as e:  # the disk is full or the file system went away: keep what was flushed
-        writer.abandon()
-        raise RunFailed(write_error(output, e)) from None
-    except KeyboardInterrupt:
-        writer.close(Outcome.INTERRUPTED.text(), timings())
-        raise
-    except RunFailed as e:
-        status = Outcome.FAILED.text(str(e))
-        writer.close(status, timings())
-        return status
-    except BaseException as e:
-        writer.close(
-            Outcome.FAILED.text(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"),
-            {"kernels": t_kernel},
-        )
-        raise
-    finally:
-        bar.close()
+            t_kernel += _time.time() - t0
+            for a in range(a0, len(times), seg):
+                tt = times[a : a + seg]
+                k = len(tt)
+                rows: dict[str, np.ndarray] = {}
+                if job.simulate:
+                    t0 = _time.time()
+                    try:
+                        rows = advance_segment(job, chunks, state, a, k, stop)
+                    except _Stopped:
+                        where = f"during output times {a + 1}…{a + k} of {len(times)}; rows after the checkpoint at row {sched.p_last} are recomputed"
+                        status = stop.status(where, output)
+                        writer.close(status, timings())
+                        return status
+                    t_kernel += _time.time() - t0
+                    check_finite(job, chunks, rows["loss/test"], tt, loss_ref)
+                if th_all is not None:
+                    rows |= {
+                        "theory/loss/test": th_all["test"][a : a + k],
+                        "theory/loss/train": th_all["train"][a : a + k],
+                        "theory/tasks/f": th_all["f"][a : a + k],
+                    }
+                writer.append(tt, rows, None if steps is None else steps[a : a + seg])
+                bar.update(k, float(tt[-1]), None if steps is None else int(steps[a + k - 1]))
+                if a + k < len(times) and (stop.requested or sched.due(a + k)):
+                    checkpoint(a + k)
+                if stop.requested and a + k < len(times):
+                    status = stop.status(
+                        f"after output time {a + k} of {len(times)} (t = {tt[-1]:g})", output
+                    )
+                    writer.close(status, timings())
+                    return status
+        except OSError as e:  # the disk is full or the file system went away: keep what was flushed
+            writer.abandon()
+            raise RunFailed(write_error(output, e)) from None
+        except KeyboardInterrupt:
+            writer.close(Outcome.INTERRUPTED.text(), timings())
+            raise
+        except RunFailed as e:
+            status = Outcome.FAILED.text(str(e))
+            writer.close(status, timings())
+            return status
+        except BaseException as e:
+            writer.close(
+                Outcome.FAILED.text(
+                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                ),
+                {"kernels": t_kernel},
+            )
+            raise
+        finally:
+            bar.close()
     return finish(job, writer, job.summary(state) if state is not None else {}, timings())
 
 

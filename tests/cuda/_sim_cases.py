@@ -112,8 +112,12 @@ def test_closed_form_exact_level_refused():
         )
 
 
+#: GD at η = 0.05 takes some of these tasks past its stability bound 2/λ_max, where it is
+#: chaotic: a 1e-15 relative change of the start moves the CPU's own test partials by 18%
+#: (measured), so on a GPU it is compared at η = 0.01, where that change moves them by 4e-16
 @pytest.mark.parametrize(
-    "integrator,kw", [("rk4", {"steps_per_timescale": 8.0}), ("gd", {"eta": 0.05})]
+    "integrator,kw",
+    [("rk4", {"steps_per_timescale": 8.0}), ("gd", {"eta": 0.01 if REAL else 0.05})],
 )
 @pytest.mark.parametrize("query", [True, False])
 def test_integrators(integrator, kw, query):
@@ -315,7 +319,7 @@ def test_bench_gpu_dry_run(capsys):
         == 0
     )
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("MSFR", "ICL"))]
-    assert len(lines) == 4
+    assert len(lines) == 5
     for ln in lines:
         assert float(ln.split()[-2]) <= 1e-12, ln  # max rel diff column (then GPU MiB)
 
@@ -343,3 +347,42 @@ def test_device_memory_is_reused_and_freed_with_its_host_array():
     assert ("t", "a") not in mem._resident
     buf = mem.buffer("t", "x", (3, 4))
     assert mem.buffer("t", "x", (3, 4)) is buf and mem.buffer("t", "x", (4, 3)) is not buf
+
+
+@pytest.mark.parametrize("integrator", ["rk4", "dopri5"])
+def test_resident_state_reaches_the_checkpoints(tmp_path, integrator):
+    """With --device cuda the task state stays on the device for the whole run (three chunks,
+    segments of two output times); every checkpoint and the final counts still see it: the kept
+    checkpoint of the run equals the CPU run's, and so do the series."""
+    import h5py
+    from click.testing import CliRunner
+
+    import fastdyn
+    from fastdyn.cli import main
+    from fastdyn.h5.writer import read_checkpoint
+
+    sets = [f"solver.integrator={integrator}", "task.n_tasks=3000", "output.chunk_tasks=1024",
+            "theory.level=none", "time.n_times=6", "time.t_max=100",
+            "output.times_per_segment=2", "output.checkpoint_every=0",
+            "output.keep_checkpoint=true"]  # fmt: skip
+    args = [a for s in sets for a in ("--set", s)]
+    got = {}
+    for dev in ("cpu", "cuda"):
+        out = tmp_path / f"{dev}.h5"
+        res = CliRunner().invoke(main, ["-q", "simulate", *args, "--device", dev, "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        with h5py.File(out, "r") as f:
+            arrays, rows, _ = read_checkpoint(f)
+        got[dev] = (arrays, rows, fastdyn.load(out))
+    (ca, cr, crun), (ga, gr, grun) = got["cpu"], got["cuda"]
+    assert cr == gr and cr > 0 and sorted(ca) == sorted(ga)
+    rtol = (RTOL_GPU_DOPRI5 if integrator == "dopri5" else RTOL_GPU_FIXED) if REAL else RTOL
+    for k in ca:
+        if ca[k].dtype.kind == "f":
+            _close(ga[k], ca[k], f"checkpoint {k}", rtol)
+        elif not REAL:
+            np.testing.assert_array_equal(ga[k], ca[k], err_msg=k)
+    assert np.any(ca["steps"] > 0)
+    for name in ("loss/test", "tasks/f"):
+        _close(grun[name], crun[name], name, rtol)
+    assert grun.attrs.get("solver_settled") == crun.attrs.get("solver_settled") or REAL

@@ -9,7 +9,8 @@ each summed serially in task order. Two launches:
    :func:`._closed_form.closed_form_setup` and :func:`~._closed_form.riccati_setup`, compiled for
    the device from the same Python source: a sqrt, two logs and divisions) and stores them, with
    its rate and test weight, as 12 rows of a (12, n) array (task index fastest: coalesced);
-2. one thread per (block, time) walks its block's tasks in order, evaluates
+2. one thread per (block, time) walks its block's tasks in order (time is the fastest launch
+   index: the 32 threads of a warp read the same task's constants, one broadcast load), evaluates
    :func:`~._closed_form.riccati_eval` at its time and adds the loss terms, so the reduction order
    is fixed and the result independent of the launch. The set-up is not repeated per time (the
    first version of this twin recomputed it in every (task, time) thread).
@@ -67,7 +68,7 @@ def _build() -> dict[str, object]:
 
     @cuda.jit
     def partials(times, C, test_p, train_p):
-        b, k = cuda.grid(2)
+        k, b = cuda.grid(2)  # time fastest: a warp's threads read the same task (one broadcast)
         nb, nt = test_p.shape
         if b >= nb or k >= nt:
             return
@@ -92,8 +93,11 @@ def _build() -> dict[str, object]:
 
 
 def _launch2(nb: int, nt: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    tpb = (8, 32)
-    return (math.ceil(nb / tpb[0]), math.ceil(nt / tpb[1])), tpb
+    """(grid, block) of the partials kernel: x = output time (up to 32 per block, so a warp holds
+    one block of tasks at up to 32 times), y = block of tasks; 128 threads per block."""
+    tx = min(32, 1 << max(0, (nt - 1).bit_length()))
+    tpb = (tx, 128 // tx)
+    return (math.ceil(nt / tpb[0]), math.ceil(nb / tpb[1])), tpb
 
 
 def loss_partials(
