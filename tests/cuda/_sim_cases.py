@@ -94,6 +94,15 @@ def test_closed_form_loss_partials(level):
     _close(gpu[0], cpu[0], "test partials")
     _close(gpu[1], cpu[1], "train partials")
     assert np.all(cpu[0][:, 0] > 0)  # the comparison is not of zeros
+    tiled = [np.empty(shape), np.empty(shape)]
+    old = theory_cuda.TILE_VALUES
+    theory_cuda.TILE_VALUES = 1024 * times.size  # tiles of one block: two, the second partial
+    try:
+        theory_cuda.loss_partials(times, lam, psi, rate, wt, *v0, level, *tiled)
+    finally:
+        theory_cuda.TILE_VALUES = old
+    np.testing.assert_array_equal(tiled[0], gpu[0])  # the same sums in the same order
+    np.testing.assert_array_equal(tiled[1], gpu[1])
 
 
 def test_closed_form_exact_level_refused():

@@ -3,17 +3,20 @@
 
 Same arguments in the same order, same output: ``test_partials[b, k]`` = Σ_{i in block b}
 wtest_i r_i(t_k)²/2 and ``train_partials`` with rate_i, block b = tasks [b·BLOCK, (b+1)·BLOCK),
-each summed serially in task order. Two launches:
+each summed serially in task order. Three launches:
 
 1. one thread per task computes its Riccati constants once (the CPU's own
    :func:`._closed_form.closed_form_setup` and :func:`~._closed_form.riccati_setup`, compiled for
    the device from the same Python source: a sqrt, two logs and divisions) and stores them, with
    its rate and test weight, as 12 rows of a (12, n) array (task index fastest: coalesced);
-2. one thread per (block, time) walks its block's tasks in order (time is the fastest launch
-   index: the 32 threads of a warp read the same task's constants, one broadcast load), evaluates
-   :func:`~._closed_form.riccati_eval` at its time and adds the loss terms, so the reduction order
-   is fixed and the result independent of the launch. The set-up is not repeated per time (the
-   first version of this twin recomputed it in every (task, time) thread).
+2. one thread per (task, time) evaluates :func:`~._closed_form.riccati_eval` and stores r², in
+   tiles of whole blocks (TILE_VALUES values at a time);
+3. one thread per (block, time) adds its block's loss terms w r²/2 in task order, so the
+   reduction order is fixed and the result independent of the launch.
+
+The set-up is not repeated per time, and the evaluations run in parallel over tasks (the first
+version of this twin recomputed the set-up in every (task, time) thread and walked each block's
+1024 tasks serially; bench/RESULTS.md has both).
 
 The CPU's fast paths for balanced logistics (a Taylor series before emergence, a branch-free exp)
 agree with ``math.exp`` to a few ulp, and the GPU's libdevice exp/log with glibc's to about as
@@ -67,37 +70,50 @@ def _build() -> dict[str, object]:
         C[11, i] = wtest[i]
 
     @cuda.jit
-    def partials(times, C, test_p, train_p):
-        k, b = cuda.grid(2)  # time fastest: a warp's threads read the same task (one broadcast)
-        nb, nt = test_p.shape
-        if b >= nb or k >= nt:
+    def squares(times, C, first, R2):
+        """R2[k, x] = r(t_k)² of task first + x: one thread per (task, time), task fastest (the
+        constants are read coalesced)."""
+        x, k = cuda.grid(2)
+        m = min(R2.shape[1], C.shape[1] - first)
+        if x >= m or k >= R2.shape[0]:
             return
-        n = C.shape[1]
+        i = first + x
+        f, r = reval(
+            C[6, i] - C[9, i] * times[k], C[0, i], C[1, i], C[2, i], C[3, i], C[4, i], C[5, i],
+            C[7, i], C[8, i],
+        )  # fmt: skip
+        R2[k, x] = r * r
+
+    @cuda.jit
+    def partials(R2, C, first, b0, test_p, train_p):
+        """Rows b0 … of the partials from the squares of the tile starting at task ``first``:
+        one thread per (block, time), adding its block's tasks in order (time fastest: a warp's
+        threads read the same task's weights, one broadcast)."""
+        k, bb = cuda.grid(2)
+        nt = R2.shape[0]
+        b = b0 + bb
         lo = b * BLOCK
-        hi = min(n, lo + BLOCK)
+        hi = min(C.shape[1], lo + BLOCK, first + R2.shape[1])
+        if k >= nt or lo >= hi or b >= test_p.shape[0]:
+            return
         at = 0.0
         ar = 0.0
-        t = times[k]
         for i in range(lo, hi):
-            f, r = reval(
-                C[6, i] - C[9, i] * t, C[0, i], C[1, i], C[2, i], C[3, i], C[4, i], C[5, i],
-                C[7, i], C[8, i],
-            )  # fmt: skip
-            d2 = r * r
+            d2 = R2[k, i - first]
             at += C[11, i] * d2
             ar += C[10, i] * d2
         test_p[b, k] = at * 0.5
         train_p[b, k] = ar * 0.5
 
-    return {"constants": constants, "partials": partials}
+    return {"constants": constants, "squares": squares, "partials": partials}
 
 
-def _launch2(nb: int, nt: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(grid, block) of the partials kernel: x = output time (up to 32 per block, so a warp holds
-    one block of tasks at up to 32 times), y = block of tasks; 128 threads per block."""
-    tx = min(32, 1 << max(0, (nt - 1).bit_length()))
-    tpb = (tx, 128 // tx)
-    return (math.ceil(nt / tpb[0]), math.ceil(nb / tpb[1])), tpb
+#: tasks × times of r² held at once: 2^25 float64 (256 MiB); a tile is a whole number of blocks
+TILE_VALUES = 1 << 25
+
+
+def _tile_tasks(n: int, nt: int) -> int:
+    return min(-(-n // BLOCK) * BLOCK, max(BLOCK, TILE_VALUES // max(nt, 1) // BLOCK * BLOCK))
 
 
 def loss_partials(
@@ -137,9 +153,18 @@ def loss_partials(
         code, d["lam"], d["psi"], d["rate"], d_wt, d["v0x"], d["v0y"], d["w0x"], d["w0y"], C
     )
     shape = test_partials.shape
+    nt = shape[1]
     dt = _mem.buffer("closed", "test_partials", shape)
     dr = _mem.buffer("closed", "train_partials", shape)
-    grid, block = _launch2(*shape)
-    _kernels["partials"][grid, block](_mem.to_device("closed", "times", t), C, dt, dr)
+    d_t = _mem.to_device("closed", "times", t)
+    tile = _tile_tasks(n, nt)
+    R2 = _mem.buffer("closed", "squares", (nt, tile))
+    tx = min(32, 1 << max(0, (nt - 1).bit_length()))
+    for first in range(0, n, tile):
+        m = min(tile, n - first)
+        _kernels["squares"][(math.ceil(m / 128), nt), (128, 1)](d_t, C, first, R2)
+        nbt = -(-m // BLOCK)
+        grid = (math.ceil(nt / tx), math.ceil(nbt / (128 // tx)))
+        _kernels["partials"][grid, (tx, 128 // tx)](R2, C, first, first // BLOCK, dt, dr)
     dt.copy_to_host(test_partials)
     dr.copy_to_host(train_partials)
