@@ -317,24 +317,10 @@ def _build():
         test_part[b, j] = at
         train_part[b, j] = ar
 
-    @cuda.jit
-    def fill(a, v):
-        i = cuda.grid(1)
-        if i < a.shape[0]:
-            a[i] = v
-
-    @cuda.jit
-    def scatter(a, idx, val):
-        j = cuda.grid(1)
-        if j < idx.shape[0]:
-            a[idx[j]] = val[j]
-
     return {
         "tasks": tasks,
         "dopri5": dopri5_tasks,
         "reduce": reduce_blocks,
-        "fill": fill,
-        "scatter": scatter,
     }
 
 
@@ -450,23 +436,9 @@ def resident_state():
 
 
 def _tpos(tpos: np.ndarray):
-    """Device copy of the tracked positions (−1 or the row in f_track): made on the device from
-    the few tracked indices, and reused while they are the same."""
-    tr = np.flatnonzero(tpos >= 0)
-    key = (tpos.shape[0], tr.tobytes())
-    got = _tpos_cache.get("key")
-    if got is not None and got[0] == key:
-        return got[1]
-    d = _buffer("tpos", tpos.shape, np.int64)
-    grid, tpb = _launch1(tpos.shape[0])
-    _kernel("fill")[grid, tpb](d, -1)
-    if tr.size:
-        _kernel("scatter")[_launch1(tr.size)](d, cuda.to_device(tr), cuda.to_device(tpos[tr]))
-    _tpos_cache["key"] = (key, d)
-    return d
-
-
-_tpos_cache: dict[str, tuple] = {}
+    """Device copy of the tracked positions (−1, or the task's row in f_track): one per host
+    array, which fastdyn.drive.integrate reuses from segment to segment."""
+    return _mem.resident(_SPACE, f"tpos{id(tpos)}", tpos)
 
 
 def _reduce(d_f, d_lam, d_rate, d_wt, test_part, train_part) -> None:
