@@ -47,7 +47,7 @@ def _timed(fn, warm=None):
     return time.perf_counter() - t, out
 
 
-def closed_form(n: int):
+def closed_form(n: int, nt: int = 64):
     import fastdyn
     from fastdyn.models.msfr import theory
     from fastdyn.problems.msfr import MsfrProblem
@@ -57,7 +57,7 @@ def closed_form(n: int):
         None, [f"task.n_tasks={chunk}", "solver.integrator=none", "theory.level=leading"]
     )
     prob = MsfrProblem(cfg.task, cfg.init, cfg.seed)
-    times = np.geomspace(1e-1, 1e12, 64)
+    times = np.geomspace(1e-1, 1e12, nt)
     ch = prob.chunk(0, chunk)
     names = ("lam", "psi", "rate", "wtest", "v0x", "v0y", "w0x", "w0y")
     tables = [[np.array(getattr(ch, k)) for k in names] for _ in range(2)]
@@ -76,7 +76,7 @@ def closed_form(n: int):
     }
 
 
-def closed_form_resident(n: int):
+def closed_form_resident(n: int, nt: int = 64):
     """As :func:`closed_form`, but every call gets the same arrays: on the GPU they are copied
     once, so this times the kernels and the partials' way back alone."""
     import fastdyn
@@ -89,10 +89,10 @@ def closed_form_resident(n: int):
         None, [f"task.n_tasks={chunk}", "solver.integrator=none", "theory.level=leading"]
     )
     ch = MsfrProblem(cfg.task, cfg.init, cfg.seed).chunk(0, chunk)
-    times = np.geomspace(1e-1, 1e12, 64)
+    times = np.geomspace(1e-1, 1e12, nt)
     names = ("lam", "psi", "rate", "wtest", "v0x", "v0y", "w0x", "w0y")
     cols = [np.ascontiguousarray(getattr(ch, k)) for k in names]
-    tp, rp = np.empty((n_blocks(chunk), 64)), np.empty((n_blocks(chunk), 64))
+    tp, rp = np.empty((n_blocks(chunk), nt)), np.empty((n_blocks(chunk), nt))
 
     reps_all = max(1, n // chunk)
 
@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--closed", type=float, default=1e8)
+    ap.add_argument("--times", type=int, default=64, help="output times of the closed form")
     ap.add_argument("--rk4", type=float, default=1e7)
     ap.add_argument("--dopri5", type=float, default=1e7)
     ap.add_argument("--icl-epochs", type=int, default=200)
@@ -204,10 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     except AttributeError:  # the CUDA simulator (NUMBA_ENABLE_CUDASIM=1): a dry run of the script
         print("GPU: numba CUDA simulator (timings meaningless)")
     rows = [
-        (f"MSFR closed form, {a.closed:.0e} tasks x 64 times", lambda: closed_form(int(a.closed))),
+        (
+            f"MSFR closed form, {a.closed:.0e} tasks x {a.times} times",
+            lambda: closed_form(int(a.closed), a.times),
+        ),
         (
             f"MSFR closed form, {a.closed:.0e} tasks, inputs on the GPU",
-            lambda: closed_form_resident(int(a.closed)),
+            lambda: closed_form_resident(int(a.closed), a.times),
         ),
         (f"MSFR RK4, {a.rk4:.0e} tasks x 16 times", lambda: rk4(int(a.rk4))),
         (f"MSFR dopri5, {a.dopri5:.0e} tasks x 16 times", lambda: dopri5(int(a.dopri5))),

@@ -315,6 +315,8 @@ def test_bench_gpu_dry_run(capsys):
             [
                 "--closed",
                 "1500",
+                "--times",
+                "3",
                 "--rk4",
                 "50",
                 "--dopri5",
@@ -370,8 +372,8 @@ def test_resident_state_reaches_the_checkpoints(tmp_path, integrator):
     from fastdyn.cli import main
     from fastdyn.h5.writer import read_checkpoint
 
-    sets = [f"solver.integrator={integrator}", "task.n_tasks=3000", "output.chunk_tasks=1024",
-            "theory.level=none", "time.n_times=6", "time.t_max=100",
+    sets = [f"solver.integrator={integrator}", "task.n_tasks=2100", "output.chunk_tasks=1024",
+            "theory.level=none", "time.n_times=6", "time.t_max=10",
             "output.times_per_segment=2", "output.checkpoint_every=0",
             "output.keep_checkpoint=true"]  # fmt: skip
     args = [a for s in sets for a in ("--set", s)]
