@@ -390,13 +390,46 @@ def _state_in(host_state: tuple) -> list:
     if _keep[0] == 0:
         return [_to_device(f"state{k}", a) for k, a in enumerate(host_state)]
     key = _key(host_state)
-    m = _mirrors.get(key)
-    if m is None or not m.same(host_state):
-        m = _mirrors[key] = _Mirror(host_state)
+    m = _mirrors.pop(key, None)  # re-inserted below: the most recently used last
+    if m is not None and not m.same(host_state):
+        if m.dirty:
+            m.to_host()
+        m = None
+    if m is None:
+        _make_room(sum(a.nbytes for a in host_state))
+        m = _Mirror(host_state)
     elif not m.dirty:
         for h, d in zip(host_state, m.dev, strict=True):
             d.copy_to_device(np.ascontiguousarray(h))
+    _mirrors[key] = m
     return m.dev
+
+
+#: device bytes the resident task states may take (None: half the device memory free when the
+#: first mirror is made; tests set it small). Beyond it the least recently used chunk's state
+#: goes back to the host (copied if the device holds newer values), so a run with more tasks
+#: than the GPU holds still runs, copying those chunks in and out as outside resident_state.
+RESIDENT_BYTES: int | None = None
+_budget: list[int] = []
+
+
+def _make_room(need: int) -> None:
+    if RESIDENT_BYTES is not None:
+        cap = RESIDENT_BYTES
+    else:
+        if not _budget:
+            try:
+                free = float(cuda.current_context().get_memory_info()[0])
+            except Exception:  # noqa: BLE001 — no memory figures
+                free = math.inf
+            _budget.append(int(free) // 2 if math.isfinite(free) else 1 << 62)  # simulator: inf
+        cap = _budget[0]
+    used = sum(sum(d.nbytes for d in m.dev) for m in _mirrors.values())
+    while _mirrors and used + need > cap:
+        old = _mirrors.pop(next(iter(_mirrors)))
+        if old.dirty:
+            old.to_host()
+        used -= sum(d.nbytes for d in old.dev)
 
 
 def _state_out(host_state: tuple, d_state: list) -> None:

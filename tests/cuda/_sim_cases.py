@@ -360,8 +360,8 @@ def test_device_memory_is_reused_and_freed_with_its_host_array():
     assert mem.buffer("t", "x", (3, 4)) is buf and mem.buffer("t", "x", (4, 3)) is not buf
 
 
-@pytest.mark.parametrize("integrator", ["rk4", "dopri5"])
-def test_resident_state_reaches_the_checkpoints(tmp_path, integrator):
+@pytest.mark.parametrize("integrator,cap", [("rk4", None), ("dopri5", None), ("rk4", 80_000)])
+def test_resident_state_reaches_the_checkpoints(tmp_path, integrator, cap, monkeypatch):
     """With --device cuda the task state stays on the device for the whole run (three chunks,
     segments of two output times); every checkpoint and the final counts still see it: the kept
     checkpoint of the run equals the CPU run's, and so do the series."""
@@ -377,6 +377,15 @@ def test_resident_state_reaches_the_checkpoints(tmp_path, integrator):
             "output.times_per_segment=2", "output.checkpoint_every=0",
             "output.keep_checkpoint=true"]  # fmt: skip
     args = [a for s in sets for a in ("--set", s)]
+    from fastdyn.drive import integrate_cuda
+
+    # cap: room for one chunk's state (1024 tasks × 72 bytes), so the three chunks take turns
+    monkeypatch.setattr(integrate_cuda, "RESIDENT_BYTES", cap)
+    made = []
+    orig = integrate_cuda._Mirror.__init__
+    monkeypatch.setattr(
+        integrate_cuda._Mirror, "__init__", lambda self, hs: (made.append(1), orig(self, hs))[1]
+    )
     got = {}
     for dev in ("cpu", "cuda"):
         out = tmp_path / f"{dev}.h5"
@@ -397,3 +406,5 @@ def test_resident_state_reaches_the_checkpoints(tmp_path, integrator):
     for name in ("loss/test", "tasks/f"):
         _close(grun[name], crun[name], name, rtol)
     assert grun.attrs.get("solver_settled") == crun.attrs.get("solver_settled") or REAL
+    # one mirror per chunk for the whole run; with the cap, one per visit (evicted in turn)
+    assert len(made) == 3 if cap is None else len(made) > 3
