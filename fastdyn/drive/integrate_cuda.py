@@ -484,6 +484,24 @@ def _reduce(d_f, d_lam, d_rate, d_wt, test_part, train_part) -> None:
     d_rp.copy_to_host(train_part)
 
 
+def _inputs(host_state: tuple, params: tuple, tpos, marks, f_track) -> tuple:
+    """Device arrays of one call: the state, (Λ, ψ, rate, w_test, tracked positions), the output
+    marks, the f buffer (times × tasks) and f_track."""
+    lam, psi, rate, wtest = params
+    d_params = tuple(
+        _param(k, a) for k, a in (("lam", lam), ("psi", psi), ("rate", rate), ("wtest", wtest))
+    )
+    d_marks = cuda.to_device(np.ascontiguousarray(marks))
+    d_f = _buffer("f", (marks.shape[0], lam.shape[0]))
+    return (
+        _state_in(host_state),
+        (*d_params, _tpos(tpos)),
+        d_marks,
+        d_f,
+        _to_device("f_track", f_track),
+    )
+
+
 def _launch1(n: int) -> tuple[int, int]:
     tpb = 128
     return max(1, math.ceil(n / tpb)), tpb
@@ -491,17 +509,11 @@ def _launch1(n: int) -> tuple[int, int]:
 
 def _run(is_gd, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, mark0,
          marks, spt, eta, settle_tol, max_steps, tpos, test_part, train_part, f_track):  # fmt: skip
-    n, nt = lam.shape[0], marks.shape[0]
     host_state = (vx, vy, wx, wy, hnom, rprev, status, steps)
-    d_state = _state_in(host_state)
-    d_lam, d_psi, d_rate, d_wt = (
-        _param(k, a) for k, a in (("lam", lam), ("psi", psi), ("rate", rate), ("wtest", wtest))
+    d_state, (d_lam, d_psi, d_rate, d_wt, d_tpos), d_marks, d_f, d_ft = _inputs(
+        host_state, (lam, psi, rate, wtest), tpos, marks, f_track
     )
-    d_tpos = _tpos(tpos)
-    d_marks = cuda.to_device(np.ascontiguousarray(marks))
-    d_f = _buffer("f", (nt, n))
-    d_ft = _to_device("f_track", f_track)
-    grid, tpb = _launch1(n)
+    grid, tpb = _launch1(lam.shape[0])
     _kernel("tasks")[grid, tpb](
         is_gd, d_lam, d_psi, d_rate, *d_state, float(q), float(mark0), d_marks, float(spt),
         float(eta), float(settle_tol), int(max_steps), d_tpos, d_f, d_ft,
@@ -532,18 +544,12 @@ def dopri5_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, 
                   f_track, stop):  # fmt: skip
     """GPU twin of :func:`fastdyn.drive.integrate_kernels.dopri5_kernel` (same arguments but the
     worker count; ``stop[1]`` is set when a task used up its step budget, as on the CPU)."""
-    n, nt = lam.shape[0], times.shape[0]
     host_state = (vx, vy, wx, wy, hstate, rprev, status, steps, rejected)
-    d_state = _state_in(host_state)
-    d_lam, d_psi, d_rate, d_wt = (
-        _param(k, a) for k, a in (("lam", lam), ("psi", psi), ("rate", rate), ("wtest", wtest))
+    d_state, (d_lam, d_psi, d_rate, d_wt, d_tpos), d_times, d_f, d_ft = _inputs(
+        host_state, (lam, psi, rate, wtest), tpos, times, f_track
     )
-    d_tpos = _tpos(tpos)
-    d_times = cuda.to_device(np.ascontiguousarray(times))
-    d_f = _buffer("f", (nt, n))
-    d_ft = _to_device("f_track", f_track)
     d_halt = cuda.to_device(np.zeros(1, dtype=np.int64))
-    grid, tpb = _launch1(n)
+    grid, tpb = _launch1(lam.shape[0])
     _kernel("dopri5")[grid, tpb](
         d_lam, d_psi, d_rate, *d_state, float(q), float(t0), d_times, float(rtol), float(atol),
         float(settle_tol), int(max_steps), d_tpos, d_f, d_ft, d_halt,

@@ -171,18 +171,27 @@ def test_integrators(integrator, kw, query):
             **kw,
         )
         out[dev] = (s1, s2, st)
+    sa = _compare_segments(out, lam, rate, wt, RTOL_GPU_FIXED)
+    assert len(set(sa.status.tolist())) >= 2  # settled and running/frozen tasks are both covered
+
+
+def _compare_segments(out, lam, rate, wt, rtol_gpu):
+    """GPU against CPU for two segments ``out[dev] = (segment 1, segment 2, final state)``: the
+    partials and tracked f to RTOL (on a GPU: ``rtol_gpu`` plus the settling allowance), the
+    statuses, step counts and state exactly as the CPU off a GPU. Returns the CPU's state."""
     (a1, a2, sa), (b1, b2, sb) = out["cpu"], out["cuda"]
-    rtol = RTOL_GPU_FIXED if REAL else RTOL
+    rtol = rtol_gpu if REAL else RTOL
     te, tr, df = _settle_allowance(lam, rate, wt, 1e-6, a1.test_partials.shape[0])
     for x, y, name in ((a1, b1, "segment 1"), (a2, b2, "segment 2")):
         _close(y.test_partials, x.test_partials, f"{name} test partials", rtol, te)
         _close(y.train_partials, x.train_partials, f"{name} train partials", rtol, tr)
         _close(y.f_track, x.f_track, f"{name} tracked f", rtol, df)
-    if not REAL:  # on a GPU round-off may move a settling decision by a step
+    if not REAL:  # on a GPU round-off may move a settling or step-size decision (docs/cuda.md)
         np.testing.assert_array_equal(sb.status, sa.status)
         np.testing.assert_array_equal(sb.steps, sa.steps)
+        np.testing.assert_array_equal(sb.rejected, sa.rejected)
         _close(sb.y, sa.y, "final state")
-    assert len(set(sa.status.tolist())) >= 2  # settled and running/frozen tasks are both covered
+    return sa
 
 
 @pytest.mark.parametrize("query", [True, False])
@@ -203,18 +212,7 @@ def test_dopri5(query):
         more = times[-1] * np.array([1.5, 3.0])
         s2 = integrate.advance("dopri5", lam, psi, rate, wt, st, more, t0=times[-1], **kw)
         out[dev] = (s1, s2, st)
-    (a1, a2, sa), (b1, b2, sb) = out["cpu"], out["cuda"]
-    rtol = RTOL_GPU_DOPRI5 if REAL else RTOL
-    te, tr, df = _settle_allowance(lam, rate, wt, 1e-6, a1.test_partials.shape[0])
-    for x, y, name in ((a1, b1, "segment 1"), (a2, b2, "segment 2")):
-        _close(y.test_partials, x.test_partials, f"{name} test partials", rtol, te)
-        _close(y.train_partials, x.train_partials, f"{name} train partials", rtol, tr)
-        _close(y.f_track, x.f_track, f"{name} tracked f", rtol, df)
-    if not REAL:  # on a GPU round-off may move a step-size decision (docs/cuda.md)
-        np.testing.assert_array_equal(sb.status, sa.status)
-        np.testing.assert_array_equal(sb.steps, sa.steps)
-        np.testing.assert_array_equal(sb.rejected, sa.rejected)
-        _close(sb.y, sa.y, "final state")
+    sa = _compare_segments(out, lam, rate, wt, RTOL_GPU_DOPRI5)
     assert sa.rejected.sum() > 0 and len(set(sa.status.tolist())) >= 2
 
 
