@@ -64,7 +64,6 @@ import numpy as np
 from ..reduce import accumulate_blocks, n_blocks
 from . import saveat, stop_flag
 from .integrate_kernels import (  # noqa: F401  (re-exported: kernels keep their old address)
-    _dopri5_task,
     _lane_group,
     dopri5_kernel,
     gd_kernel,

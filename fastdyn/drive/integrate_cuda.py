@@ -7,7 +7,7 @@ partials and ``f_track``. Two launches per call:
 1. one thread per task runs that task exactly as the CPU does: rk4/gd as one lane of the CPU's
    lock-step lanes (:func:`fastdyn.drive.integrate_kernels._lane_block`: the same start-up, frozen
    tasks, nominal step 1/(spt·σ_s) or η, sub-steps per output interval, settling rule, step limit
-   and divergence check), dopri5 as :func:`~.integrate_kernels._dopri5_task` (its own adaptive
+   and divergence check), dopri5 as :func:`~.lanes_dopri5.dopri5_group` does per lane (its own adaptive
    steps, the same controller). The right-hand side, rate scale, loss terms and Dormand–Prince
    combinations are compiled for the device from the CPU's own Python source
    (:mod:`fastdyn.models.msfr.ode`, :mod:`.steppers`). Each thread writes f at every output time
@@ -217,7 +217,7 @@ def _build():
     @cuda.jit
     def dopri5_tasks(lam, psi, rate, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
                      t0, times, rtol, atol, settle_tol, max_steps, tpos, fbuf, f_track, halt):  # fmt: skip
-        """integrate_kernels._dopri5_task, one thread per task; ``halt[0]`` is the CPU's
+        """lanes_dopri5.dopri5_group per lane, one thread per task; ``halt[0]`` is the CPU's
         ``stop[1]`` (a task used up its step budget: every task gives up)."""
         i = cuda.grid(1)
         if i >= lam.shape[0]:

@@ -6,8 +6,8 @@ run one parallel region per call with one worker per numba thread; the workers t
 from an atomic counter (:func:`_take`) until none is left (dynamic scheduling):
 
 1. the lane groups (rk4, gd: LANES tasks in lock-step, :func:`_lane_group`,
-   :mod:`fastdyn.drive.lanes`) or tasks (dopri5, own adaptive steps, :func:`_dopri5_task`) of the
-   chunk's first :func:`head_blocks` blocks, each storing its tasks' f at every output time in a
+   :mod:`fastdyn.drive.lanes`; dopri5: DP_LANES tasks, each with its own adaptive steps,
+   :func:`~fastdyn.drive.lanes_dopri5.dopri5_group`) of the chunk's first :func:`head_blocks` blocks, each storing its tasks' f at every output time in a
    buffer; the worker that finishes a block's last item adds the block's loss terms from the
    buffer in task order into its row of the partials (:func:`_finish_block`);
 2. then every other block whole, by one worker, its loss terms added in task order as it goes.
@@ -30,7 +30,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .._jit import PARALLEL, SERIAL
-from ..models.msfr.ode import rate_scale, task_loss, task_rhs
+from ..models.msfr.ode import rate_scale, task_loss
 from ..reduce import BLOCK
 from .lanes import (
     _NW,
@@ -55,21 +55,20 @@ from .lanes import (
     _lanes_advance,
     _lanes_rhs,
 )
-from .steppers import _rms, dopri5_controller, dopri5_step, error_norm
+from .lanes_dopri5 import DP_LANES, DP_NW, dopri5_group
 from .task_status import (
     STATUS_DIVERGED,
     STATUS_FROZEN,
     STATUS_RUNNING,
     STATUS_SETTLED,
-    STATUS_STALLED,
     STATUS_STEP_LIMIT,
 )
 
 # ----------------------------------------------------------------------------------------------
-# serial kernels: one lane group, one task
+# serial kernels: one lane group
 # ----------------------------------------------------------------------------------------------
 
-#: dopri5 polls the stop flag every this many steps (accepted + rejected) of a task
+#: the GPU's dopri5 (one thread per task) polls the stop flag every this many steps of a task
 STOP_POLL = 1024
 
 
@@ -211,124 +210,6 @@ def _lane_group(
         steps[i] = np.int64(W[_ONST + l])
         rprev[i] = W[_ORPREV + l]
         hnom[i] = W[_OHNOM + l]
-
-
-@njit(**SERIAL)
-def _dopri5_task(
-    i,
-    lo,
-    lam,
-    psi,
-    rate,
-    wtest,
-    vx,
-    vy,
-    wx,
-    wy,
-    hstate,
-    rprev,
-    status,
-    steps,
-    rejected,
-    q,
-    t0,
-    times,
-    rtol,
-    atol,
-    settle_tol,
-    max_steps,
-    tpos,
-    fbuf,
-    f_track,
-    stop,
-    direct,
-    b,
-    test_part,
-    train_part,
-):
-    """Task i of dopri5 (own adaptive steps); f at output j goes to ``fbuf[i − lo, j]``, and with
-    ``direct`` its loss terms are added into row b of the partials (output by output).
-    Returns early, leaving the outputs incomplete, once ``stop[0] != 0`` (a signal) or
-    ``stop[1] != 0`` (polled every STOP_POLL steps of a task); a task that reaches ``max_steps``
-    sets ``stop[1]`` (see :mod:`fastdyn.drive.stop_flag`)."""
-    nt = times.shape[0]
-    fout = fbuf[i - lo]
-    lm = lam[i]
-    p = (lm, psi[i], q, rate[i])
-    y = (vx[i], vy[i], wx[i], wy[i])
-    k, f = task_rhs(p, y)
-    thr = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
-    alive = status[i] == STATUS_RUNNING
-    h = hstate[i]
-    if alive:
-        sig = rate_scale(p, y)
-        if not (sig > 0.0) or not np.isfinite(sig):
-            status[i] = STATUS_FROZEN
-            alive = False
-        elif not (h > 0.0):
-            d0 = _rms(y)
-            d1 = _rms(k)
-            h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
-            h = min(h, 0.01 / sig)
-    t = t0
-    nst = steps[i]
-    nrej = rejected[i]
-    rp = rprev[i]
-    rej_before = False
-    for j in range(nt):
-        tj = times[j]
-        while alive and t < tj:
-            if (nst + nrej) % STOP_POLL == 0 and (stop[0] != 0 or stop[1] != 0):
-                return
-            if nst >= max_steps:
-                status[i] = STATUS_STEP_LIMIT
-                stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
-                steps[i] = nst
-                return
-            clipped = h >= tj - t
-            hh = tj - t if clipped else h
-            if t + hh == t:
-                status[i] = STATUS_STALLED
-                alive = False
-                break
-            yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, hh)
-            err = error_norm(e, y, yn, atol, rtol)
-            acc, hnew = dopri5_controller(err, hh, rej_before)
-            if acc:
-                t = tj if clipped else t + hh
-                y = yn
-                k = kn
-                f = fn
-                nst += 1
-                rej_before = False
-                h = max(hnew, h) if clipped else hnew
-                r = abs(f - lm)
-                if not (np.isfinite(f) and np.isfinite(_rms(y))):
-                    status[i] = STATUS_DIVERGED
-                    alive = False
-                elif r <= thr and r <= rp:
-                    status[i] = STATUS_SETTLED
-                    alive = False
-                rp = r
-            else:
-                nrej += 1
-                rej_before = True
-                h = hnew
-        fout[j] = f
-    if direct:
-        for j in range(nt):
-            te, tr = task_loss(fout[j] - lm, rate[i], wtest[i])
-            test_part[b, j] += te
-            train_part[b, j] += tr
-    kk = tpos[i]
-    if kk >= 0:
-        for j in range(nt):
-            f_track[kk, j] = fout[j]
-    vx[i], vy[i], wx[i], wy[i] = y
-    hstate[i] = h
-    rprev[i] = rp
-    steps[i] = nst
-    rejected[i] = nrej
 
 
 # ----------------------------------------------------------------------------------------------
@@ -515,37 +396,43 @@ def dopri5_kernel(
     nt = times.shape[0]
     nb = (n + BLOCK - 1) // BLOCK
     sb = head_blocks(n, nt)
-    hn = min(sb * BLOCK, n)  # items of the split blocks: tasks
+    hn = min(sb * BLOCK, n)
+    nh = (hn + DP_LANES - 1) // DP_LANES  # items of the split blocks: lane groups
     fbuf = np.empty((hn, nt))
     taken = np.zeros(1, dtype=np.int64)
     done = np.zeros(max(sb, 1), dtype=np.int64)
     for _k in prange(bins):
-        # per-worker f row (padded: no cache line shared with another worker's), copied into the
-        # buffer once a split block's task is done
-        frow = np.empty((1, nt + 2 * _PAD))[:, _PAD : _PAD + nt]
+        # per-worker scratch, padded so that no cache line is shared with another worker's
+        W = np.empty(DP_NW * DP_LANES + 2 * _PAD)[_PAD : _PAD + DP_NW * DP_LANES]
+        J = np.empty(DP_LANES + 2 * _PAD, dtype=np.int64)[_PAD : _PAD + DP_LANES]
+        RUN = np.empty(DP_LANES + 2 * _PAD, dtype=np.int64)[_PAD : _PAD + DP_LANES]
+        gbuf = np.empty(DP_LANES * nt + 2 * _PAD)[_PAD : _PAD + DP_LANES * nt].reshape(
+            (DP_LANES, nt)
+        )
         acc = np.empty(2 * nt + 2 * _PAD)[_PAD : _PAD + 2 * nt].reshape((2, nt))
         while stop[0] == 0 and stop[1] == 0:
             x = _take(taken, 0)
-            if x >= hn + nb - sb:
+            if x >= nh + nb - sb:
                 break
-            if x < hn:
-                b = x // BLOCK
-                _dopri5_task(
-                    x, x, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps,
-                    rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos, frow,
-                    f_track, stop, _SPLIT, b, test_part, train_part,
+            if x < nh:
+                g0 = x * DP_LANES
+                b = g0 // BLOCK
+                dopri5_group(
+                    g0, min(DP_LANES, n - g0), _ROW0, lam, psi, rate, wtest, vx, vy, wx, wy, hstate,
+                    rprev, status, steps, rejected, q, t0, times, rtol, atol, settle_tol,
+                    max_steps, tpos, fbuf, f_track, stop, W, J, RUN, _SPLIT, b, test_part,
+                    train_part,
                 )  # fmt: skip
-                for j in range(nt):
-                    fbuf[x, j] = frow[0, j]
-                items = min(b * BLOCK + BLOCK, n) - b * BLOCK
+                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + DP_LANES - 1) // DP_LANES
                 _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
             else:
-                b = sb + x - hn
+                b = sb + x - nh
                 _row_in(acc, b, test_part, train_part)
-                for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
-                    _dopri5_task(
-                        i, i, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status,
-                        steps, rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos,
-                        frow, f_track, stop, _WHOLE, _ROW0, acc[0:1], acc[1:2],
+                for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), DP_LANES):
+                    dopri5_group(
+                        g0, min(DP_LANES, n - g0), g0, lam, psi, rate, wtest, vx, vy, wx, wy,
+                        hstate, rprev, status, steps, rejected, q, t0, times, rtol, atol,
+                        settle_tol, max_steps, tpos, gbuf, f_track, stop, W, J, RUN, _WHOLE, _ROW0,
+                        acc[0:1], acc[1:2],
                     )  # fmt: skip
                 _row_out(acc, b, test_part, train_part)

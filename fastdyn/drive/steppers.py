@@ -108,18 +108,43 @@ def _comb(y, h, a1, k1, a2, k2, a3, k3, a4, k4, a5, k5, a6, k6):
 
 
 @njit(**_INLINE)
+def _lin2(a1, k1, a2, k2):
+    return (
+        a1 * k1[0] + a2 * k2[0],
+        a1 * k1[1] + a2 * k2[1],
+        a1 * k1[2] + a2 * k2[2],
+        a1 * k1[3] + a2 * k2[3],
+    )
+
+
+@njit(**_INLINE)
+def _acc(s, a, k):
+    return (s[0] + a * k[0], s[1] + a * k[1], s[2] + a * k[2], s[3] + a * k[3])
+
+
+@njit(**_INLINE)
+def _step_from(y, h, s):
+    return (y[0] + h * s[0], y[1] + h * s[1], y[2] + h * s[2], y[3] + h * s[3])
+
+
+@njit(**_INLINE)
 def dopri5_step(rhs, p, y, k1, h):
     """Dormand–Prince 5(4): 5th-order y_new, k7 = rhs(y_new) (FSAL), err = h Σ_i E_i k_i (4th-order
-    local error estimate of the embedded pair)."""
-    z = (0.0, 0.0, 0.0, 0.0)
+    local error estimate of the embedded pair). The stage sums Σ_j a_ij k_j are formed left to
+    right over the non-zero coefficients only (the same values as :func:`_comb` with its zero
+    terms, up to the sign of an exact zero; LLVM may not drop a ``+ 0.0`` itself)."""
     k2, _ = rhs(p, _axpy(y, h * DP_A21, k1))
-    k3, _ = rhs(p, _comb(y, h, DP_A31, k1, DP_A32, k2, 0.0, z, 0.0, z, 0.0, z, 0.0, z))
-    k4, _ = rhs(p, _comb(y, h, DP_A41, k1, DP_A42, k2, DP_A43, k3, 0.0, z, 0.0, z, 0.0, z))
-    k5, _ = rhs(p, _comb(y, h, DP_A51, k1, DP_A52, k2, DP_A53, k3, DP_A54, k4, 0.0, z, 0.0, z))
-    k6, _ = rhs(p, _comb(y, h, DP_A61, k1, DP_A62, k2, DP_A63, k3, DP_A64, k4, DP_A65, k5, 0.0, z))
-    yn = _comb(y, h, DP_B[0], k1, DP_B[1], k2, DP_B[2], k3, DP_B[3], k4, DP_B[4], k5, DP_B[5], k6)
+    k3, _ = rhs(p, _step_from(y, h, _lin2(DP_A31, k1, DP_A32, k2)))
+    k4, _ = rhs(p, _step_from(y, h, _acc(_lin2(DP_A41, k1, DP_A42, k2), DP_A43, k3)))
+    s5 = _acc(_acc(_lin2(DP_A51, k1, DP_A52, k2), DP_A53, k3), DP_A54, k4)
+    k5, _ = rhs(p, _step_from(y, h, s5))
+    s6 = _acc(_acc(_acc(_lin2(DP_A61, k1, DP_A62, k2), DP_A63, k3), DP_A64, k4), DP_A65, k5)
+    k6, _ = rhs(p, _step_from(y, h, s6))
+    sb = _acc(_acc(_acc(_lin2(DP_B[0], k1, DP_B[2], k3), DP_B[3], k4), DP_B[4], k5), DP_B[5], k6)
+    yn = _step_from(y, h, sb)
     k7, fn = rhs(p, yn)
-    err = _comb(z, h, DP_E[0], k1, DP_E[1], k2, DP_E[2], k3, DP_E[3], k4, DP_E[4], k5, DP_E[5], k6)
+    se = _acc(_acc(_acc(_lin2(DP_E[0], k1, DP_E[2], k3), DP_E[3], k4), DP_E[4], k5), DP_E[5], k6)
+    err = (h * se[0], h * se[1], h * se[2], h * se[3])
     err = _axpy(err, h * DP_E[6], k7)
     return yn, k7, fn, err
 

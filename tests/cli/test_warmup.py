@@ -100,7 +100,7 @@ def test_kernels_compile_one_signature_per_run(tmp_path):
     """Issue 20 "fewer specialisations": a dopri5 run with the exact closed form and a random init
     compiles each of these kernels for at most one signature (they were compiled twice or more: a prange
     index is uint64 in the parallel loop and int64 while typed; literal constants got their own)."""
-    from fastdyn.drive import integrate_kernels
+    from fastdyn.drive import lanes_dopri5
     from fastdyn.models.msfr import _closed_form, theory
     from fastdyn.problems import rng
 
@@ -110,7 +110,7 @@ def test_kernels_compile_one_signature_per_run(tmp_path):
     r = CliRunner().invoke(main, args + [a for s in sets for a in ("--set", s)])
     assert r.exit_code == 0, r.output
     kernels = {
-        "_dopri5_task": integrate_kernels._dopri5_task,
+        "dopri5_group": lanes_dopri5.dopri5_group,
         "_exact_tail": _closed_form._exact_tail,
         "_walk_right": theory._walk_right,
         "rng.key": rng.key,

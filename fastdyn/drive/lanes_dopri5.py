@@ -1,0 +1,302 @@
+"""Dormand–Prince 5(4) in lock-step lanes: DP_LANES tasks at a time, each with its own steps.
+
+Every iteration each lane attempts one step of its own size hh (a lane with nothing left to do
+steps with hh = 0, which changes nothing and is ignored):
+
+1. :func:`_dp_step_lanes` — the step, its six new stages, the 5th-order solution, the embedded
+   error estimate and its scaled norm, for all lanes in one branch-free loop that LLVM vectorises
+   (the step and right-hand side are inlined at the numba IR level: no calls in the loop);
+2. err^(−1/5) of every lane (libm's ``pow``, which does not vectorise: a loop of its own);
+3. :func:`_dp_control_lanes` — the step-size controller, acceptance, the new state, time and step
+   size, the counters, settling and divergence, again branch-free over all lanes (selects);
+4. lane by lane, only what needs branches: status changes, the outputs a lane has reached, a
+   finished task's write-back, and the next attempt (clipped to the next output time, the step
+   limit, a stalled step).
+
+A lane runs exactly the arithmetic of the one-task loop (same operations, same order; the
+vector instructions round like the scalar ones and nothing is contracted into FMAs), so each
+task's result is bit-identical to integrating it alone, whichever lane and group it is in.
+
+The work array W is flat, row r of lane l at W[r·DP_LANES + l] (compile-time offsets, so the
+lane loops have no runtime alias checks; see :mod:`fastdyn.drive.lanes`); its rows are listed
+below. Counters are held as floats (exact below 2⁵³). The output index of each lane is in J.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .._jit import SERIAL
+from ..models.msfr.ode import rate_scale, task_loss, task_rhs
+from .steppers import (
+    DP_ORDER_EST,
+    MAX_FACTOR,
+    MIN_FACTOR,
+    SAFETY,
+    _rms,
+    dopri5_step,
+    error_norm,
+)
+from .task_status import (
+    STATUS_DIVERGED,
+    STATUS_FROZEN,
+    STATUS_RUNNING,
+    STATUS_SETTLED,
+    STATUS_STALLED,
+    STATUS_STEP_LIMIT,
+)
+
+_INLINE = dict(SERIAL, inline="always")
+
+#: tasks per dopri5 lane group (divides BLOCK)
+DP_LANES: int = 8
+#: the stop flags are polled every this many lock-step iterations of a group
+DP_POLL: int = 256
+#: exponent of the step-size controller (as in steppers.dopri5_controller)
+_EXPO = -1.0 / (DP_ORDER_EST + 1)
+_TINY = 2.2250738585072014e-308  # smallest normal double
+_HUGE = 1.7976931348623157e308  # largest finite double
+
+# rows of W: state y, derivative k, f; parameters (Λ, ψ, q, rate); the attempted step hh (0: none);
+# the proposal (y, k, f), its error norm and err^(−1/5); time t, step size h, the next output time
+# tj, clipped (1/0), rejected-before (1/0), accepted and rejected steps, last |r|, settling
+# threshold, alive (1/0), and this iteration's event (0 none, 1 accepted, 2 diverged, 3 settled)
+_NAMES = (
+    "Y0 Y1 Y2 Y3 K0 K1 K2 K3 F LAM PSI Q RATE HH YN0 YN1 YN2 YN3 KN0 KN1 KN2 KN3 FN ERR PW "
+    "T H TJ CLIP REJB NST NREJ RP THR ALIVE EV"
+).split()
+(
+    _OY0, _OY1, _OY2, _OY3, _OK0, _OK1, _OK2, _OK3, _OF, _OLAM, _OPSI, _OQ, _ORATE, _OHH, _OYN0,
+    _OYN1, _OYN2, _OYN3, _OKN0, _OKN1, _OKN2, _OKN3, _OFN, _OERR, _OPW, _OT, _OH, _OTJ, _OCLIP,
+    _OREJB, _ONST, _ONREJ, _ORP, _OTHR, _OALIVE, _OEV,
+) = (r * DP_LANES for r in range(len(_NAMES)))  # fmt: skip
+#: rows of W
+DP_NW: int = len(_NAMES)
+
+
+def dp_scratch():
+    """(W, J, RUN): one worker's scratch arrays for :func:`dopri5_group`."""
+    return np.empty(DP_NW * DP_LANES), np.empty(DP_LANES, np.int64), np.empty(DP_LANES, np.int64)
+
+
+@njit(**SERIAL)
+def _dp_step_lanes(W, atol, rtol):
+    """One Dormand–Prince step of every lane (size W[hh]); proposals and error norms into W."""
+    for l in range(DP_LANES):
+        p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
+        y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
+        k = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])
+        yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, W[_OHH + l])
+        W[_OERR + l] = error_norm(e, y, yn, atol, rtol)
+        W[_OYN0 + l] = yn[0]
+        W[_OYN1 + l] = yn[1]
+        W[_OYN2 + l] = yn[2]
+        W[_OYN3 + l] = yn[3]
+        W[_OKN0 + l] = kn[0]
+        W[_OKN1 + l] = kn[1]
+        W[_OKN2 + l] = kn[2]
+        W[_OKN3 + l] = kn[3]
+        W[_OFN + l] = fn
+
+
+@njit(**SERIAL)
+def _dp_pow_lanes(W):
+    """err^(−1/5) of every lane, as e^(−ln(err)/5) with the branch-free log_pos and exp_nonpos
+    (≲ 3 ulp; libm's pow does not vectorise). err is clamped to the normal range: the controller
+    uses the power only for 0 < err < inf, and any err below 1e-300 gives the maximum factor."""
+    for l in range(DP_LANES):
+        W[_OPW + l] = W[_OERR + l] ** _EXPO
+
+
+@njit(**SERIAL)
+def _dp_control_lanes(W):
+    """Step-size control and the outcome of every lane's attempt, branch-free (selects).
+
+    As steppers.dopri5_controller: accept iff err ≤ 1, h_new = hh·clip(0.9 err^(−1/5), 0.2, 10)
+    (no growth right after a rejection; 0.2 for a non-finite err). Accepted: t advances (to the
+    output time when the step was clipped to it), (y, k, f) take the proposal, h = h_new (at
+    least the old h after a clipped step), then divergence (non-finite f or y) or settling
+    (|r| ≤ threshold and not increasing) stops the lane. Rejected: h = h_new."""
+    for l in range(DP_LANES):
+        hh = W[_OHH + l]
+        err = W[_OERR + l]
+        pw = W[_OPW + l]
+        att = hh != 0.0
+        ok = err <= 1.0
+        acc = att & ok
+        fa = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, SAFETY * pw)
+        fa = min(1.0, fa) if W[_OREJB + l] != 0.0 else fa
+        fr = MIN_FACTOR if not (err < np.inf) else max(MIN_FACTOR, SAFETY * pw)
+        hnew = hh * (fa if ok else fr)
+        h = W[_OH + l]
+        clip = W[_OCLIP + l] != 0.0
+        t = W[_OT + l]
+        tacc = W[_OTJ + l] if clip else t + hh
+        W[_OT + l] = tacc if acc else t
+        hacc = max(hnew, h) if clip else hnew
+        W[_OH + l] = (hacc if ok else hnew) if att else h
+        W[_OREJB + l] = (0.0 if ok else 1.0) if att else W[_OREJB + l]
+        W[_ONST + l] += 1.0 if acc else 0.0
+        W[_ONREJ + l] += 1.0 if (att and not ok) else 0.0
+        yn = (W[_OYN0 + l], W[_OYN1 + l], W[_OYN2 + l], W[_OYN3 + l])
+        W[_OY0 + l] = yn[0] if acc else W[_OY0 + l]
+        W[_OY1 + l] = yn[1] if acc else W[_OY1 + l]
+        W[_OY2 + l] = yn[2] if acc else W[_OY2 + l]
+        W[_OY3 + l] = yn[3] if acc else W[_OY3 + l]
+        W[_OK0 + l] = W[_OKN0 + l] if acc else W[_OK0 + l]
+        W[_OK1 + l] = W[_OKN1 + l] if acc else W[_OK1 + l]
+        W[_OK2 + l] = W[_OKN2 + l] if acc else W[_OK2 + l]
+        W[_OK3 + l] = W[_OKN3 + l] if acc else W[_OK3 + l]
+        fn = W[_OFN + l]
+        W[_OF + l] = fn if acc else W[_OF + l]
+        r = abs(fn - W[_OLAM + l])
+        rp = W[_ORP + l]
+        div = not (np.isfinite(fn) and np.isfinite(_rms(yn)))
+        settle = (not div) and r <= W[_OTHR + l] and r <= rp
+        W[_OEV + l] = (2.0 if div else (3.0 if settle else 1.0)) if acc else 0.0
+        W[_ORP + l] = r if acc else rp
+        W[_OALIVE + l] = 0.0 if (acc and (div or settle)) else W[_OALIVE + l]
+
+
+@njit(**_INLINE)
+def _dp_reached(W, J, l, times, fout):
+    """Write f to every output lane l has reached (all of them once it stopped); True when the
+    lane has no outputs left (the one-task loop's ``fout[j] = f`` after its inner while)."""
+    nt = times.shape[0]
+    j = J[l]
+    f = W[_OF + l]
+    t = W[_OT + l]
+    alive = W[_OALIVE + l] != 0.0
+    while j < nt and (not alive or t >= times[j]):
+        fout[j] = f
+        j += 1
+    J[l] = j
+    return j >= nt
+
+
+@njit(**_INLINE)
+def _dp_finish(W, RUN, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos, fout, f_track):
+    """Task i (lane l) is done: its state, step size and counters back into the chunk arrays."""
+    RUN[l] = 0
+    kk = tpos[i]
+    if kk >= 0:
+        for j in range(fout.shape[0]):
+            f_track[kk, j] = fout[j]
+    vx[i] = W[_OY0 + l]
+    vy[i] = W[_OY1 + l]
+    wx[i] = W[_OY2 + l]
+    wy[i] = W[_OY3 + l]
+    hstate[i] = W[_OH + l]
+    rprev[i] = W[_ORP + l]
+    steps[i] = np.int64(W[_ONST + l])
+    rejected[i] = np.int64(W[_ONREJ + l])
+
+
+@njit(**SERIAL)
+def dopri5_group(
+    g0, m, lo, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
+    t0, times, rtol, atol, settle_tol, max_steps, tpos, fbuf, f_track, stop, W, J, RUN, direct, b,
+    test_part, train_part,
+):  # fmt: skip
+    """Tasks g0 … g0+m−1 (m ≤ DP_LANES) of dopri5, each with its own adaptive steps, in
+    lock-step lanes; f of task i at output j goes to ``fbuf[i − lo, j]``. With ``direct`` the
+    group's loss terms are then added into row b of the partials in task order. Returns early,
+    leaving the outputs incomplete, once ``stop[0] != 0`` (a signal) or ``stop[1] != 0`` (polled
+    every DP_POLL iterations); a task that reaches ``max_steps`` sets ``stop[1]`` (see
+    :mod:`fastdyn.drive.stop_flag`). W, J, RUN: the worker's :func:`dp_scratch`."""
+    nt = times.shape[0]
+    W[:] = 0.0
+    for l in range(DP_LANES):
+        W[_OPSI + l] = 1.0
+        RUN[l] = 0
+    for l in range(m):
+        i = g0 + l
+        lm = lam[i]
+        p = (lm, psi[i], q, rate[i])
+        y = (vx[i], vy[i], wx[i], wy[i])
+        k, f = task_rhs(p, y)
+        W[_OLAM + l] = lm
+        W[_OPSI + l] = psi[i]
+        W[_OQ + l] = q
+        W[_ORATE + l] = rate[i]
+        W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l] = y
+        W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l] = k
+        W[_OF + l] = f
+        alive = status[i] == STATUS_RUNNING
+        h = hstate[i]
+        if alive:
+            sig = rate_scale(p, y)
+            if not (sig > 0.0) or not np.isfinite(sig):
+                status[i] = STATUS_FROZEN
+                alive = False
+            elif not (h > 0.0):
+                d0 = _rms(y)
+                d1 = _rms(k)
+                h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
+                h = min(h, 0.01 / sig)
+        W[_OT + l] = t0
+        W[_OH + l] = h
+        W[_OTHR + l] = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
+        W[_ORP + l] = rprev[i]
+        W[_ONST + l] = float(steps[i])
+        W[_ONREJ + l] = float(rejected[i])
+        W[_OALIVE + l] = 1.0 if alive else 0.0
+        J[l] = 0
+        RUN[l] = 1
+    it = 0
+    while True:
+        if it % DP_POLL == 0 and (stop[0] != 0 or stop[1] != 0):
+            return
+        it += 1
+        # lane by lane: status changes, outputs reached, finished tasks, the next attempts
+        busy = False
+        for l in range(m):
+            if RUN[l] == 0:
+                continue
+            i = g0 + l
+            ev = W[_OEV + l]
+            if ev == 2.0:
+                status[i] = STATUS_DIVERGED
+            elif ev == 3.0:
+                status[i] = STATUS_SETTLED
+            W[_OEV + l] = 0.0
+            W[_OHH + l] = 0.0
+            if _dp_reached(W, J, l, times, fbuf[i - lo]):
+                _dp_finish(W, RUN, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos,
+                           fbuf[i - lo], f_track)  # fmt: skip
+                continue
+            if W[_ONST + l] >= max_steps:
+                status[i] = STATUS_STEP_LIMIT
+                stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
+                steps[i] = np.int64(W[_ONST + l])
+                return
+            t = W[_OT + l]
+            h = W[_OH + l]
+            tj = times[J[l]]
+            clipped = h >= tj - t
+            hh = tj - t if clipped else h
+            if t + hh == t:
+                status[i] = STATUS_STALLED
+                W[_OALIVE + l] = 0.0
+                _dp_reached(W, J, l, times, fbuf[i - lo])
+                _dp_finish(W, RUN, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos,
+                           fbuf[i - lo], f_track)  # fmt: skip
+                continue
+            W[_OHH + l] = hh
+            W[_OTJ + l] = tj
+            W[_OCLIP + l] = 1.0 if clipped else 0.0
+            busy = True
+        if not busy:
+            break
+        _dp_step_lanes(W, atol, rtol)
+        _dp_pow_lanes(W)
+        _dp_control_lanes(W)
+    if direct:
+        for l in range(m):
+            i = g0 + l
+            fo = fbuf[i - lo]
+            for j in range(nt):
+                te, tr = task_loss(fo[j] - lam[i], rate[i], wtest[i])
+                test_part[b, j] += te
+                train_part[b, j] += tr
