@@ -405,7 +405,6 @@ def dopri5_kernel(
         # per-worker scratch, padded so that no cache line is shared with another worker's
         W = np.empty(DP_NW * DP_LANES + 2 * _PAD)[_PAD : _PAD + DP_NW * DP_LANES]
         J = np.empty(DP_LANES + 2 * _PAD, dtype=np.int64)[_PAD : _PAD + DP_LANES]
-        RUN = np.empty(DP_LANES + 2 * _PAD, dtype=np.int64)[_PAD : _PAD + DP_LANES]
         gbuf = np.empty(DP_LANES * nt + 2 * _PAD)[_PAD : _PAD + DP_LANES * nt].reshape(
             (DP_LANES, nt)
         )
@@ -420,7 +419,7 @@ def dopri5_kernel(
                 dopri5_group(
                     g0, min(DP_LANES, n - g0), _ROW0, lam, psi, rate, wtest, vx, vy, wx, wy, hstate,
                     rprev, status, steps, rejected, q, t0, times, rtol, atol, settle_tol,
-                    max_steps, tpos, fbuf, f_track, stop, W, J, RUN, _SPLIT, b, test_part,
+                    max_steps, tpos, fbuf, f_track, stop, W, J, _SPLIT, b, test_part,
                     train_part,
                 )  # fmt: skip
                 items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + DP_LANES - 1) // DP_LANES
@@ -432,7 +431,7 @@ def dopri5_kernel(
                     dopri5_group(
                         g0, min(DP_LANES, n - g0), g0, lam, psi, rate, wtest, vx, vy, wx, wy,
                         hstate, rprev, status, steps, rejected, q, t0, times, rtol, atol,
-                        settle_tol, max_steps, tpos, gbuf, f_track, stop, W, J, RUN, _WHOLE, _ROW0,
+                        settle_tol, max_steps, tpos, gbuf, f_track, stop, W, J, _WHOLE, _ROW0,
                         acc[0:1], acc[1:2],
                     )  # fmt: skip
                 _row_out(acc, b, test_part, train_part)

@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from .._jit import SERIAL
+from ..models._fastexp import exp_nonpos, log_pos
 from ..models.msfr.ode import rate_scale, task_loss, task_rhs
 from .steppers import (
     DP_ORDER_EST,
@@ -50,37 +51,40 @@ from .task_status import (
 _INLINE = dict(SERIAL, inline="always")
 
 #: tasks per dopri5 lane group (divides BLOCK)
-DP_LANES: int = 8
+DP_LANES: int = 16
 #: the stop flags are polled every this many lock-step iterations of a group
 DP_POLL: int = 256
 #: exponent of the step-size controller (as in steppers.dopri5_controller)
 _EXPO = -1.0 / (DP_ORDER_EST + 1)
 _TINY = 2.2250738585072014e-308  # smallest normal double
 _HUGE = 1.7976931348623157e308  # largest finite double
+_TINY = 2.2250738585072014e-308  # smallest normal double
+_HUGE = 1.7976931348623157e308  # largest finite double
 
 # rows of W: state y, derivative k, f; parameters (Λ, ψ, q, rate); the attempted step hh (0: none);
 # the proposal (y, k, f), its error norm and err^(−1/5); time t, step size h, the next output time
 # tj, clipped (1/0), rejected-before (1/0), accepted and rejected steps, last |r|, settling
-# threshold, alive (1/0), and this iteration's event (0 none, 1 accepted, 2 diverged, 3 settled)
+# threshold, alive (1/0), this iteration's event (0 none, 1 accepted, 2 diverged, 3 settled), the
+# lane holds an unfinished task (1/0), and the lane needs the scalar pass before its next attempt
 _NAMES = (
     "Y0 Y1 Y2 Y3 K0 K1 K2 K3 F LAM PSI Q RATE HH YN0 YN1 YN2 YN3 KN0 KN1 KN2 KN3 FN ERR PW "
-    "T H TJ CLIP REJB NST NREJ RP THR ALIVE EV"
+    "T H TJ CLIP REJB NST NREJ RP THR ALIVE EV RUN ATTN"
 ).split()
 (
     _OY0, _OY1, _OY2, _OY3, _OK0, _OK1, _OK2, _OK3, _OF, _OLAM, _OPSI, _OQ, _ORATE, _OHH, _OYN0,
     _OYN1, _OYN2, _OYN3, _OKN0, _OKN1, _OKN2, _OKN3, _OFN, _OERR, _OPW, _OT, _OH, _OTJ, _OCLIP,
-    _OREJB, _ONST, _ONREJ, _ORP, _OTHR, _OALIVE, _OEV,
+    _OREJB, _ONST, _ONREJ, _ORP, _OTHR, _OALIVE, _OEV, _ORUN, _OATTN,
 ) = (r * DP_LANES for r in range(len(_NAMES)))  # fmt: skip
 #: rows of W
 DP_NW: int = len(_NAMES)
 
 
 def dp_scratch():
-    """(W, J, RUN): one worker's scratch arrays for :func:`dopri5_group`."""
-    return np.empty(DP_NW * DP_LANES), np.empty(DP_LANES, np.int64), np.empty(DP_LANES, np.int64)
+    """(W, J): one worker's scratch arrays for :func:`dopri5_group`."""
+    return np.empty(DP_NW * DP_LANES), np.empty(DP_LANES, np.int64)
 
 
-@njit(**SERIAL)
+@njit(**SERIAL, fastmath={"contract"})
 def _dp_step_lanes(W, atol, rtol):
     """One Dormand–Prince step of every lane (size W[hh]); proposals and error norms into W."""
     for l in range(DP_LANES):
@@ -106,18 +110,25 @@ def _dp_pow_lanes(W):
     (≲ 3 ulp; libm's pow does not vectorise). err is clamped to the normal range: the controller
     uses the power only for 0 < err < inf, and any err below 1e-300 gives the maximum factor."""
     for l in range(DP_LANES):
-        W[_OPW + l] = W[_OERR + l] ** _EXPO
+        e = _EXPO * log_pos(min(max(W[_OERR + l], _TINY), _HUGE))
+        a = exp_nonpos(-abs(e))
+        W[_OPW + l] = a if e <= 0.0 else 1.0 / a
 
 
 @njit(**SERIAL)
-def _dp_control_lanes(W):
+def _dp_control_lanes(W, max_steps):
     """Step-size control and the outcome of every lane's attempt, branch-free (selects).
 
     As steppers.dopri5_controller: accept iff err ≤ 1, h_new = hh·clip(0.9 err^(−1/5), 0.2, 10)
     (no growth right after a rejection; 0.2 for a non-finite err). Accepted: t advances (to the
     output time when the step was clipped to it), (y, k, f) take the proposal, h = h_new (at
     least the old h after a clipped step), then divergence (non-finite f or y) or settling
-    (|r| ≤ threshold and not increasing) stops the lane. Rejected: h = h_new."""
+    (|r| ≤ threshold and not increasing) stops the lane. Rejected: h = h_new.
+
+    Then every running lane's next attempt: hh = h, clipped to the next output time tj. A lane
+    that reached tj or stopped, whose step would not move t, or that used up ``max_steps`` is
+    flagged for the scalar pass instead (hh = 0). Returns the number of lanes set to step."""
+    nbusy = 0
     for l in range(DP_LANES):
         hh = W[_OHH + l]
         err = W[_OERR + l]
@@ -156,7 +167,24 @@ def _dp_control_lanes(W):
         settle = (not div) and r <= W[_OTHR + l] and r <= rp
         W[_OEV + l] = (2.0 if div else (3.0 if settle else 1.0)) if acc else 0.0
         W[_ORP + l] = r if acc else rp
-        W[_OALIVE + l] = 0.0 if (acc and (div or settle)) else W[_OALIVE + l]
+        alive = not (acc and (div or settle)) and W[_OALIVE + l] != 0.0
+        W[_OALIVE + l] = 1.0 if alive else 0.0
+        # the next attempt
+        t = W[_OT + l]
+        h = W[_OH + l]
+        tj = W[_OTJ + l]
+        clip = h >= tj - t
+        hh = tj - t if clip else h
+        run = W[_ORUN + l] != 0.0
+        attn = run and (
+            (acc and (not alive or t >= tj)) or t + hh == t or W[_ONST + l] >= max_steps
+        )
+        go = run and not attn
+        W[_OHH + l] = hh if go else 0.0
+        W[_OCLIP + l] = 1.0 if clip else 0.0
+        W[_OATTN + l] = 1.0 if attn else 0.0
+        nbusy += 1 if go else 0
+    return nbusy
 
 
 @njit(**_INLINE)
@@ -172,13 +200,15 @@ def _dp_reached(W, J, l, times, fout):
         fout[j] = f
         j += 1
     J[l] = j
+    if j < nt:
+        W[_OTJ + l] = times[j]
     return j >= nt
 
 
 @njit(**_INLINE)
-def _dp_finish(W, RUN, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos, fout, f_track):
+def _dp_finish(W, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos, fout, f_track):
     """Task i (lane l) is done: its state, step size and counters back into the chunk arrays."""
-    RUN[l] = 0
+    W[_ORUN + l] = 0.0
     kk = tpos[i]
     if kk >= 0:
         for j in range(fout.shape[0]):
@@ -196,7 +226,7 @@ def _dp_finish(W, RUN, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpo
 @njit(**SERIAL)
 def dopri5_group(
     g0, m, lo, lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected, q,
-    t0, times, rtol, atol, settle_tol, max_steps, tpos, fbuf, f_track, stop, W, J, RUN, direct, b,
+    t0, times, rtol, atol, settle_tol, max_steps, tpos, fbuf, f_track, stop, W, J, direct, b,
     test_part, train_part,
 ):  # fmt: skip
     """Tasks g0 … g0+m−1 (m ≤ DP_LANES) of dopri5, each with its own adaptive steps, in
@@ -204,12 +234,11 @@ def dopri5_group(
     group's loss terms are then added into row b of the partials in task order. Returns early,
     leaving the outputs incomplete, once ``stop[0] != 0`` (a signal) or ``stop[1] != 0`` (polled
     every DP_POLL iterations); a task that reaches ``max_steps`` sets ``stop[1]`` (see
-    :mod:`fastdyn.drive.stop_flag`). W, J, RUN: the worker's :func:`dp_scratch`."""
+    :mod:`fastdyn.drive.stop_flag`). W, J: the worker's :func:`dp_scratch`."""
     nt = times.shape[0]
     W[:] = 0.0
     for l in range(DP_LANES):
         W[_OPSI + l] = 1.0
-        RUN[l] = 0
     for l in range(m):
         i = g0 + l
         lm = lam[i]
@@ -242,56 +271,57 @@ def dopri5_group(
         W[_ONST + l] = float(steps[i])
         W[_ONREJ + l] = float(rejected[i])
         W[_OALIVE + l] = 1.0 if alive else 0.0
+        W[_ORUN + l] = 1.0
+        W[_OATTN + l] = 1.0
         J[l] = 0
-        RUN[l] = 1
+    fmax = float(max_steps)
+    busy = 0
     it = 0
     while True:
         if it % DP_POLL == 0 and (stop[0] != 0 or stop[1] != 0):
             return
         it += 1
-        # lane by lane: status changes, outputs reached, finished tasks, the next attempts
-        busy = False
+        # the scalar pass, for the flagged lanes only: status changes, outputs reached, finished
+        # tasks, the step limit, stalled steps, and the next attempt after an output
         for l in range(m):
-            if RUN[l] == 0:
+            if W[_OATTN + l] == 0.0:
                 continue
+            W[_OATTN + l] = 0.0
             i = g0 + l
             ev = W[_OEV + l]
             if ev == 2.0:
                 status[i] = STATUS_DIVERGED
             elif ev == 3.0:
                 status[i] = STATUS_SETTLED
-            W[_OEV + l] = 0.0
-            W[_OHH + l] = 0.0
             if _dp_reached(W, J, l, times, fbuf[i - lo]):
-                _dp_finish(W, RUN, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos,
+                _dp_finish(W, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos,
                            fbuf[i - lo], f_track)  # fmt: skip
                 continue
-            if W[_ONST + l] >= max_steps:
+            if W[_ONST + l] >= fmax:
                 status[i] = STATUS_STEP_LIMIT
                 stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
                 steps[i] = np.int64(W[_ONST + l])
                 return
             t = W[_OT + l]
             h = W[_OH + l]
-            tj = times[J[l]]
+            tj = W[_OTJ + l]
             clipped = h >= tj - t
             hh = tj - t if clipped else h
             if t + hh == t:
                 status[i] = STATUS_STALLED
                 W[_OALIVE + l] = 0.0
                 _dp_reached(W, J, l, times, fbuf[i - lo])
-                _dp_finish(W, RUN, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos,
+                _dp_finish(W, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos,
                            fbuf[i - lo], f_track)  # fmt: skip
                 continue
             W[_OHH + l] = hh
-            W[_OTJ + l] = tj
             W[_OCLIP + l] = 1.0 if clipped else 0.0
-            busy = True
-        if not busy:
+            busy += 1
+        if busy == 0:
             break
         _dp_step_lanes(W, atol, rtol)
         _dp_pow_lanes(W)
-        _dp_control_lanes(W)
+        busy = _dp_control_lanes(W, fmax)
     if direct:
         for l in range(m):
             i = g0 + l
