@@ -36,6 +36,12 @@ RTOL = 1e-12
 #: method's own tolerance (rtol = 1e-7 here), so 1e-5. The closed form and ICL keep 1e-12.
 RTOL_GPU_FIXED = 1e-10
 RTOL_GPU_DOPRI5 = 1e-5
+#: off a GPU (the simulator runs the one-task Python loop): the CPU's dopri5 lanes contract the
+#: step into FMAs and take err^(−1/5) as e^(−ln(err)/5), so the two differ by round-off, which the
+#: embedded error estimate (a sum with cancelling weights) amplifies in the step-size proposals.
+#: Measured: state and outputs 5.5e-12 relative, the proposal h 1.4e-7; the same steps are taken.
+RTOL_SIM_DOPRI5 = 1e-10
+RTOL_SIM_DOPRI5_H = 1e-6
 
 
 def _close(a, b, what, rtol=RTOL, atol=0.0):
@@ -175,12 +181,12 @@ def test_integrators(integrator, kw, query):
     assert len(set(sa.status.tolist())) >= 2  # settled and running/frozen tasks are both covered
 
 
-def _compare_segments(out, lam, rate, wt, rtol_gpu):
+def _compare_segments(out, lam, rate, wt, rtol_gpu, rtol_sim=RTOL):
     """GPU against CPU for two segments ``out[dev] = (segment 1, segment 2, final state)``: the
     partials and tracked f to RTOL (on a GPU: ``rtol_gpu`` plus the settling allowance), the
     statuses, step counts and state exactly as the CPU off a GPU. Returns the CPU's state."""
     (a1, a2, sa), (b1, b2, sb) = out["cpu"], out["cuda"]
-    rtol = rtol_gpu if REAL else RTOL
+    rtol = rtol_gpu if REAL else rtol_sim
     te, tr, df = _settle_allowance(lam, rate, wt, 1e-6, a1.test_partials.shape[0])
     for x, y, name in ((a1, b1, "segment 1"), (a2, b2, "segment 2")):
         _close(y.test_partials, x.test_partials, f"{name} test partials", rtol, te)
@@ -190,7 +196,7 @@ def _compare_segments(out, lam, rate, wt, rtol_gpu):
         np.testing.assert_array_equal(sb.status, sa.status)
         np.testing.assert_array_equal(sb.steps, sa.steps)
         np.testing.assert_array_equal(sb.rejected, sa.rejected)
-        _close(sb.y, sa.y, "final state")
+        _close(sb.y, sa.y, "final state", rtol_sim)
     return sa
 
 
@@ -212,7 +218,7 @@ def test_dopri5(query):
         more = times[-1] * np.array([1.5, 3.0])
         s2 = integrate.advance("dopri5", lam, psi, rate, wt, st, more, t0=times[-1], **kw)
         out[dev] = (s1, s2, st)
-    sa = _compare_segments(out, lam, rate, wt, RTOL_GPU_DOPRI5)
+    sa = _compare_segments(out, lam, rate, wt, RTOL_GPU_DOPRI5, RTOL_SIM_DOPRI5)
     assert sa.rejected.sum() > 0 and len(set(sa.status.tolist())) >= 2
 
 
@@ -395,9 +401,18 @@ def test_resident_state_reaches_the_checkpoints(tmp_path, integrator, cap, monke
     (ca, cr, crun), (ga, gr, grun) = got["cpu"], got["cuda"]
     assert cr == gr and cr > 0 and sorted(ca) == sorted(ga)
     rtol = (RTOL_GPU_DOPRI5 if integrator == "dopri5" else RTOL_GPU_FIXED) if REAL else RTOL
+    if integrator == "dopri5" and not REAL:
+        rtol = RTOL_SIM_DOPRI5
     for k in ca:
         if ca[k].dtype.kind == "f":
-            _close(ga[k], ca[k], f"checkpoint {k}", rtol)
+            sim5 = integrator == "dopri5" and not REAL
+            if sim5 and k == "h":
+                _close(ga[k], ca[k], "checkpoint h", RTOL_SIM_DOPRI5_H)
+            elif sim5 and k == "rprev":
+                # |f − Λ| of settling tasks: f's round-off is absolute, ≈ rtol·Λ (Λ = 1 here)
+                _close(ga[k], ca[k], "checkpoint rprev", rtol, atol=rtol)
+            else:
+                _close(ga[k], ca[k], f"checkpoint {k}", rtol)
         elif not REAL:
             np.testing.assert_array_equal(ga[k], ca[k], err_msg=k)
     assert np.any(ca["steps"] > 0)
