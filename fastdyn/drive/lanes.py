@@ -119,7 +119,7 @@ def _lanes_gd(W, nmax, q, stop):
         _lanes_run(W, nmax, euler_step, task_rhs, stop)
 
 
-@njit(**SERIAL)
+@njit(**SERIAL, fastmath={"contract"})
 def _lanes_rk4(W, nmax, q, stop):
     """RK4 lanes; with q = 1 the bit-identical specialised right-hand side."""
     if q == 1.0:
