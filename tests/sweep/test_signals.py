@@ -15,9 +15,9 @@ from fastdyn.sweep import read
 
 from .conftest import FASTDYN, sub_env, write_sweep
 
-#: three points of a stiff dopri5 run (Λ = 10^6) in one segment: each spends minutes in its first
-#: kernel call (tests/reliability/test_signals_in_kernels.py), so a signal lands inside a point's
-#: only, hence last, segment
+#: three points of a stiff dopri5 run (Λ = 10^6, rtol 1e-12) in one segment: each spends ~40 s
+#: in its first kernel call (tests/reliability/test_signals_in_kernels.py), so a signal lands
+#: inside a point's only, hence last, segment
 STIFF3 = """
 [base]
 model = "msfr"
@@ -28,7 +28,7 @@ time.t_min = 1e-3
 time.t_max = 1e10
 time.n_times = 128
 solver.integrator = "dopri5"
-solver.rtol = 1e-8
+solver.rtol = 1e-12
 theory.level = "none"
 output.track = [1, 10]
 task.strength0 = 1e6
