@@ -37,7 +37,7 @@ from .steppers import (
     SAFETY,
     _rms,
     dopri5_step,
-    error_norm,
+    error_norm_of_rms,
 )
 from .task_status import (
     STATUS_DIVERGED,
@@ -65,15 +65,16 @@ _HUGE = 1.7976931348623157e308  # largest finite double
 # the proposal (y, k, f), its error norm and err^(−1/5); time t, step size h, the next output time
 # tj, clipped (1/0), rejected-before (1/0), accepted and rejected steps, last |r|, settling
 # threshold, alive (1/0), this iteration's event (0 none, 1 accepted, 2 diverged, 3 settled), the
-# lane holds an unfinished task (1/0), and the lane needs the scalar pass before its next attempt
+# lane holds an unfinished task (1/0), the lane needs the scalar pass before its next attempt, and
+# the RMS norms of y and of the proposal (‖y‖ is kept from the step that made it: one sqrt fewer)
 _NAMES = (
     "Y0 Y1 Y2 Y3 K0 K1 K2 K3 F LAM PSI Q RATE HH YN0 YN1 YN2 YN3 KN0 KN1 KN2 KN3 FN ERR PW "
-    "T H TJ CLIP REJB NST NREJ RP THR ALIVE EV RUN ATTN"
+    "T H TJ CLIP REJB NST NREJ RP THR ALIVE EV RUN ATTN RMSY RMSN"
 ).split()
 (
     _OY0, _OY1, _OY2, _OY3, _OK0, _OK1, _OK2, _OK3, _OF, _OLAM, _OPSI, _OQ, _ORATE, _OHH, _OYN0,
     _OYN1, _OYN2, _OYN3, _OKN0, _OKN1, _OKN2, _OKN3, _OFN, _OERR, _OPW, _OT, _OH, _OTJ, _OCLIP,
-    _OREJB, _ONST, _ONREJ, _ORP, _OTHR, _OALIVE, _OEV, _ORUN, _OATTN,
+    _OREJB, _ONST, _ONREJ, _ORP, _OTHR, _OALIVE, _OEV, _ORUN, _OATTN, _ORMSY, _ORMSN,
 ) = (r * DP_LANES for r in range(len(_NAMES)))  # fmt: skip
 #: rows of W
 DP_NW: int = len(_NAMES)
@@ -92,7 +93,9 @@ def _dp_step_lanes(W, atol, rtol):
         y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
         k = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])
         yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, W[_OHH + l])
-        W[_OERR + l] = error_norm(e, y, yn, atol, rtol)
+        rn = _rms(yn)
+        W[_OERR + l] = error_norm_of_rms(_rms(e), W[_ORMSY + l], rn, atol, rtol)
+        W[_ORMSN + l] = rn
         W[_OYN0 + l] = yn[0]
         W[_OYN1 + l] = yn[1]
         W[_OYN2 + l] = yn[2]
@@ -163,7 +166,9 @@ def _dp_control_lanes(W, max_steps):
         W[_OF + l] = fn if acc else W[_OF + l]
         r = abs(fn - W[_OLAM + l])
         rp = W[_ORP + l]
-        div = not (np.isfinite(fn) and np.isfinite(_rms(yn)))
+        rn = W[_ORMSN + l]
+        W[_ORMSY + l] = rn if acc else W[_ORMSY + l]
+        div = not (np.isfinite(fn) and np.isfinite(rn))
         settle = (not div) and r <= W[_OTHR + l] and r <= rp
         W[_OEV + l] = (2.0 if div else (3.0 if settle else 1.0)) if acc else 0.0
         W[_ORP + l] = r if acc else rp
@@ -252,6 +257,7 @@ def dopri5_group(
         W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l] = y
         W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l] = k
         W[_OF + l] = f
+        W[_ORMSY + l] = _rms(y)
         alive = status[i] == STATUS_RUNNING
         h = hstate[i]
         if alive:

@@ -160,8 +160,14 @@ def error_norm(err, y, y_new, atol, rtol):
     components. Norm-wise (not component-wise) so that a state whose size spans decades (small init)
     is controlled relative to its own size and a component that crosses zero costs no extra steps.
     Returns 0 for a zero error, inf when the scale is zero but the error is not."""
-    e = _rms(err)
-    sc = atol + rtol * max(_rms(y), _rms(y_new))
+    return error_norm_of_rms(_rms(err), _rms(y), _rms(y_new), atol, rtol)
+
+
+@njit(**_INLINE)
+def error_norm_of_rms(e, ry, ryn, atol, rtol):
+    """:func:`error_norm` from the RMS norms e = ‖err‖, ry = ‖y‖, ryn = ‖y_new‖ (a caller that
+    keeps ‖y‖ from the previous step saves a square root)."""
+    sc = atol + rtol * max(ry, ryn)
     if e == 0.0:
         return 0.0
     if sc == 0.0:
