@@ -117,3 +117,12 @@ def log_pos(x):
     hfsq = 0.5 * f * f
     dk = float(k)
     return dk * _LN2_HI - ((hfsq - (s * (hfsq + r) + dk * _LN2_LO)) - f)
+
+
+#: numba-IR-inlined copies of :func:`exp_nonpos` and :func:`log_pos`: compiled as part of the
+#: caller, with its flags (a caller with FMA contraction gets a contracted copy), while the shared
+#: compiled functions keep theirs. A callee compiled from a caller with fastmath flags would
+#: inherit them, and every later caller in the process (or loading it from the cache) would get
+#: that version: its results would depend on which kernel was compiled first.
+exp_nonpos_inline = njit(**dict(SERIAL, inline="always", cache=False))(exp_nonpos.py_func)
+log_pos_inline = njit(**dict(SERIAL, inline="always", cache=False))(log_pos.py_func)
