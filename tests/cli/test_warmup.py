@@ -113,6 +113,7 @@ def test_kernels_compile_one_signature_per_run(tmp_path):
         "dopri5_group": lanes_dopri5.dopri5_group,
         "_exact_tail": _closed_form._exact_tail,
         "_walk_right": theory._walk_right,
+        "_exp_terms": theory._exp_terms,
         "rng.key": rng.key,
         "rng.uniform": rng.uniform,
         "rng.normal": rng.normal,

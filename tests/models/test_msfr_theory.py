@@ -335,6 +335,37 @@ def test_loss_matches_naive_numpy_balanced():
     assert np.array_equal(lt, lr)  # wtest = rate here
 
 
+def test_fast_path_with_many_exponent_batches():
+    """One block whose exp ranges hold far more than EXP_BATCH exponents (dense times over every
+    task's transition), so the kernel takes them in many batches: the fused partials equal the
+    per-task closed form (f_curves) summed here, as in test_loss_partials_equal_sum_of_curves."""
+    from fastdyn.models.msfr import theory
+
+    rng = np.random.default_rng(12)
+    n = BLOCK
+    lam, psi = np.ones(n), np.full(n, 100.0)
+    rate = np.exp(rng.uniform(np.log(1e-3), np.log(1e-2), n))
+    vx, vy = balanced(lam, 1e-3)
+    times = np.geomspace(1e-1, 1e6, 2000)
+    # x = c·t between 1 and u0 is inside every task's exp range (the series ends at x ≤ R/16 < 1,
+    # the dropped tail starts beyond u0); c = 2·rate·κ·Λ, u0 = ln((Λ − f0)/f0), f0 = κσ0²
+    kap = psi * (1 + lam**2)
+    f0 = kap * 1e-6
+    x = 2 * rate[:, None] * kap[:, None] * lam[:, None] * times[None, :]
+    assert ((x >= 1.0) & (x <= np.log((lam - f0) / f0)[:, None])).sum() > 5 * theory.EXP_BATCH
+    tp = np.empty((1, times.size))
+    rp = np.empty_like(tp)
+    wtest = rng.random(n)
+    loss_partials(times, lam, psi, rate, wtest, vx, vy, vx, vy, "leading", tp, rp)
+    f = f_curves(times, lam, psi, rate, vx, vy, vx, vy, "leading")
+    r2 = (f - lam[:, None]) ** 2
+    ref_t = 0.5 * (wtest[:, None] * r2).sum(axis=0)
+    ref_r = 0.5 * (rate[:, None] * r2).sum(axis=0)
+    # as in test_loss_partials_equal_sum_of_curves (rounding and summation order only)
+    assert err(tp[0], ref_t, 1e-13 * ref_t.max(), 1e-12) <= 1.0
+    assert err(rp[0], ref_r, 1e-13 * ref_r.max(), 1e-12) <= 1.0
+
+
 _THREADS_SCRIPT = """
 from fastdyn.models.msfr.theory import loss_curves
 from fastdyn.reduce import BLOCK

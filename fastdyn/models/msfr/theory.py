@@ -114,6 +114,8 @@ _TILE = 64
 _DROP_BELOW = 1e-300
 _LOG_DROP = math.log(_DROP_BELOW)
 _TINY = 2.2250738585072014e-308  # smallest normal double: log_pos needs normal arguments
+#: exponents per batch of the exp ranges (256 KiB; at least one task's, i.e. T)
+EXP_BATCH = 1 << 15
 
 
 @njit(**SERIAL)
@@ -129,10 +131,52 @@ def _walk_right(times, x, k):
 
 
 @njit(**SERIAL)
-def _exp_affine(times, k0, k1, c, b, out):
-    """out[k] = e^{c·t_k + b} for k0 ≤ k < k1 (all exponents ≤ 0), vectorised."""
-    for k in range(k0, k1):
-        out[k] = exp_nonpos(c * times[k] + b)
+def _exp_terms(times, ja, jb, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r):
+    """The exp ranges of fast tasks ja … jb−1 (see _block_loss): every exponent of the batch into
+    ``ex`` first, then their exps in one long loop (which vectorises; per task the ranges are a
+    few output times long), then the terms task by task, so each acc[k] gets its additions in
+    task order. With u = u0 − c t: before the half-rise (u ≥ 0) r = −Λ/(1 + e^−u), after it
+    r = −Λ e^u/(1 + e^u)."""
+    e = 0
+    for j in range(ja, jb):
+        k1 = k1s[j]
+        kh = khs[j]
+        k2 = k2s[j]
+        if k2 <= k1:
+            continue
+        c = f_c[j]
+        u0 = f_u0[j]
+        o = e - k1
+        for k in range(k1, kh):
+            ex[o + k] = c * times[k] - u0
+        for k in range(kh, k2):
+            ex[o + k] = -c * times[k] + u0
+        e += k2 - k1
+    for i in range(e):
+        ex[i] = exp_nonpos(ex[i])
+    e = 0
+    for j in range(ja, jb):
+        k1 = k1s[j]
+        kh = khs[j]
+        k2 = k2s[j]
+        if k2 <= k1:
+            continue
+        lm = f_lam[j]
+        wt = f_wt[j]
+        rt = f_rt[j]
+        o = e - k1
+        for k in range(k1, kh):
+            d = lm / (1.0 + ex[o + k])
+            d2 = d * d
+            acc_t[k] += wt * d2
+            acc_r[k] += rt * d2
+        for k in range(kh, k2):
+            m = ex[o + k]
+            d = lm * m / (1.0 + m)
+            d2 = d * d
+            acc_t[k] += wt * d2
+            acc_r[k] += rt * d2
+        e += k2 - k1
 
 
 @njit(**SERIAL)
@@ -342,33 +386,20 @@ def _block_loss(
         for jd in range(deg + 1):
             mb[0, jd] += run_t[jd]
             mb[1, jd] += run_r[jd]
-    # the exp ranges, task by task
+    # the exp ranges, in batches of tasks whose exponents fill at most EXP_BATCH values
+    ex = np.empty(max(EXP_BATCH, nt))
+    ja = np.int64(0)  # not a literal 0: _exp_terms would compile once for it and once for int64
+    ne = 0
     for j in range(nf):
-        k1 = k1s[j]
-        kh = khs[j]
-        k2 = k2s[j]
-        if k2 <= k1:
-            continue
-        lm = f_lam[j]
-        c = f_c[j]
-        u0 = f_u0[j]
-        wt = f_wt[j]
-        rt = f_rt[j]
-        # u ≥ 0 (before the half-rise): r = −Λ/(1 + e^−u); u < 0: r = −Λ e^u/(1 + e^u)
-        # the exps first, out of place into the scratch row (a loop shape LLVM vectorises)
-        _exp_affine(times, k1, kh, c, -u0, scr)
-        _exp_affine(times, kh, k2, -c, u0, scr)
-        for k in range(k1, kh):
-            d = lm / (1.0 + scr[k])
-            d2 = d * d
-            acc_t[k] += wt * d2
-            acc_r[k] += rt * d2
-        for k in range(kh, k2):
-            m = scr[k]
-            d = lm * m / (1.0 + m)
-            d2 = d * d
-            acc_t[k] += wt * d2
-            acc_r[k] += rt * d2
+        m = max(k2s[j] - k1s[j], 0)
+        if ne + m > ex.shape[0]:
+            _exp_terms(times, ja, j, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r)
+            ja = j
+            ne = 0
+        ne += m
+    _exp_terms(
+        times, ja, np.int64(nf), k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r
+    )
     _fold_moments(qpow, mom, acc_t, acc_r)
 
 
