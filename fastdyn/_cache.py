@@ -12,6 +12,13 @@ A read-only ``NUMBA_CACHE_DIR`` (a cache filled once by ``fastdyn warmup`` on a 
 then write-protected) would be ignored by numba, which then compiles every kernel again: here its
 files are copied (those new or changed since the last copy) into a private writable directory
 beside the candidates above, and numba is pointed there (docs/hpc.md).
+
+numba checks a cached kernel against the stamp of the file that defines it only, not of the
+files its callees come from: after ``git pull`` (or any edit) in a source checkout, a kernel
+whose own file did not change would load machine code compiled from the old callees. So when the
+kernels are cached beside the sources, a fingerprint of every source file (size and mtime) is
+kept in ``fastdyn/__pycache__/fastdyn-sources.stamp``, and when it differs every cached kernel
+of the package is dropped (the next run compiles them again).
 """
 
 from __future__ import annotations
@@ -67,6 +74,45 @@ def private_copy(shared: Path) -> Path | None:
     return dest
 
 
+def sources_stamp(pkg: Path) -> str:
+    """A fingerprint of the package's sources: relative path, size and mtime of every .py file."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for f in sorted(pkg.rglob("*.py")):
+        st = f.stat()
+        h.update(f"{f.relative_to(pkg)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def drop_stale_kernels(pkg: Path) -> int:
+    """Delete the numba cache files (``*.nbi``, ``*.nbc``) under ``pkg``'s ``__pycache__``
+    folders unless the sources' fingerprint equals the one stored with them (none stored: they
+    may be stale too); then store the current one. Returns the number of files deleted."""
+    stamp = pkg / "__pycache__" / "fastdyn-sources.stamp"
+    now = sources_stamp(pkg)
+    try:
+        if stamp.read_text() == now:
+            return 0
+    except OSError:
+        pass
+    n = 0
+    for f in pkg.rglob("__pycache__/*.nb[ic]"):
+        try:
+            f.unlink()
+            n += 1
+        except OSError:
+            pass  # another process dropped it first
+    try:
+        stamp.parent.mkdir(exist_ok=True)
+        tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}")
+        tmp.write_text(now)
+        os.replace(tmp, stamp)
+    except OSError:
+        pass
+    return n
+
+
 def cache_dir() -> Path | None:
     """The directory numba should cache in, or None to leave numba's own choice (beside the
     sources, which are writable, or an explicit, writable NUMBA_CACHE_DIR)."""
@@ -85,6 +131,8 @@ def cache_dir() -> Path | None:
 
 
 _dir = cache_dir()
+if _dir is None and not os.environ.get("NUMBA_CACHE_DIR"):  # numba caches beside the sources
+    drop_stale_kernels(Path(__file__).parent)
 if _dir is not None:
     os.environ["NUMBA_CACHE_DIR"] = str(_dir)  # read by numba at import (and by workers we spawn)
     try:

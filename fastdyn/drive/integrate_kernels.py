@@ -54,6 +54,7 @@ from .lanes import (
     LANES,
     _lanes_advance,
     _lanes_rhs,
+    _lanes_rhs_rk4,
 )
 from .lanes_dopri5 import DP_LANES, DP_NW, dopri5_group
 from .task_status import (
@@ -143,7 +144,10 @@ def _lane_group(
                 W[_OALIVE + l] = 1.0
                 if not (hnom[i] > 0.0):
                     W[_OHNOM + l] = eta if is_gd else 1.0 / (spt * sig)
-    _lanes_rhs(W)
+    if is_gd:
+        _lanes_rhs(W)
+    else:
+        _lanes_rhs_rk4(W, q)
     prev = mark0
     for j in range(nt):
         if stop[0] != 0:

@@ -39,16 +39,33 @@ _OHH, _ON, _OALIVE, _ORPREV, _OTHR = (r * LANES for r in (_HH, _N, _ALIVE, _RPRE
 _ONST, _OHNOM, _OWT = _NST * LANES, _HNOM * LANES, _WT * LANES
 
 
-@njit(**SERIAL)
-def _lanes_rhs(W):
+@njit(**_INLINE)
+def _lanes_rhs_with(W, rhs):
     for l in range(LANES):
         p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
-        k, f = task_rhs(p, (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l]))
+        k, f = rhs(p, (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l]))
         W[_OK0 + l] = k[0]
         W[_OK1 + l] = k[1]
         W[_OK2 + l] = k[2]
         W[_OK3 + l] = k[3]
         W[_OF + l] = f
+
+
+@njit(**SERIAL)
+def _lanes_rhs(W):
+    """k = rhs(y) and f of every lane at the start of a gd call (no contraction, as its steps)."""
+    _lanes_rhs_with(W, task_rhs)
+
+
+@njit(**SERIAL, fastmath={"contract"})
+def _lanes_rhs_rk4(W, q):
+    """k = rhs(y) and f of every lane at the start of an rk4 call, with the arithmetic of its
+    steps (:func:`_lanes_rk4` contracts into FMAs, so this does too, with the same right-hand
+    side): a call that starts from a saved state sees the bits a continuing step would make."""
+    if q == 1.0:
+        _lanes_rhs_with(W, task_rhs_q1)
+    else:
+        _lanes_rhs_with(W, task_rhs)
 
 
 @njit(**_INLINE)

@@ -147,3 +147,35 @@ def test_private_copy_of_a_read_only_cache(tmp_path, monkeypatch):
     assert _cache.private_copy(shared) == dest
     assert (dest / "pkg_abc" / "f-1.py311.nbi").read_bytes() == b"index2"
     assert (dest / "pkg_abc" / "f-1.py311.2.nbc").read_bytes() == b"compiled here"
+
+
+def test_cached_kernels_are_dropped_when_any_source_changes(tmp_path):
+    """numba checks a cached kernel against its own file only; fastdyn/_cache.py drops every
+    cached kernel of an in-tree cache once any source file changed (a callee's edit would
+    otherwise leave stale machine code in its callers' cache entries)."""
+    import os
+
+    from fastdyn import _cache
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub" / "__pycache__").mkdir(parents=True)
+    (pkg / "__pycache__").mkdir()
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "b.py").write_text("y = 2\n")
+    old = [
+        pkg / "__pycache__" / "a.f-1.py311.nbi",
+        pkg / "sub" / "__pycache__" / "b.g-2.py311.1.nbc",
+    ]
+    keep = pkg / "sub" / "__pycache__" / "b.cpython-311.pyc"
+    for f in (*old, keep):
+        f.write_bytes(b"x")
+    assert _cache.drop_stale_kernels(pkg) == 2  # no fingerprint yet: they may be stale
+    assert keep.exists() and not any(f.exists() for f in old)
+    for f in old:
+        f.write_bytes(b"x")  # compiled again from these sources
+    assert _cache.drop_stale_kernels(pkg) == 0 and all(f.exists() for f in old)
+    b = pkg / "sub" / "b.py"
+    st = b.stat()
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # edited (a callee's module)
+    assert _cache.drop_stale_kernels(pkg) == 2 and not any(f.exists() for f in old)
+    assert _cache.drop_stale_kernels(pkg) == 0
