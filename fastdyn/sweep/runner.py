@@ -74,6 +74,7 @@ class SweepResult:
     pids: dict[str, int] = field(default_factory=dict)  # process that ran each point
     interrupted: bool = False  # a signal stopped the sweep (continue with --resume)
     signal: str | None = None  # its name (SIGINT or SIGTERM), when the sweep saw it
+    mine: set[int] | None = None  # ids of this invocation's points (its shard); None: all
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -84,7 +85,15 @@ class SweepResult:
 
     @property
     def failed(self) -> list[str]:
-        return [p.name for p in self.points if self.rows[p.id].status.startswith("failed")]
+        """This invocation's points (its shard's) whose row says failed. Other shards' rows are
+        what their files said at the last scan, and a file another shard is still writing can
+        read as unreadable then: that is theirs to report (and the index's next scan)."""
+        return [
+            p.name
+            for p in self.points
+            if (self.mine is None or p.id in self.mine)
+            and self.rows[p.id].status.startswith("failed")
+        ]
 
 
 class _Index:
@@ -171,7 +180,7 @@ def run_sweep(
     for p in todo:
         idx.rows[p.id] = Row()
     idx.write()
-    result = SweepResult(idx_path, idx.rows, points)
+    result = SweepResult(idx_path, idx.rows, points, mine=idx.mine)
     with StopSignals.shared() as stop:
         if executor is None:
             _run_here(todo, idx, result, runner, out_dir, threads, say, stop)
