@@ -41,6 +41,9 @@ RTOL_GPU_DOPRI5 = 1e-5
 #: embedded error estimate (a sum with cancelling weights) amplifies in the step-size proposals.
 #: Measured: state and outputs 5.5e-12 relative, the proposal h 1.4e-7; the same steps are taken.
 RTOL_SIM_DOPRI5 = 1e-10
+#: the CPU's RK4 lanes contract into FMAs too (gd's do not): tracked f 3.4e-12 relative to the
+#: simulator after ~10^3 steps (measured; as on a real GPU against the FMA-free CPU)
+RTOL_SIM_RK4 = 1e-10
 RTOL_SIM_DOPRI5_H = 1e-6
 
 
@@ -177,7 +180,8 @@ def test_integrators(integrator, kw, query):
             **kw,
         )
         out[dev] = (s1, s2, st)
-    sa = _compare_segments(out, lam, rate, wt, RTOL_GPU_FIXED)
+    rtol_sim = RTOL_SIM_RK4 if integrator == "rk4" else RTOL
+    sa = _compare_segments(out, lam, rate, wt, RTOL_GPU_FIXED, rtol_sim)
     assert len(set(sa.status.tolist())) >= 2  # settled and running/frozen tasks are both covered
 
 
