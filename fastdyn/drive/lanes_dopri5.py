@@ -66,15 +66,15 @@ _HUGE = 1.7976931348623157e308  # largest finite double
 # tj, clipped (1/0), rejected-before (1/0), accepted and rejected steps, last |r|, settling
 # threshold, alive (1/0), this iteration's event (0 none, 1 accepted, 2 diverged, 3 settled), the
 # lane holds an unfinished task (1/0), the lane needs the scalar pass before its next attempt, and
-# the RMS norm of the proposal (its divergence check)
+# the RMS norms of y and of the proposal
 _NAMES = (
     "Y0 Y1 Y2 Y3 K0 K1 K2 K3 F LAM PSI Q RATE HH YN0 YN1 YN2 YN3 KN0 KN1 KN2 KN3 FN ERR PW "
-    "T H TJ CLIP REJB NST NREJ RP THR ALIVE EV RUN ATTN RMSN"
+    "T H TJ CLIP REJB NST NREJ RP THR ALIVE EV RUN ATTN RMSY RMSN"
 ).split()
 (
     _OY0, _OY1, _OY2, _OY3, _OK0, _OK1, _OK2, _OK3, _OF, _OLAM, _OPSI, _OQ, _ORATE, _OHH, _OYN0,
     _OYN1, _OYN2, _OYN3, _OKN0, _OKN1, _OKN2, _OKN3, _OFN, _OERR, _OPW, _OT, _OH, _OTJ, _OCLIP,
-    _OREJB, _ONST, _ONREJ, _ORP, _OTHR, _OALIVE, _OEV, _ORUN, _OATTN, _ORMSN,
+    _OREJB, _ONST, _ONREJ, _ORP, _OTHR, _OALIVE, _OEV, _ORUN, _OATTN, _ORMSY, _ORMSN,
 ) = (r * DP_LANES for r in range(len(_NAMES)))  # fmt: skip
 #: rows of W
 DP_NW: int = len(_NAMES)
@@ -87,12 +87,14 @@ def dp_scratch():
 
 @njit(**SERIAL, fastmath={"contract"})
 def _dp_rhs_lanes(W):
-    """k = rhs(y) and f of every lane at the start of a call, with the arithmetic of the step
-    (contracted into FMAs like :func:`_dp_step_lanes`, whose k7 = rhs(y_new) a continuing run
-    uses instead): a call that starts from a saved state sees the same bits."""
+    """k = rhs(y), f and ‖y‖ of every lane at the start of a call, with the arithmetic of the step
+    (contracted into FMAs like :func:`_dp_step_lanes`, whose k7 = rhs(y_new) and ‖y_new‖ a
+    continuing run uses instead): a call that starts from a saved state sees the same bits."""
     for l in range(DP_LANES):
         p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
-        k, f = task_rhs(p, (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l]))
+        y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
+        k, f = task_rhs(p, y)
+        W[_ORMSY + l] = _rms(y)
         W[_OK0 + l] = k[0]
         W[_OK1 + l] = k[1]
         W[_OK2 + l] = k[2]
@@ -108,11 +110,10 @@ def _dp_step_lanes(W, atol, rtol):
         y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
         k = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])
         yn, kn, fn, e = dopri5_step(task_rhs, p, y, k, W[_OHH + l])
-        # ‖y‖ here, not kept from the step that made y: a call that starts from a saved state
-        # (the next segment) must see the same bits, and the kept one would come from this
-        # contracted code while a fresh one would not
+        # ‖y‖ kept from the step that made y (or from _dp_rhs_lanes at a call's start, the same
+        # contracted arithmetic): one square root fewer per step
         rn = _rms(yn)
-        W[_OERR + l] = error_norm_of_rms(_rms(e), _rms(y), rn, atol, rtol)
+        W[_OERR + l] = error_norm_of_rms(_rms(e), W[_ORMSY + l], rn, atol, rtol)
         W[_ORMSN + l] = rn
         W[_OYN0 + l] = yn[0]
         W[_OYN1 + l] = yn[1]
@@ -185,7 +186,9 @@ def _dp_control_lanes(W, max_steps):
         W[_OF + l] = fn if acc else W[_OF + l]
         r = abs(fn - W[_OLAM + l])
         rp = W[_ORP + l]
-        div = not (np.isfinite(fn) and np.isfinite(W[_ORMSN + l]))
+        rn = W[_ORMSN + l]
+        W[_ORMSY + l] = rn if acc else W[_ORMSY + l]
+        div = not (np.isfinite(fn) and np.isfinite(rn))
         settle = (not div) and r <= W[_OTHR + l] and r <= rp
         W[_OEV + l] = (2.0 if div else (3.0 if settle else 1.0)) if acc else 0.0
         W[_ORP + l] = r if acc else rp

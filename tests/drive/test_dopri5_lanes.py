@@ -44,3 +44,32 @@ def test_each_task_as_if_alone():
             (st.status[i], one.state.status[0], rev.state.status[n - 1 - i]),
         ):
             assert np.asarray(a).tobytes() == np.asarray(b).tobytes() == np.asarray(r).tobytes(), i
+
+
+def test_start_of_call_norm_and_slope_equal_a_steps():
+    """A call starts from a saved state with k = rhs(y) and ‖y‖ from _dp_rhs_lanes; a continuing
+    run has them from its last step. Both are contracted into FMAs and must agree bit for bit (or
+    a run in segments would differ from one call): a step of size 0 leaves y as it is, and its
+    k7 = rhs(y), f and ‖y_new‖ must equal what _dp_rhs_lanes gives."""
+    from fastdyn.drive import lanes_dopri5 as L
+
+    rng = np.random.default_rng(3)
+    n = L.DP_LANES
+    W = np.zeros(L.DP_NW * n)
+    for off, vals in (
+        (L._OLAM, rng.uniform(0.01, 10, n)),
+        (L._OPSI, rng.uniform(2, 1000, n)),
+        (L._OQ, np.where(np.arange(n) % 2 == 0, 1.0, 0.0)),
+        (L._ORATE, rng.uniform(1e-3, 10, n)),
+        *((o, rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 0, n)) for o in (L._OY0, L._OY1, L._OY2, L._OY3)),
+    ):  # fmt: skip
+        W[off : off + n] = vals
+    L._dp_rhs_lanes(W)
+    start = {o: W[o : o + n].copy() for o in (L._OK0, L._OK1, L._OK2, L._OK3, L._OF, L._ORMSY)}
+    y = W[L._OY0 : L._OY0 + 4 * n].copy()
+    W[L._OHH : L._OHH + n] = 0.0
+    L._dp_step_lanes(W, 1e-14, 1e-8)
+    assert np.array_equal(W[L._OYN0 : L._OYN0 + 4 * n], y)  # the step moved nothing
+    stepped = {L._OK0: L._OKN0, L._OK1: L._OKN1, L._OK2: L._OKN2, L._OK3: L._OKN3, L._OF: L._OFN, L._ORMSY: L._ORMSN}  # fmt: skip
+    for o, on in stepped.items():
+        assert W[on : on + n].tobytes() == start[o].tobytes(), o
