@@ -288,6 +288,18 @@ def _describe(run: Run, name: str, ds: h5py.Dataset) -> None:
     run.meta[name] = {k: str(_attr(ds.attrs[k])) for k in ("units", "long_name") if k in ds.attrs}
 
 
+def _common_rows(run: Run, names: list[str]) -> None:
+    """Cut the time-indexed series ``names`` to the rows every one of them holds. They are equal
+    in any finished file; a run killed inside an append's flush (status ``running``) can leave
+    one series' new extent on disk and not another's (one CI run: time 78 rows, loss/test 76),
+    and a row is only whole where every series has it."""
+    if not names:
+        return
+    n = min(run.series[k].shape[0] for k in names)
+    for k in names:
+        run.series[k] = run.series[k][:n]
+
+
 def load(path: str | os.PathLike, series: bool = True) -> Run:
     """Read a fastdyn file: every dataset as a numpy array (truncated to the rows written)."""
     p = Path(path)
@@ -310,7 +322,7 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
                     pass
         run = Run(p, attrs, config)
         if series:
-            n = f[layout.TIME].shape[0] if layout.TIME in f else None
+            along_time: list[str] = []  # the series that grow by one row per output time
 
             def visit(name: str, obj: Any) -> None:
                 if name.startswith("checkpoint"):
@@ -318,20 +330,20 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
                 if name.rsplit("/", 1)[-1] in (layout.TIME, "index"):
                     return  # dimension scales (and their hard links into series groups) are read below
                 if isinstance(obj, h5py.Dataset):
-                    data = read_rows(obj)  # a torn last chunk of a killed file, verified
-                    if n is not None and obj.maxshape and obj.maxshape[0] is None:
-                        data = data[:n]
-                    run.series[name] = np.asarray(data)
+                    # a torn last chunk of a killed file: its flushed rows, verified
+                    run.series[name] = np.asarray(read_rows(obj))
+                    if obj.maxshape and obj.maxshape[0] is None:
+                        along_time.append(name)
                     _describe(run, name, obj)
 
             f.visititems(visit)
             for name in (layout.TIME, layout.STEP, "tasks/index"):
                 if name in f:
                     _describe(run, name, f[name])
-                    data = read_rows(f[name])
-                    run.series[name] = np.asarray(
-                        data[:n] if name != "tasks/index" and n is not None else data
-                    )
+                    run.series[name] = np.asarray(read_rows(f[name]))
+                    if name != "tasks/index":
+                        along_time.append(name)
+            _common_rows(run, along_time)
         return run
     except FileFormatError:
         raise
