@@ -24,8 +24,8 @@ _INLINE = dict(SERIAL, inline="always")
 
 #: tasks per lock-step lane group (divides BLOCK)
 LANES: int = 16
-#: independent chains of lanes per loop body (see _lanes_iteration; 4 is written out there)
-_CHAINS = 4
+#: independent chains of lanes per loop body (see _lanes_iteration; 2 is written out there)
+_CHAINS = 2
 _STRIDE = LANES // _CHAINS
 #: how many lock-step iterations between checks whether any lane is still active
 _CHECK_EVERY = 16
@@ -115,23 +115,18 @@ def _lanes_busy(W, sf):
 @njit(**_INLINE)
 def _lanes_iteration(W, sf, step, rhs):
     """One lock-step iteration (index ``sf``) of the LANES lanes of W. The lanes are taken as
-    _CHAINS independent chains in one loop body (lanes l, l + LANES/_CHAINS, …): LLVM vectorises
-    the body across l, so each iteration has _CHAINS vectors in flight, whose stage chains
-    (k1 → k2 → k3 → k4, each a dozen dependent operations) overlap instead of waiting on one
-    another. Each lane's arithmetic is unchanged: results are bit-identical to one lane at a time."""
+    _CHAINS independent chains in one loop body (lanes l and l + LANES/2): LLVM vectorises the
+    body across l, so each iteration has two vectors in flight whose stage chains (k1 → k2 → k3 →
+    k4, each a dozen dependent operations) overlap. Each lane's arithmetic is unchanged: results
+    are bit-identical to one lane at a time. Four chains were 1.2× faster on long fixed-step runs
+    but 5–15 % slower on a settling power-law table (bench/RESULTS.md); two gain on both."""
     for l in range(_STRIDE):
         pa, ya, ka, ha = _lane_load(W, l)
         pb, yb, kb, hb = _lane_load(W, l + _STRIDE)
-        pc, yc, kc, hc = _lane_load(W, l + 2 * _STRIDE)
-        pd, yd, kd, hd = _lane_load(W, l + 3 * _STRIDE)
         yna, kna, fna, _ = step(rhs, pa, ya, ka, ha)
         ynb, knb, fnb, _ = step(rhs, pb, yb, kb, hb)
-        ync, knc, fnc, _ = step(rhs, pc, yc, kc, hc)
-        ynd, knd, fnd, _ = step(rhs, pd, yd, kd, hd)
         _lane_commit(W, l, sf, ya, ka, yna, kna, fna)
         _lane_commit(W, l + _STRIDE, sf, yb, kb, ynb, knb, fnb)
-        _lane_commit(W, l + 2 * _STRIDE, sf, yc, kc, ync, knc, fnc)
-        _lane_commit(W, l + 3 * _STRIDE, sf, yd, kd, ynd, knd, fnd)
 
 
 @njit(**_INLINE)
