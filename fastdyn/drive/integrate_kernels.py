@@ -72,6 +72,33 @@ from .task_status import (
 #: the GPU's dopri5 (one thread per task) polls the stop flag every this many steps of a task
 STOP_POLL = 1024
 
+_INLINE = dict(SERIAL, inline="always")
+
+
+@njit(**_INLINE)
+def _interval_steps(W, limit, dt, fmax, is_gd, eta):
+    """Steps of every lane over an output interval of length dt (rows _N, _HH; ``limit[l]``:
+    lane l stops at the step budget): rk4 ceil(dt/h_nom) steps of dt/n, gd dt steps of η, at
+    most fmax − steps so far; lanes not alive (or dt ≤ 0) take none and keep their step size.
+    Branch-free over the lanes (selects), so the loop and its divisions vectorise; every alive
+    lane's values are the same operations as one lane at a time."""
+    for l in range(LANES):
+        live = (W[_OALIVE + l] > 0.5) & (dt > 0.0)
+        hn = W[_OHNOM + l]
+        if is_gd:
+            nf = dt
+            hh = eta
+        else:
+            nf = np.ceil(dt / hn)
+            hh = dt / nf
+        budget = fmax - W[_ONST + l]
+        over = nf > budget
+        nf = budget if over else nf
+        hh = (eta if is_gd else hn) if over else hh
+        limit[l] = live & over
+        W[_ON + l] = nf if live else 0.0
+        W[_OHH + l] = hh if live else W[_OHH + l]
+
 
 @njit(**SERIAL)
 def _lane_group(
@@ -155,26 +182,13 @@ def _lane_group(
         mj = marks[j]
         dt = mj - prev
         prev = mj
+        if is_gd:
+            _interval_steps(W, limit, dt, fmax, True, eta)
+        else:
+            _interval_steps(W, limit, dt, fmax, False, eta)
         nmax = 0.0
         for l in range(LANES):
-            limit[l] = False
-            W[_ON + l] = 0.0
-            if W[_OALIVE + l] > 0.5 and dt > 0.0:
-                hn = W[_OHNOM + l]
-                if is_gd:
-                    nf = dt
-                    hh = eta
-                else:
-                    nf = np.ceil(dt / hn)
-                    hh = dt / nf
-                budget = fmax - W[_ONST + l]
-                if nf > budget:
-                    nf = budget
-                    hh = eta if is_gd else hn
-                    limit[l] = True
-                W[_ON + l] = nf
-                W[_OHH + l] = hh
-                nmax = max(nmax, nf)
+            nmax = max(nmax, W[_ON + l])
         if nmax > 0.0:
             _lanes_advance(is_gd, W, int(nmax), q, stop)
         for l in range(m):
