@@ -24,9 +24,8 @@ _INLINE = dict(SERIAL, inline="always")
 
 #: tasks per lock-step lane group (divides BLOCK)
 LANES: int = 16
-#: independent chains of lanes per loop body (see _lanes_iteration; 2 is written out there)
-_CHAINS = 2
-_STRIDE = LANES // _CHAINS
+#: the second chain's first lane in _lanes_iteration_2
+_HALF = LANES // 2
 #: how many lock-step iterations between checks whether any lane is still active
 _CHECK_EVERY = 16
 
@@ -114,31 +113,42 @@ def _lanes_busy(W, sf):
 
 @njit(**_INLINE)
 def _lanes_iteration(W, sf, step, rhs):
-    """One lock-step iteration (index ``sf``) of the LANES lanes of W. The lanes are taken as
-    _CHAINS independent chains in one loop body (lanes l and l + LANES/2): LLVM vectorises the
-    body across l, so each iteration has two vectors in flight whose stage chains (k1 → k2 → k3 →
-    k4, each a dozen dependent operations) overlap. Each lane's arithmetic is unchanged: results
-    are bit-identical to one lane at a time. Four chains were 1.2× faster on long fixed-step runs
-    but 5–15 % slower on a settling power-law table (bench/RESULTS.md); two gain on both."""
-    for l in range(_STRIDE):
-        pa, ya, ka, ha = _lane_load(W, l)
-        pb, yb, kb, hb = _lane_load(W, l + _STRIDE)
-        yna, kna, fna, _ = step(rhs, pa, ya, ka, ha)
-        ynb, knb, fnb, _ = step(rhs, pb, yb, kb, hb)
-        _lane_commit(W, l, sf, ya, ka, yna, kna, fna)
-        _lane_commit(W, l + _STRIDE, sf, yb, kb, ynb, knb, fnb)
+    """One lock-step iteration (index ``sf``) of the LANES lanes of W, one lane after another
+    (the loop over the lanes vectorises)."""
+    for l in range(LANES):
+        p, y, k, h = _lane_load(W, l)
+        yn, kn, fn, _ = step(rhs, p, y, k, h)
+        _lane_commit(W, l, sf, y, k, yn, kn, fn)
 
 
 @njit(**_INLINE)
-def _lanes_run(W, nmax, step, rhs, stop):
+def _lanes_iteration_2(W, sf, step, rhs):
+    """:func:`_lanes_iteration` with the lanes taken as two independent chains in one loop body
+    (lanes l and l + LANES/2): LLVM vectorises the body across l, so two vectors' stage chains
+    (k1 → k2 → k3 → k4, each a dozen dependent operations) overlap. Each lane's arithmetic is
+    unchanged: bit-identical. Used for RK4 (7–10 % faster per step, +1.6 s of first compile);
+    four chains were faster on long fixed-step runs but slower on a settling power-law table and
+    tripled the compile time (bench/RESULTS.md)."""
+    for l in range(_HALF):
+        pa, ya, ka, ha = _lane_load(W, l)
+        pb, yb, kb, hb = _lane_load(W, l + _HALF)
+        yna, kna, fna, _ = step(rhs, pa, ya, ka, ha)
+        ynb, knb, fnb, _ = step(rhs, pb, yb, kb, hb)
+        _lane_commit(W, l, sf, ya, ka, yna, kna, fna)
+        _lane_commit(W, l + _HALF, sf, yb, kb, ynb, knb, fnb)
+
+
+@njit(**_INLINE)
+def _lanes_run(W, nmax, step, rhs, stop, iteration):
     """Up to ``nmax`` lock-step iterations ``step(rhs, …)`` of the LANES lanes of W (lane l: step
-    size W[_HH, l], at most W[_N, l] steps, settling after each). ``step`` and ``rhs`` are inlined
-    at the numba IR level: the lane loop has no calls and vectorises. Returns early once
+    size W[_HH, l], at most W[_N, l] steps, settling after each), each by ``iteration``.
+    ``iteration``, ``step`` and ``rhs`` are inlined at the numba IR level: the lane loop has no
+    calls and vectorises. Returns early once
     ``stop[0] != 0`` (polled every _CHECK_EVERY iterations)."""
     for s0 in range(0, nmax, _CHECK_EVERY):
         s1 = min(s0 + _CHECK_EVERY, nmax)
         for s in range(s0, s1):
-            _lanes_iteration(W, float(s), step, rhs)
+            iteration(W, float(s), step, rhs)
         if not _lanes_busy(W, float(s1)) or stop[0] != 0:
             break
 
@@ -147,18 +157,18 @@ def _lanes_run(W, nmax, step, rhs, stop):
 def _lanes_gd(W, nmax, q, stop):
     """gd lanes: Euler steps with h = η (one gradient-descent step each)."""
     if q == 1.0:
-        _lanes_run(W, nmax, euler_step, task_rhs_q1, stop)
+        _lanes_run(W, nmax, euler_step, task_rhs_q1, stop, _lanes_iteration)
     else:
-        _lanes_run(W, nmax, euler_step, task_rhs, stop)
+        _lanes_run(W, nmax, euler_step, task_rhs, stop, _lanes_iteration)
 
 
 @njit(**SERIAL, fastmath={"contract"})
 def _lanes_rk4(W, nmax, q, stop):
     """RK4 lanes; with q = 1 the bit-identical specialised right-hand side."""
     if q == 1.0:
-        _lanes_run(W, nmax, rk4_step, task_rhs_q1, stop)
+        _lanes_run(W, nmax, rk4_step, task_rhs_q1, stop, _lanes_iteration_2)
     else:
-        _lanes_run(W, nmax, rk4_step, task_rhs, stop)
+        _lanes_run(W, nmax, rk4_step, task_rhs, stop, _lanes_iteration_2)
 
 
 @njit(**SERIAL)
