@@ -3,9 +3,42 @@
 Every kernel in fastdyn is compiled with ``@njit(**SERIAL)`` (per-block, per-task kernels) or
 ``@njit(**PARALLEL)`` (the outer ``prange`` over fixed-size blocks). ``fastmath`` stays off so that
 results are reproducible across machines and thread counts.
+
+:func:`prefer_wide_vectors` lets one kernel use 512-bit vectors where the host has them.
 """
 
 from __future__ import annotations
 
+from numba.core import types
+from numba.extending import intrinsic
+
 SERIAL: dict = {"cache": True, "nogil": True, "error_model": "numpy"}
 PARALLEL: dict = {"cache": True, "nogil": True, "parallel": True, "error_model": "numpy"}
+
+#: the LLVM function attribute that :func:`prefer_wide_vectors` sets
+WIDE_VECTORS_ATTRIBUTE: str = '"prefer-vector-width"="512"'
+
+
+@intrinsic
+def prefer_wide_vectors(typingctx):  # noqa: ARG001 (numba passes the typing context)
+    """Called first thing in a jitted function: LLVM may vectorise that function with 512-bit
+    registers where the host has AVX-512 (``prefer-vector-width=512``; elsewhere nothing changes).
+
+    On AVX-512 hosts LLVM prefers 256-bit vectors for every function (the 512-bit units lower the
+    clock on some Intel parts). That suits the closed form (22 % slower with 512 bits), but the
+    lock-step lane loops of the integrators are FMA-bound and gain 30 % (RK4) and 18 % (dopri5):
+    numbers in ``bench/RESULTS.md``. Results are unchanged bit for bit: without reassociation
+    (fastdyn never enables it) the width of a vector does not change any lane's arithmetic.
+
+    The attribute goes on the LLVM function being compiled, which is the one whose loops it
+    governs only if LLVM does not inline that function into an untagged caller: tag the function
+    that holds the lane loops and is called (not IR-inlined) from the kernel.
+    """
+
+    def codegen(context, builder, signature, args):
+        # llvmlite's attribute set accepts only keyword attributes; a string attribute written
+        # into it verbatim is printed as is in the function definition.
+        set.add(builder.function.attributes, WIDE_VECTORS_ATTRIBUTE)
+        return context.get_dummy_value()
+
+    return types.none(), codegen

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from .._jit import SERIAL
+from .._jit import SERIAL, prefer_wide_vectors
 from ..models.msfr.ode import task_rhs, task_rhs_q1
 from .steppers import euler_step, rk4_step
 
@@ -56,6 +56,7 @@ def _lanes_rhs_with(W, rhs):
 @njit(**SERIAL)
 def _lanes_rhs(W):
     """k = rhs(y) and f of every lane at the start of a gd call (no contraction, as its steps)."""
+    prefer_wide_vectors()
     _lanes_rhs_with(W, task_rhs)
 
 
@@ -64,6 +65,7 @@ def _lanes_rhs_rk4(W, q):
     """k = rhs(y) and f of every lane at the start of an rk4 call, with the arithmetic of its
     steps (:func:`_lanes_rk4` contracts into FMAs, so this does too, with the same right-hand
     side): a call that starts from a saved state sees the bits a continuing step would make."""
+    prefer_wide_vectors()
     if q == 1.0:
         _lanes_rhs_with(W, task_rhs_q1)
     else:
@@ -156,6 +158,7 @@ def _lanes_run(W, nmax, step, rhs, stop, iteration):
 @njit(**SERIAL)
 def _lanes_gd(W, nmax, q, stop):
     """gd lanes: Euler steps with h = η (one gradient-descent step each)."""
+    prefer_wide_vectors()
     if q == 1.0:
         _lanes_run(W, nmax, euler_step, task_rhs_q1, stop, _lanes_iteration)
     else:
@@ -165,6 +168,7 @@ def _lanes_gd(W, nmax, q, stop):
 @njit(**SERIAL, fastmath={"contract"})
 def _lanes_rk4(W, nmax, q, stop):
     """RK4 lanes; with q = 1 the bit-identical specialised right-hand side."""
+    prefer_wide_vectors()
     if q == 1.0:
         _lanes_run(W, nmax, rk4_step, task_rhs_q1, stop, _lanes_iteration_2)
     else:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._jit import SERIAL
+from .._jit import SERIAL, prefer_wide_vectors
 from ..models._fastexp import exp_nonpos_inline, log_pos_inline
 from ..models.msfr.ode import rate_scale, task_loss, task_rhs
 from .steppers import (
@@ -90,6 +90,7 @@ def _dp_rhs_lanes(W):
     """k = rhs(y), f and ‖y‖ of every lane at the start of a call, with the arithmetic of the step
     (contracted into FMAs like :func:`_dp_step_lanes`, whose k7 = rhs(y_new) and ‖y_new‖ a
     continuing run uses instead): a call that starts from a saved state sees the same bits."""
+    prefer_wide_vectors()
     for l in range(DP_LANES):
         p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
         y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
@@ -105,6 +106,7 @@ def _dp_rhs_lanes(W):
 @njit(**SERIAL, fastmath={"contract"})
 def _dp_step_lanes(W, atol, rtol):
     """One Dormand–Prince step of every lane (size W[hh]); proposals and error norms into W."""
+    prefer_wide_vectors()
     for l in range(DP_LANES):
         p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
         y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
@@ -132,6 +134,7 @@ def _dp_pow_lanes(W):
     (inlined copies, contracted here; ≲ 3 ulp; libm's pow does not vectorise). err is clamped to
     the normal range: the controller uses the power only for 0 < err < inf, and any err below
     1e-300 gives the maximum factor."""
+    prefer_wide_vectors()
     for l in range(DP_LANES):
         e = _EXPO * log_pos_inline(min(max(W[_OERR + l], _TINY), _HUGE))
         a = exp_nonpos_inline(-abs(e))
@@ -151,6 +154,7 @@ def _dp_control_lanes(W, max_steps):
     Then every running lane's next attempt: hh = h, clipped to the next output time tj. A lane
     that reached tj or stopped, whose step would not move t, or that used up ``max_steps`` is
     flagged for the scalar pass instead (hh = 0). Returns the number of lanes set to step."""
+    prefer_wide_vectors()
     nbusy = 0
     for l in range(DP_LANES):
         hh = W[_OHH + l]

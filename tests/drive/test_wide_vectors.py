@@ -1,0 +1,73 @@
+"""``prefer_wide_vectors``: the integrators' lane loops may use 512-bit registers (issue 20).
+
+The attribute is checked in the LLVM IR of a small function compiled here, and its effect in that
+function's machine code on an AVX-512 host: the same loop without the call stays in 256-bit
+registers there (LLVM's default on such hosts). The integrators' results with it are checked bit
+for bit by the golden runs (``tests/golden``: their hashes were recorded with 256-bit vectors).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llvmlite import binding as llvm
+from numba import njit
+
+from fastdyn._jit import WIDE_VECTORS_ATTRIBUTE, prefer_wide_vectors
+from fastdyn.drive import lanes, lanes_dopri5
+
+
+def _axpy_wide(a, b, c):
+    prefer_wide_vectors()
+    for i in range(a.shape[0]):
+        a[i] = b[i] * c[i] + a[i]
+
+
+def _axpy_plain(a, b, c):
+    for i in range(a.shape[0]):
+        a[i] = b[i] * c[i] + a[i]
+
+
+def _compiled(py_func):
+    f = njit(py_func)  # not cached: the IR and assembly are inspected
+    x = np.ones(64)
+    f(x, x.copy(), x.copy())
+    assert x[0] == 2.0
+    (sig,) = f.signatures
+    return f.inspect_llvm(sig), f.inspect_asm(sig)
+
+
+def test_the_attribute_is_on_the_calling_function_only():
+    ir_wide, _ = _compiled(_axpy_wide)
+    ir_plain, _ = _compiled(_axpy_plain)
+    assert WIDE_VECTORS_ATTRIBUTE in ir_wide
+    assert WIDE_VECTORS_ATTRIBUTE not in ir_plain
+
+
+@pytest.mark.skipif(
+    "+avx512f" not in llvm.get_host_cpu_features().flatten().split(","),
+    reason="host has no AVX-512",
+)
+def test_on_an_avx512_host_only_the_tagged_loop_uses_512_bit_registers():
+    _, asm_wide = _compiled(_axpy_wide)
+    _, asm_plain = _compiled(_axpy_plain)
+    assert "zmm" in asm_wide
+    assert "zmm" not in asm_plain
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        lanes._lanes_rk4,
+        lanes._lanes_rhs_rk4,
+        lanes._lanes_gd,
+        lanes._lanes_rhs,
+        lanes_dopri5._dp_rhs_lanes,
+        lanes_dopri5._dp_step_lanes,
+        lanes_dopri5._dp_pow_lanes,
+        lanes_dopri5._dp_control_lanes,
+    ],
+    ids=lambda k: k.__name__,
+)
+def test_the_lane_loops_ask_for_wide_vectors(kernel):
+    assert "prefer_wide_vectors" in kernel.py_func.__code__.co_names
