@@ -25,9 +25,10 @@ def prefer_wide_vectors(typingctx):  # noqa: ARG001 (numba passes the typing con
     registers where the host has AVX-512 (``prefer-vector-width=512``; elsewhere nothing changes).
 
     On AVX-512 hosts LLVM prefers 256-bit vectors for every function (the 512-bit units lower the
-    clock on some Intel parts). That suits the closed form (22 % slower with 512 bits), but the
-    lock-step lane loops of the integrators are FMA-bound and gain 30 % (RK4) and 18 % (dopri5):
-    numbers in ``bench/RESULTS.md``. Results are unchanged bit for bit: without reassociation
+    clock on some Intel parts). That suits most of the closed form (22 % slower with 512 bits
+    everywhere), but the lock-step lane loops of the integrators are FMA-bound and gain 30 % (RK4)
+    and 18 % (dopri5), and the closed form's exp loop (``_exp_terms``) 3–9 %: numbers in
+    ``bench/RESULTS.md``. Results are unchanged bit for bit: without reassociation
     (fastdyn never enables it) the width of a vector does not change any lane's arithmetic.
 
     The attribute goes on the LLVM function being compiled, which is the one whose loops it

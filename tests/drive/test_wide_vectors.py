@@ -15,6 +15,7 @@ from numba import njit
 
 from fastdyn._jit import WIDE_VECTORS_ATTRIBUTE, prefer_wide_vectors
 from fastdyn.drive import lanes, lanes_dopri5
+from fastdyn.models.msfr import theory
 
 
 def _axpy_wide(a, b, c):
@@ -66,6 +67,7 @@ def test_on_an_avx512_host_only_the_tagged_loop_uses_512_bit_registers():
         lanes_dopri5._dp_step_lanes,
         lanes_dopri5._dp_pow_lanes,
         lanes_dopri5._dp_control_lanes,
+        theory._exp_terms,
     ],
     ids=lambda k: k.__name__,
 )

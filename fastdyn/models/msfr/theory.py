@@ -37,7 +37,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..._jit import PARALLEL, SERIAL
+from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
 from ...reduce import BLOCK, accumulate_blocks, n_blocks
 from ._args import LEVELS, _level_code, _tasks, _times, partials_args  # noqa: F401
 from ._closed_form import (
@@ -137,6 +137,7 @@ def _exp_terms(times, ja, jb, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, a
     few output times long), then the terms task by task, so each acc[k] gets its additions in
     task order. With u = u0 − c t: before the half-rise (u ≥ 0) r = −Λ/(1 + e^−u), after it
     r = −Λ e^u/(1 + e^u)."""
+    prefer_wide_vectors()
     e = 0
     for j in range(ja, jb):
         k1 = k1s[j]
