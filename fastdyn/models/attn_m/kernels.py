@@ -249,10 +249,11 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     """One block of the softmax kernel: out = [Σ δ², Σ w ∂ŷ/∂r (H·D1), Σ w ∂ŷ/∂B (H·D1·D)]
     with w = δ (the caller scales by −2/(P T)).
 
-    Per sample the tokens and labels are copied once into X (N+1 × D1); the score, value and
-    gradient loops run token-major with the heads inside, so each token row is read once per
-    pass instead of once per head (the sums keep their order: over b, then the label column;
-    over j within a head)."""
+    Per sample the tokens and labels are copied once into X (N+1 × D1) and its transpose XT.
+    a_i = B_i x_q is vectorised across the H·D1 rows of B, the scores and values across the
+    tokens j (rows of XT), the gradient sums run token-major with the heads inside. Every sum
+    keeps its order (over c; over b, then the label column; over j within a head), so the
+    results are those of the plain loops bit for bit."""
     H, D1 = r.shape
     D = D1 - 1
     N = tokens.shape[1] - 1
@@ -262,8 +263,15 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     o = np.empty((H, N + 1))
     yh = np.empty(H)
     mx = np.empty(H)
-    a = np.empty((H, D1))
+    af = np.empty(H * D1)
+    a = af.reshape((H, D1))
+    BT = np.empty((D, H * D1))
+    for i in range(H):
+        for b in range(D1):
+            for c in range(D):
+                BT[c, i * D1 + b] = B[i, b, c]
     X = np.empty((N + 1, D1))
+    XT = np.empty((D1, N + 1))
     gr = np.empty((H, D1))
     ga = np.empty((H, D1))
     n0 = 1 if cumulative else N
@@ -274,30 +282,38 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
             for b in range(D):
                 X[j, b] = tokens[mu, j, b]
             X[j, D] = labels[mu, j]
+        for j in range(N + 1):
+            for b in range(D1):
+                XT[b, j] = X[j, b]
         for n in range(n0, N + 1):
             # a_i = B_i x_q, x_q = X[n, :D]
+            # (summed over c in order, vectorised across the H·D1 rows of B: BT = B as (D, H·D1))
+            for ib in range(H * D1):
+                af[ib] = 0.0
+            for c in range(D):
+                xc = X[n, c]
+                for ib in range(H * D1):
+                    af[ib] += BT[c, ib] * xc
+            # scores s_ij = x̂_jᵀ a_i and values o_ij = x̂_jᵀ r_i (query label hidden), each
+            # summed over b in order, vectorised across the tokens j (XT = Xᵀ: a row of XT holds
+            # one feature of every token, contiguous)
+            XT[D, n] = 0.0
             for i in range(H):
+                for j in range(n + 1):
+                    alpha[i, j] = 0.0
+                    o[i, j] = 0.0
                 for b in range(D1):
-                    s = 0.0
-                    for c in range(D):
-                        s += B[i, b, c] * X[n, c]
-                    a[i, b] = s
-                mx[i] = -np.inf
-            # scores s_ij = x̂_jᵀ a_i and values o_ij = x̂_jᵀ r_i (query label hidden)
-            for j in range(n + 1):
-                lab = X[j, D] if j < n else 0.0
-                for i in range(H):
-                    s = 0.0
-                    oo = 0.0
-                    for b in range(D):
-                        s += X[j, b] * a[i, b]
-                        oo += X[j, b] * r[i, b]
-                    s += lab * a[i, D]
-                    oo += lab * r[i, D]
-                    alpha[i, j] = s
-                    o[i, j] = oo
-                    if s > mx[i]:
-                        mx[i] = s
+                    ab = a[i, b]
+                    rb = r[i, b]
+                    for j in range(n + 1):
+                        alpha[i, j] += XT[b, j] * ab
+                        o[i, j] += XT[b, j] * rb
+                m = -np.inf
+                for j in range(n + 1):
+                    if alpha[i, j] > m:
+                        m = alpha[i, j]
+                mx[i] = m
+            XT[D, n] = X[n, D]
             yhat = 0.0
             for i in range(H):
                 m = mx[i]
