@@ -38,8 +38,11 @@ def prefer_wide_vectors(typingctx):  # noqa: ARG001 (numba passes the typing con
 
     def codegen(context, builder, signature, args):
         # llvmlite's attribute set accepts only keyword attributes; a string attribute written
-        # into it verbatim is printed as is in the function definition.
-        set.add(builder.function.attributes, WIDE_VECTORS_ATTRIBUTE)
+        # into it verbatim is printed as is in the function definition. Should a later llvmlite
+        # store attributes differently, the function keeps LLVM's default width (slower only).
+        attributes = builder.function.attributes
+        if isinstance(attributes, set):
+            set.add(attributes, WIDE_VECTORS_ATTRIBUTE)
         return context.get_dummy_value()
 
     return types.none(), codegen
