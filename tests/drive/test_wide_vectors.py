@@ -8,6 +8,7 @@ for bit by the golden runs (``tests/golden``: their hashes were recorded with 25
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 from llvmlite import binding as llvm
@@ -45,9 +46,17 @@ def test_the_attribute_is_on_the_calling_function_only():
     assert WIDE_VECTORS_ATTRIBUTE not in ir_plain
 
 
+def _compiles_for_this_avx512_host() -> bool:
+    """numba targets the host (no NUMBA_CPU_NAME / NUMBA_CPU_FEATURES override), which has
+    AVX-512: only then is the 256-bit default, and so the contrast, known."""
+    if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
+        return False
+    return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
+
+
 @pytest.mark.skipif(
-    "+avx512f" not in llvm.get_host_cpu_features().flatten().split(","),
-    reason="host has no AVX-512",
+    not _compiles_for_this_avx512_host(),
+    reason="numba does not compile for this host's AVX-512 (no AVX-512, or a CPU override)",
 )
 def test_on_an_avx512_host_only_the_tagged_loop_uses_512_bit_registers():
     _, asm_wide = _compiled(_axpy_wide)
@@ -73,3 +82,7 @@ def test_on_an_avx512_host_only_the_tagged_loop_uses_512_bit_registers():
 )
 def test_the_lane_loops_ask_for_wide_vectors(kernel):
     assert "prefer_wide_vectors" in kernel.py_func.__code__.co_names
+
+
+def test_without_the_jit_it_is_a_no_op():
+    assert prefer_wide_vectors() is None  # NUMBA_DISABLE_JIT runs the kernels as Python

@@ -252,8 +252,8 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     Per sample the tokens and labels are copied once into X (N+1 × D1) and its transpose XT.
     a_i = B_i x_q is vectorised across the H·D1 rows of B, the scores and values across the
     tokens j (rows of XT), the gradient sums run token-major with the heads inside. Every sum
-    keeps its order (over c; over b, then the label column; over j within a head), so the
-    results are those of the plain loops bit for bit."""
+    keeps its order (over c; over b, then the label column; over j within a head), so finite
+    results are those of the plain loops bit for bit (a NaN may come out with the other sign)."""
     H, D1 = r.shape
     D = D1 - 1
     N = tokens.shape[1] - 1
