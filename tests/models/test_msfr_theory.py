@@ -496,8 +496,8 @@ def test_wrappers_reject_bad_input():
     ],
 )
 def test_loss_partials_rejects_bad_task_values(field, value, message):
-    """The per-task checks (one parallel pass per array) name the first bad array; one bad task
-    in the middle of a 3000-task table is enough."""
+    """The per-task checks (block by block inside the kernel) name the first bad array; one bad
+    task in the middle of a 3000-task table is enough."""
     n = 3000
     a = dict(
         lam=np.ones(n), psi=np.full(n, 10.0), rate=np.full(n, 0.1), v0x=np.full(n, 1e-3),
@@ -511,3 +511,40 @@ def test_loss_partials_rejects_bad_task_values(field, value, message):
             t, a["lam"], a["psi"], a["rate"], np.ones(n), a["v0x"], a["v0y"], a["w0x"],
             a["w0y"], "leading", pt, pr,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("where", [0, 1023, 1024, 2999])
+def test_loss_partials_checks_every_block(where):
+    """A bad value in the first, a middle or the last (partial) block is found, whichever
+    block holds it."""
+    n = 3000
+    psi = np.full(n, 10.0)
+    psi[where] = -0.0
+    one = np.ones(n)
+    pt, pr = np.zeros((3, 2)), np.zeros((3, 2))
+    with pytest.raises(ValueError, match="psi must be > 0"):
+        loss_partials(
+            np.array([0.0, 1.0]), one, psi, one, one, *([one * 1e-3] * 4), "leading", pt, pr
+        )
+
+
+def test_value_counts_match_numpy():
+    """The branch-free counts (non-finite, finite ≤ 0, finite < 0) against numpy's, on values
+    that include ±0, ±inf, NaN, subnormals and the largest doubles."""
+    from fastdyn.models.msfr._args import _bad_counts, block_is_valid
+
+    rng = np.random.default_rng(3)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1.8e308, -1.8e308])
+    arrs = [rng.choice(special, 5000) * rng.choice([1.0, 2.0], 5000) for _ in range(7)]
+    ref = np.array(
+        [[np.sum(~np.isfinite(a)), np.sum(np.isfinite(a) & (a <= 0)), np.sum(np.isfinite(a) & (a < 0))]
+         for a in arrs]
+    )  # fmt: skip
+    np.testing.assert_array_equal(_bad_counts(*arrs), ref)
+    out = np.empty((7, 3), dtype=np.int64)
+    assert not block_is_valid(*arrs, 1000, 2000, out)
+    sub = [a[1000:2000] for a in arrs]
+    np.testing.assert_array_equal(out, _bad_counts(*sub))
+    good = [np.full(10, 0.5)] * 7
+    assert block_is_valid(*good, 0, 10, out)
+    assert not out.any()

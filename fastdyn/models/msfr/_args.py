@@ -34,15 +34,41 @@ def _times(times) -> np.ndarray:
 
 @njit(**SERIAL)
 def _count_bad(x, lo, hi, out):
-    """out += (non-finite, finite ≤ 0, finite < 0) counts of x[lo:hi]."""
+    """out += (non-finite, finite ≤ 0, finite < 0) counts of x[lo:hi], branch free (integer
+    counts: the loop vectorises and runs at memory speed)."""
+    nf = 0
+    le = 0
+    lt = 0
     for i in range(lo, hi):
         v = x[i]
-        if not np.isfinite(v):
-            out[0] += 1
-        elif v <= 0.0:
-            out[1] += 1
-            if v < 0.0:
-                out[2] += 1
+        fin = (v - v) == 0.0  # false for ±inf and NaN
+        nf += 0 if fin else 1
+        le += 1 if fin & (v <= 0.0) else 0
+        lt += 1 if fin & (v < 0.0) else 0
+    out[0] += nf
+    out[1] += le
+    out[2] += lt
+
+
+@njit(**SERIAL)
+def block_is_valid(lam, psi, rate, v0x, v0y, w0x, w0y, lo, hi, out):
+    """The counts of :func:`_bad_counts` for tasks lo … hi−1 into ``out`` (7 × 3, zeroed here);
+    True iff every value is finite, ψ > 0 and rate ≥ 0 there. A kernel calls it on each block
+    before computing it, so the values are checked while they are in cache."""
+    for a in range(7):
+        for c in range(3):
+            out[a, c] = 0
+    _count_bad(lam, lo, hi, out[0])
+    _count_bad(psi, lo, hi, out[1])
+    _count_bad(rate, lo, hi, out[2])
+    _count_bad(v0x, lo, hi, out[3])
+    _count_bad(v0y, lo, hi, out[4])
+    _count_bad(w0x, lo, hi, out[5])
+    _count_bad(w0y, lo, hi, out[6])
+    ok = out[1, 1] == 0 and out[2, 2] == 0
+    for a in range(7):
+        ok = ok and out[a, 0] == 0
+    return ok
 
 
 @njit(**PARALLEL)
@@ -70,7 +96,8 @@ def _bad_counts(a0, a1, a2, a3, a4, a5, a6):
     return out
 
 
-def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
+def _task_arrays(**arrays) -> tuple[int, list[np.ndarray]]:
+    """The per-task arrays as contiguous float64, checked for shape only."""
     out = []
     n = None
     for name, a in arrays.items():
@@ -82,8 +109,14 @@ def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
         elif x.shape[0] != n:
             raise ValueError(f"{name} has {x.shape[0]} tasks, expected {n} (like the others)")
         out.append(x)
-    names = list(arrays)
-    counts = _bad_counts(*out)
+    return int(n or 0), out
+
+
+TASK_NAMES: tuple[str, ...] = ("lam", "psi", "rate", "v0x", "v0y", "w0x", "w0y")
+
+
+def check_counts(counts: np.ndarray, names: tuple[str, ...] = TASK_NAMES) -> None:
+    """ValueError naming the first bad array, from the (7, 3) counts of :func:`_bad_counts`."""
     for name, c in zip(names, counts, strict=True):
         if c[0]:
             raise ValueError(f"{name} must be finite for every task")
@@ -91,17 +124,37 @@ def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
         raise ValueError("psi must be > 0 for every task")
     if counts[names.index("rate")][2]:
         raise ValueError("rate must be ≥ 0 for every task")
-    return int(n or 0), out
+
+
+def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
+    n, out = _task_arrays(**arrays)
+    check_counts(_bad_counts(*out), tuple(arrays))
+    return n, out
 
 
 def partials_args(
-    times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials
+    times,
+    lam,
+    psi,
+    rate,
+    wtest,
+    v0x,
+    v0y,
+    w0x,
+    w0y,
+    level,
+    test_partials,
+    train_partials,
+    *,
+    check_values: bool = True,
 ):
     """Checked arguments of :func:`loss_partials` (and its CUDA twin): (level code, times, the 7
-    task arrays, wtest) as contiguous float64; ValueError naming the argument otherwise."""
+    task arrays, wtest) as contiguous float64; ValueError naming the argument otherwise. With
+    ``check_values=False`` the task values are left to the kernel (:func:`block_is_valid`)."""
     code = _level_code(level)
     t = _times(times)
-    n, arrs = _tasks(lam=lam, psi=psi, rate=rate, v0x=v0x, v0y=v0y, w0x=w0x, w0y=w0y)
+    arrays = dict(lam=lam, psi=psi, rate=rate, v0x=v0x, v0y=v0y, w0x=w0x, w0y=w0y)
+    n, arrs = _tasks(**arrays) if check_values else _task_arrays(**arrays)
     wt = np.ascontiguousarray(wtest, dtype=np.float64)
     if wt.shape != (n,):
         raise ValueError(f"wtest must be a 1-d array of {n} tasks, got shape {wt.shape}")
