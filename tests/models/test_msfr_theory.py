@@ -548,3 +548,30 @@ def test_value_counts_match_numpy():
     good = [np.full(10, 0.5)] * 7
     assert block_is_valid(*good, 0, 10, out)
     assert not out.any()
+
+
+@pytest.mark.parametrize(("lam", "flip"), [(-0.5, 1.0), (-2.0, 1.0), (0.5, -1.0)])
+def test_negative_strength_balanced_decays_to_zero(lam, flip):
+    """Λ < 0 with balanced init (or its mirror image: Λ > 0 with w0 = −v0, solved as −f with
+    strength −Λ): f(0) has the wrong sign, so f cannot reach Λ and decays to 0 along the
+    logistic f = Λ'/(1 + (Λ'/f'(0) − 1) e^{−2aΛ't}), a = rate·κ, in the frame f' = flip·f,
+    Λ' = flip·Λ (numpy, written here). Once e^{−aRt} underflows the Riccati form's e/d was
+    0/0 (NaN); now f = 0 and r = −Λ exactly."""
+    psi, rate, s0 = 10.0, 0.1, 1e-3
+    t = np.array([0.0, 1.0, 10.0, 1e2, 1e3, 1e6, 1e12])
+    v0 = (s0, s0 * lam)
+    w0 = (flip * s0, flip * s0 * lam)
+    kap = psi * (1.0 + lam * lam)
+    f0 = kap * (v0[0] + lam * v0[1]) * (w0[0] + lam * w0[1]) / (1.0 + lam * lam)
+    lp, fp = flip * lam, flip * f0
+    with np.errstate(over="ignore"):
+        ref = flip * lp / (1.0 + (lp / fp - 1.0) * np.exp(-2.0 * rate * kap * lp * t))
+    f = f_curves(t, [lam], [psi], [rate], [v0[0]], [v0[1]], [w0[0]], [w0[1]], "leading")[0]
+    # both exact forms; measured ≤ 2.6e-15 relative (the reference's e^{x} carries ≈ |x|·ε)
+    np.testing.assert_allclose(f, ref, rtol=1e-14, atol=0.0)
+    lt, lr = loss_curves(
+        t, [lam], [psi], [rate], [1.0], [v0[0]], [v0[1]], [w0[0]], [w0[1]], "leading"
+    )
+    np.testing.assert_allclose(lt, 0.5 * (ref - lam) ** 2, rtol=1e-14, atol=0.0)
+    np.testing.assert_allclose(lr, rate * lt, rtol=1e-15, atol=0.0)
+    assert f[-1] == 0.0

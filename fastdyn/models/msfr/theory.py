@@ -213,6 +213,62 @@ def _general_task_loss(
         acc_r[k] += rate * d2
 
 
+#: rows of :func:`_fast_setup`'s table (row r at r·BLOCK: constant offsets, so LLVM proves the
+#: rows disjoint and vectorises the loop that fills them)
+_NROW = 11
+_R_OK, _R_LAM, _R_C, _R_WT, _R_RT, _R_U0, _R_SM, _R_L2, _R_T1, _R_TH, _R_T2 = (
+    r * BLOCK for r in range(_NROW)
+)
+
+
+@njit(**SERIAL)
+def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
+    """The balanced-logistic set-up of tasks lo … hi−1 (level LEADING or FIRST_ORDER; see
+    :func:`_block_loss`) into the rows of ``tb``, branch free, in one loop across the tasks that
+    vectorises; returns how many are fast. Row OK is 1 for a balanced logistic (σ = 0, Λ > 0,
+    0 < P0 < P+ with P0 and P+ − P0 normal), else 0 and that task's other rows are meaningless.
+    Rows: Λ, c = rate·κ·R, wtest, rate, u0 = ln((P+ − P0)/P0), p = s0 m0, Λ² s0², and the
+    thresholds X/c (series), u0/c (half-rise), (u0 − u_lo)/c (drop) in t (∞ when c = 0)."""
+    nf = 0
+    for j in range(hi - lo):
+        i = lo + j
+        lam_e, kap, cm, g, h = closed_form_setup(
+            level, lam[i], psi[i], v0x[i], v0y[i], w0x[i], w0y[i]
+        )
+        sp = g + h
+        sig = (sp * (g - h)) ** 2
+        # riccati_setup with σ = 0, Λ > 0: R = 2Λ, P+ = (2Λ + R)/κ, P− = 0
+        rr = math.sqrt(4.0 * lam_e * lam_e + kap * kap * sig)
+        pp = (2.0 * lam_e + rr) / kap
+        p0 = sp * sp
+        d = pp - p0
+        ok = (sig == 0.0) & (sp != 0.0) & (lam_e > 0.0)
+        ok = ok & (p0 < pp) & (p0 >= _TINY) & (d >= _TINY)
+        c = rate[i] * kap * rr
+        wt = wtest[i]
+        rt = rate[i]
+        u0 = log_pos(d) - log_pos(p0)
+        m0 = p0 / d
+        s0 = 1.0 / (1.0 + m0)
+        wmax = max(max(wt, rt) * (lam_e * lam_e), _DROP_BELOW)
+        ulo = min(0.5 * (_LOG_DROP - log_pos(wmax)), 0.0)
+        x1 = _X_FRAC * math.sqrt(u0 * u0 + math.pi * math.pi)
+        x1 = x1 if u0 >= 0.0 else 0.0
+        tb[_R_OK + j] = 1.0 if ok else 0.0
+        tb[_R_LAM + j] = lam_e
+        tb[_R_C + j] = c
+        tb[_R_WT + j] = wt
+        tb[_R_RT + j] = rt
+        tb[_R_U0 + j] = u0
+        tb[_R_SM + j] = s0 * m0
+        tb[_R_L2 + j] = lam_e * lam_e * (s0 * s0)
+        tb[_R_T1 + j] = x1 / c if c > 0.0 else np.inf
+        tb[_R_TH + j] = u0 / c if c > 0.0 else np.inf
+        tb[_R_T2 + j] = (u0 - ulo) / c if c > 0.0 else np.inf
+        nf += 1 if ok else 0
+    return nf
+
+
 @njit(**SERIAL)
 def _block_loss(
     level, times, qpow, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, rtol, lo, hi, acc_t, acc_r
@@ -243,74 +299,45 @@ def _block_loss(
     nb = hi - lo
     deg = _DEG
     scr = np.empty(nt)
-    # fast-task tables (index, then per-task scalars), filled in task order
-    fi = np.empty(nb, dtype=np.int64)
-    f_lam = np.empty(nb)
-    f_c = np.empty(nb)
-    f_p0 = np.empty(nb)
-    f_d = np.empty(nb)  # P+ − P0 > 0
-    nf = 0
-    for i in range(lo, hi):
-        if level != EXACT:
-            lam_e, kap, cm, g, h = closed_form_setup(
-                level, lam[i], psi[i], v0x[i], v0y[i], w0x[i], w0y[i]
-            )
-            sp = g + h
-            sig = (sp * (g - h)) ** 2
-            if sig == 0.0 and sp != 0.0 and lam_e > 0.0:
-                # riccati_setup with σ = 0, Λ > 0: R = 2Λ, P+ = (2Λ + R)/κ, P− = 0
-                rr = math.sqrt(4.0 * lam_e * lam_e + kap * kap * sig)
-                pp = (2.0 * lam_e + rr) / kap
-                p0 = sp * sp
-                if p0 < pp and p0 >= _TINY and pp - p0 >= _TINY:
-                    fi[nf] = i
-                    f_lam[nf] = lam_e
-                    f_c[nf] = rate[i] * kap * rr
-                    f_p0[nf] = p0
-                    f_d[nf] = pp - p0
-                    nf += 1
-                    continue
-        _general_task_loss(
-            level, times, lam[i], psi[i], rate[i], wtest[i], v0x[i], v0y[i], w0x[i], w0y[i],
-            rtol, acc_t, acc_r, scr,
-        )  # fmt: skip
+    if level == EXACT:
+        for i in range(lo, hi):
+            _general_task_loss(
+                level, times, lam[i], psi[i], rate[i], wtest[i], v0x[i], v0y[i], w0x[i], w0y[i],
+                rtol, acc_t, acc_r, scr,
+            )  # fmt: skip
+        return
+    # every task's fast-path set-up, vectorised across the block; the tasks that are not
+    # balanced logistics then go through _general_task_loss (in task order, first), and the
+    # fast ones are compacted to the front of each row (nothing to move if all are fast)
+    tb = np.empty(_NROW * BLOCK)
+    nf = _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb)
+    if nf < nb:
+        for j in range(nb):
+            if tb[_R_OK + j] == 0.0:
+                i = lo + j
+                _general_task_loss(
+                    level, times, lam[i], psi[i], rate[i], wtest[i], v0x[i], v0y[i], w0x[i],
+                    w0y[i], rtol, acc_t, acc_r, scr,
+                )  # fmt: skip
+        for r in range(1, _NROW):
+            o = r * BLOCK
+            k = 0
+            for j in range(nb):
+                if tb[_R_OK + j] != 0.0:
+                    tb[o + k] = tb[o + j]
+                    k += 1
     if nf == 0:
         return
-    # vectorised set-up of the fast tasks (short loops over few arrays: LLVM vectorises them)
-    f_wt = np.empty(nf)
-    f_rt = np.empty(nf)
-    for j in range(nf):
-        f_wt[j] = wtest[fi[j]]
-    for j in range(nf):
-        f_rt[j] = rate[fi[j]]
-    f_u0 = np.empty(nf)
-    for j in range(nf):
-        f_u0[j] = log_pos(f_d[j]) - log_pos(f_p0[j])
-    f_sm = np.empty(nf)
-    f_l2 = np.empty(nf)
-    for j in range(nf):
-        m0 = f_p0[j] / f_d[j]
-        s0 = 1.0 / (1.0 + m0)
-        f_sm[j] = s0 * m0
-        f_l2[j] = f_lam[j] * f_lam[j] * (s0 * s0)
-    f_ulo = np.empty(nf)
-    for j in range(nf):
-        wmax = max(max(f_wt[j], f_rt[j]) * (f_lam[j] * f_lam[j]), _DROP_BELOW)
-        f_ulo[j] = min(0.5 * (_LOG_DROP - log_pos(wmax)), 0.0)
-    # thresholds t ≤ X/c (series), u0/c (half-rise), (u0 − u_lo)/c (drop); c = 0: never
-    # (x ≡ 0: the series is exact there); c is clamped away from 0 to keep the loop branch free
-    thr1 = np.empty(nf)
-    for j in range(nf):
-        u0 = f_u0[j]
-        x1 = _X_FRAC * math.sqrt(u0 * u0 + math.pi * math.pi)
-        x1 = x1 if u0 >= 0.0 else 0.0
-        thr1[j] = x1 / f_c[j] if f_c[j] > 0.0 else np.inf
-    thrh = np.empty(nf)
-    for j in range(nf):
-        thrh[j] = f_u0[j] / f_c[j] if f_c[j] > 0.0 else np.inf
-    thr2 = np.empty(nf)
-    for j in range(nf):
-        thr2[j] = (f_u0[j] - f_ulo[j]) / f_c[j] if f_c[j] > 0.0 else np.inf
+    f_lam = tb[_R_LAM : _R_LAM + nf]
+    f_c = tb[_R_C : _R_C + nf]
+    f_wt = tb[_R_WT : _R_WT + nf]
+    f_rt = tb[_R_RT : _R_RT + nf]
+    f_u0 = tb[_R_U0 : _R_U0 + nf]
+    f_sm = tb[_R_SM : _R_SM + nf]
+    f_l2 = tb[_R_L2 : _R_L2 + nf]
+    thr1 = tb[_R_T1 : _R_T1 + nf]
+    thrh = tb[_R_TH : _R_TH + nf]
+    thr2 = tb[_R_T2 : _R_T2 + nf]
     # index ranges (scalar walks) and the bucket reference x
     k1s = np.empty(nf, dtype=np.int64)
     khs = np.empty(nf, dtype=np.int64)
