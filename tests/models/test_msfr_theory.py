@@ -8,6 +8,8 @@ and the spec's formulas typed in literally).
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -575,3 +577,29 @@ def test_negative_strength_balanced_decays_to_zero(lam, flip):
     np.testing.assert_allclose(lt, 0.5 * (ref - lam) ** 2, rtol=1e-14, atol=0.0)
     np.testing.assert_allclose(lr, rate * lt, rtol=1e-15, atol=0.0)
     assert f[-1] == 0.0
+
+
+_EXACT_EXTREMES = """
+import numpy as np
+from fastdyn.models.msfr.theory import f_curves
+t = np.array([0.0, 3.0, 7.0])
+base = dict(lam=0.5, psi=10.0, rate=0.1, v0x=1e-3, v0y=5e-4, w0x=1e-3, w0y=5e-4)
+for name, value in (("lam", 1e300), ("psi", 1e-300), ("v0x", 1e300)):
+    a = {k: np.array([v, v]) for k, v in base.items()}
+    a[name][0] = value
+    f = f_curves(t, *a.values(), "exact")
+    print(bool(np.isnan(f[0]).all()), bool(np.isfinite(f[1]).all()))
+"""
+
+
+def test_exact_level_ends_on_parameters_outside_float_range():
+    """Λ = 1e300, ψ = 1e-300 or v0 = 1e300 make the exact reduction's state NaN, on which its
+    loop used to spin forever (no comparison with NaN is true, so neither the output time nor
+    convergence was ever reached). Now that task's outputs are NaN, the call returns, and the
+    other task of the same call is unaffected. Run in a subprocess with a timeout, so that a
+    regression fails instead of hanging the suite."""
+    r = subprocess.run(
+        [sys.executable, "-c", _EXACT_EXTREMES], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"] * 3

@@ -252,7 +252,7 @@ def exact_curve(times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, out):
     |F − Λ| ≤ 1e-7 (|Λ| + |F(0)|), τ∞ (F(τ∞) = Λ) is found by Newton's method and
     τ(t) = τ∞ + (τ1 − τ∞) e^{μ(t − t1)}, μ = rate·ψ·F'(τ∞) < 0; the neglected quadratic term
     changes f by O((F − Λ)²/Λ) ≤ 1e-14 (|Λ| + |F(0)|). Returns the steps taken (−1 if
-    MAX_STEPS was exceeded, the remaining outputs then NaN).
+    MAX_STEPS was exceeded or the state became NaN, the remaining outputs then NaN).
     """
     lp, lm, ap, bp, am, bm = exact_setup(lam, psi, v0x, v0y, w0x, w0y)
     nt = times.shape[0]
@@ -330,6 +330,12 @@ def exact_curve(times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, out):
         if frozen or t >= tk:
             out[j] = fc
             j += 1
+        elif not abs(fc - lam) <= thr:
+            # neither at t_k nor converged: F or the threshold is NaN (parameters far outside
+            # float range, e.g. Λ = 1e300 or ψ = 1e-300); without this the loop never ends
+            for jj in range(j, nt):
+                out[jj] = np.nan
+            return -1
     return steps
 
 
