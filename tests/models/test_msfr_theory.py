@@ -536,8 +536,9 @@ def test_value_counts_match_numpy():
     from fastdyn.models.msfr._args import _bad_counts, block_is_valid
 
     rng = np.random.default_rng(3)
-    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1.8e308, -1.8e308])
-    arrs = [rng.choice(special, 5000) * rng.choice([1.0, 2.0], 5000) for _ in range(7)]
+    big = np.finfo(np.float64).max
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, big, -big])
+    arrs = [rng.choice(special, 5000) for _ in range(7)]
     ref = np.array(
         [[np.sum(~np.isfinite(a)), np.sum(np.isfinite(a) & (a <= 0)), np.sum(np.isfinite(a) & (a < 0))]
          for a in arrs]

@@ -126,7 +126,7 @@ def riccati_eval(ell, lam, kappa, pp, pm, rr, sig, s_k, mirror):
     if ell <= 0.0:
         e = s_k * math.exp(ell)
         d = (1.0 - e) * (pp - pm * e)
-        if d == 0.0:  # e underflowed with P+ = 0 (σ = 0, Λ < 0): f decays to 0, r to R²/(κ|P−|)
+        if d == 0.0 and e == 0.0:  # e underflowed with P+ = 0 (σ = 0, Λ < 0): f → 0, r → R²/(κ|P−|)
             return 0.0, mirror * (rr * rr / kappa) / -pm
         f = (lm * (pp + pm * e * e) + kappa * sig * e) / d
         r = (rr * rr / kappa) * e / d
