@@ -133,21 +133,9 @@ def _tasks(**arrays) -> tuple[int, list[np.ndarray]]:
 
 
 def partials_args(
-    times,
-    lam,
-    psi,
-    rate,
-    wtest,
-    v0x,
-    v0y,
-    w0x,
-    w0y,
-    level,
-    test_partials,
-    train_partials,
-    *,
+    times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials, *,
     check_values: bool = True,
-):
+):  # fmt: skip
     """Checked arguments of :func:`loss_partials` (and its CUDA twin): (level code, times, the 7
     task arrays, wtest) as contiguous float64; ValueError naming the argument otherwise. With
     ``check_values=False`` the task values are left to the kernel (:func:`block_is_valid`)."""
