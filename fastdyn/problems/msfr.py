@@ -110,6 +110,13 @@ def power_sums(lo: np.ndarray, hi: np.ndarray, x: float) -> np.ndarray:
 
 
 @njit(**SERIAL, inline="always")
+def _pow(s, x):
+    """s^x, and exactly 1 for x = 0 without calling libm's pow (which returns 1 for any s there, so
+    the result is bit-identical; pow is most of the table's cost, and γ = β = 0 is the default)."""
+    return 1.0 if x == 0.0 else s**x
+
+
+@njit(**SERIAL, inline="always")
 def _init_task(idx, lk, scheme, scale, seed):
     """(v0x, v0y, w0x, w0y) of task index ``idx`` (0-based) with strength ``lk``: balanced
     v0 = w0 = scale·(1, Λ)/√(1+Λ²), or random normals from the per-task init streams."""
@@ -151,11 +158,11 @@ def _fill(
     n = lam.shape[0]
     for i in prange(n):
         s = first + i + 1.0
-        p = s ** (-alpha) * inv_z
+        p = _pow(s, -alpha) * inv_z
         wtest[i] = p
-        lk = lam0 * s ** (-gamma)
+        lk = lam0 * _pow(s, -gamma)
         lam[i] = lk
-        ps = math.floor(psi0 * s ** (-beta) + 0.5)
+        ps = math.floor(psi0 * _pow(s, -beta) + 0.5)
         psi[i] = max(float(psi_min), ps)
         v0x[i], v0y[i], w0x[i], w0y[i] = _init_task(first + i, lk, scheme, scale, seed)
 
@@ -173,8 +180,8 @@ def _tail_partials(
         ar = 0.0
         for i in range(lo, hi):
             s = first + i + 1.0
-            p = s ** (-alpha) * inv_z
-            lk = lam0 * s ** (-gamma)
+            p = _pow(s, -alpha) * inv_z
+            lk = lam0 * _pow(s, -gamma)
             at += 0.5 * p * lk * lk
             w = counts[i] * inv_n if use_counts else p
             ar += 0.5 * w * lk * lk

@@ -100,6 +100,48 @@ def test_logistic_series_region_across_u0():
     assert err(tp.sum(axis=0), ref, 1e-13 * ref.max(), 1e-12) <= 1.0
 
 
+@pytest.mark.parametrize("p", [1e-12, 5e-4, 0.01, 0.1, 0.3])
+def test_series_degree_bounds_the_dropped_powers(p):
+    # _series_degree's J for a tile with maxima (p, ξ) and terms m ≤ mmax (the kernel's rule):
+    # the powers x^j, j > J, it drops add ≤ 1e-18 to (1 + p(e^x − 1))^−2 at every x ≤ ξ. Checked
+    # in exact rational arithmetic: Σ_{J<j≤60} |Σ_{1≤m≤mmax} C[j, m] p^m| ξ^j, C[j, m] =
+    # (−1)^m (m+1)! S(j, m)/j! (beyond j = 60 the terms are < 1e-40 for these ξ)
+    from fractions import Fraction
+
+    from fastdyn.models.msfr.theory import _DEG, _series_degree
+
+    jhi = 60
+    st = [[0] * (_DEG + 1) for _ in range(jhi + 1)]
+    st[0][0] = 1
+    for j in range(1, jhi + 1):
+        for m in range(1, min(j, _DEG) + 1):
+            st[j][m] = m * st[j - 1][m] + st[j - 1][m - 1]
+    saved = 0
+    for xi in (1e-6, 1e-3, 0.036, 0.2, 0.5, 1.0):
+        ymax = p * math.expm1(xi)
+        if ymax >= 0.5:
+            continue  # the kernel keeps every power there
+        mmax, tail = 0, 4.0 * ymax
+        while mmax < _DEG and (mmax + 2) * tail > 1e-18:
+            mmax, tail = mmax + 1, tail * ymax
+        jd = _series_degree(p, xi, mmax)
+        assert 0 <= jd <= _DEG
+        if jd == _DEG:
+            continue  # as before the bound: every power kept
+        saved += _DEG - jd
+        pf, xf = Fraction(p), Fraction(xi)
+        dropped = Fraction(0)
+        for j in range(jd + 1, jhi + 1):
+            g = sum(
+                Fraction((-1) ** m * math.factorial(m + 1) * st[j][m], math.factorial(j)) * pf**m
+                for m in range(1, mmax + 1)
+            )
+            dropped += abs(g) * xf**j
+        assert dropped <= Fraction(1e-18), (xi, mmax, jd, float(dropped))
+    if p <= 0.01:
+        assert saved >= 3 * 8  # slow tasks (small ξ) keep far fewer than 19 powers
+
+
 # --- acceptance 2: orders of the theory (balanced init) -----------------------------------
 
 

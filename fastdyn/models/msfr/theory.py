@@ -116,6 +116,8 @@ _DEG = 18
 #: it is used for x = c·t ≤ R/16, R = sqrt(u0² + π²) its radius of convergence
 _X_FRAC = 1.0 / 16.0
 _SERIES_C = _series_matrix(_DEG)
+#: 1/i (i = 0 … _DEG + 2; entry 0 unused), for :func:`_series_degree`
+_INV = np.array([0.0] + [1.0 / i for i in range(1, _DEG + 3)])
 #: tasks per tile of the vectorised series coefficients (the tile stays in L1)
 _TILE = 64
 #: after learning, contributions (weight × r²) below this absolute value are dropped
@@ -287,7 +289,9 @@ def _block_loss(
       relative, all terms of one sign-pattern bounded by the majorant (1 − p(e^X − 1))^−2 ≤ 1.3,
       so rounding stays at a few ulp). The task adds G_j(p)(c t_{k1−1})^j to the moments of
       bucket k1; :func:`_fold_moments` turns a block's moments into the sums at every time in
-      O(T·deg) per block, so these pairs cost O(deg²) per task, not O(T).
+      O(T·deg) per block, so these pairs cost O(deg²) per task, not O(T). A tile of tasks keeps
+      only the powers x^j, j ≤ J, that can add more than 1e-18 (:func:`_series_degree`): slow
+      tasks, whose x stays small at every output time, need a few instead of 19.
     - then, while max(wt, rate)·Λ² e^{2u} ≥ 1e-300 (u = u0 − x): r = −Λ (1 or m)/(1 + m),
       m = e^{−|u|}, with the branch-free :func:`exp_nonpos` (vectorised).
     - beyond: both contributions are below 1e-300 (absolute) and dropped; computing them
@@ -363,15 +367,12 @@ def _block_loss(
     run_t = np.zeros(deg + 1)
     run_r = np.zeros(deg + 1)
     run_b = -1
+    jblk = 0  # the highest power of x any tile of the block keeps
     for t0 in range(0, nf, _TILE):
         nw = min(_TILE, nf - t0)
-        for j in range(nw):
-            pw[j] = 1.0
-        for jd in range(deg + 1):
-            for j in range(nw):
-                w[jd, j] = 0.0
         # terms p^m with m > mmax are negligible: with y = p(e^ξ − 1) ≤ ymax over the tile,
-        # Σ_{m > M} (m + 1) y^m ≤ (M + 2) ymax^{M+1}/(1 − ymax)² ≤ 1e-18 (F ≥ 1/(1 + ymax)²)
+        # Σ_{m > M} (m + 1) y^m ≤ (M + 2) ymax^{M+1}/(1 − ymax)² ≤ 1e-18 (F ≥ 1/(1 + ymax)²);
+        # so are the powers x^j with j > jmax (:func:`_series_degree`)
         pmax = 0.0
         xmax = 0.0
         for j in range(nw):
@@ -379,14 +380,22 @@ def _block_loss(
             xmax = max(xmax, f_xi[t0 + j])
         ymax = pmax * math.expm1(xmax)
         mmax = deg
+        jmax = deg
         if ymax < 0.5:
             tail = 4.0 * ymax
             mmax = 0
             while mmax < deg and (mmax + 2) * tail > 1e-18:
                 mmax += 1
                 tail *= ymax
+            jmax = _series_degree(pmax, xmax, mmax)
+        jblk = max(jblk, jmax)
+        for j in range(nw):
+            pw[j] = 1.0
+        for jd in range(jmax + 1):
+            for j in range(nw):
+                w[jd, j] = 0.0
         for m in range(mmax + 1):
-            for jd in range(m, deg + 1):
+            for jd in range(m, jmax + 1):
                 cjm = _SERIES_C[jd, m]
                 for j in range(nw):
                     w[jd, j] += cjm * pw[j]
@@ -394,7 +403,7 @@ def _block_loss(
                 pw[j] *= f_sm[t0 + j]
         for j in range(nw):
             pw[j] = f_xi[t0 + j]
-        for jd in range(1, deg + 1):
+        for jd in range(1, jmax + 1):
             for j in range(nw):
                 w[jd, j] *= pw[j]
             for j in range(nw):
@@ -414,7 +423,7 @@ def _block_loss(
                 run_b = b
             at = f_wt[t0 + j] * f_l2[t0 + j]
             ar = f_rt[t0 + j] * f_l2[t0 + j]
-            for jd in range(deg + 1):
+            for jd in range(jmax + 1):
                 run_t[jd] += at * w[jd, j]
                 run_r[jd] += ar * w[jd, j]
     if run_b > 0:
@@ -436,7 +445,35 @@ def _block_loss(
     _exp_terms(
         times, ja, np.int64(nf), k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r
     )
-    _fold_moments(qpow, mom, acc_t, acc_r)
+    _fold_moments(qpow, mom, acc_t, acc_r, jblk)
+
+
+@njit(**SERIAL)
+def _series_degree(p, xi, mmax):
+    """The smallest J ≤ _DEG such that the powers x^j, j > J, of the pre-emergence series add
+    at most 1e-18 to F = (1 + p(e^x − 1))^−2 for every x ≤ ξ and every p ≤ ``p`` (the tile's
+    maxima), with its terms p^m, 1 ≤ m ≤ ``mmax``:
+
+        |Σ_{j>J} Σ_m C[j, m] p^m x^j| ≤ Σ_m (m+1) p^m Σ_{j>J} (mξ)^j/j!,
+
+    as |C[j, m]| = (m+1)! S(j, m)/j! and m! S(j, m) ≤ m^j (surjections among all maps). Each m
+    gets 1e-18/mmax; its exponential tail is bounded by its first term over 1 − mξ/(J+2).
+    Slow tasks, whose ξ = c·t is small at every output time, need a few powers instead of 19."""
+    deg = _DEG
+    lim = 1e-18 / max(mmax, 1)
+    jmax = 0
+    pm = 1.0
+    for m in range(1, mmax + 1):
+        pm *= p
+        z = m * xi
+        a = (m + 1) * pm
+        t = z  # z^(J+1)/(J+1)! at J = 0
+        jj = 0
+        while jj < deg and not (z < jj + 2 and a * t <= lim * (1.0 - z * _INV[jj + 2])):
+            jj += 1
+            t *= z * _INV[jj + 1]
+        jmax = max(jmax, jj)
+    return jmax
 
 
 @njit(**SERIAL)
@@ -453,15 +490,15 @@ def _ratio_powers(times, deg):
 
 
 @njit(**SERIAL)
-def _fold_moments(qpow, mom, acc_t, acc_r):
-    """acc[k] += Σ_{b > k} Σ_j mom[b, ·, j] (t_k / t_{b−1})^j (see _block_loss).
+def _fold_moments(qpow, mom, acc_t, acc_r, deg):
+    """acc[k] += Σ_{b > k} Σ_{j ≤ deg} mom[b, ·, j] (t_k / t_{b−1})^j (see _block_loss; the moments
+    of higher powers are zero).
 
     Bucket b holds polynomial coefficients scaled to its reference time t_{b−1}; the suffix
     sum over buckets is carried scaled to the current time, S_k = mom[k+1] + S_{k+1}·(t_k /
     t_{k+1})^j, so no power of a tiny rate is ever formed (ratios ≤ 1: nothing overflows).
     """
     nt = acc_t.shape[0]
-    deg = mom.shape[2] - 1
     s = np.zeros((2, deg + 1))
     for k in range(nt - 1, -1, -1):
         m = mom[k + 1]
