@@ -450,14 +450,15 @@ def _block_loss(
 
 @njit(**SERIAL)
 def _series_degree(p, xi, mmax):
-    """The smallest J ≤ _DEG such that the powers x^j, j > J, of the pre-emergence series add
-    at most 1e-18 to F = (1 + p(e^x − 1))^−2 for every x ≤ ξ and every p ≤ ``p`` (the tile's
-    maxima), with its terms p^m, 1 ≤ m ≤ ``mmax``:
+    """The smallest J ≤ _DEG for which the sufficient bound below shows that the powers x^j,
+    j > J, of the pre-emergence series add at most 1e-18 to F = (1 + p(e^x − 1))^−2 for every
+    x ≤ ξ and every p ≤ ``p`` (the tile's maxima), with its terms p^m, 1 ≤ m ≤ ``mmax``:
 
         |Σ_{j>J} Σ_m C[j, m] p^m x^j| ≤ Σ_m (m+1) p^m Σ_{j>J} (mξ)^j/j!,
 
     as |C[j, m]| = (m+1)! S(j, m)/j! and m! S(j, m) ≤ m^j (surjections among all maps). Each m
-    gets 1e-18/mmax; its exponential tail is bounded by its first term over 1 − mξ/(J+2).
+    gets 1e-18/mmax; its exponential tail is bounded by its first term over 1 − mξ/(J+2). (The
+    bound is evaluated in floating point: rigorous up to rounding, ~1e-16 of the 1e-18 budget.)
     Slow tasks, whose ξ = c·t is small at every output time, need a few powers instead of 19."""
     deg = _DEG
     lim = 1e-18 / max(mmax, 1)
