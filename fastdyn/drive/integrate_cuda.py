@@ -36,7 +36,7 @@ import numpy as np
 from numba import cuda
 
 from .. import _cuda_memory as _mem
-from ..models.msfr.ode import rate_scale, task_loss, task_rhs, task_rhs_q1
+from ..models.msfr.ode import rate_scale, task_dir, task_dir_q1, task_loss, task_rhs, task_rhs_q1
 from ..reduce import BLOCK
 from .integrate_kernels import STOP_POLL
 from .steppers import (
@@ -62,6 +62,7 @@ from .steppers import (
     _rms,
     dopri5_controller,
     error_norm,
+    rk4_gain_weights,
 )  # fmt: skip
 from .task_status import (
     STATUS_DIVERGED,
@@ -78,6 +79,9 @@ _kernels: dict[str, object] = {}
 def _build():
     rhs_g = cuda.jit(device=True)(task_rhs.py_func)
     rhs_1 = cuda.jit(device=True)(task_rhs_q1.py_func)
+    dir_g = cuda.jit(device=True)(task_dir.py_func)
+    dir_1 = cuda.jit(device=True)(task_dir_q1.py_func)
+    weights = cuda.jit(device=True)(rk4_gain_weights.py_func)
     scale = cuda.jit(device=True)(rate_scale.py_func)
     tloss = cuda.jit(device=True)(task_loss.py_func)
     axpy = cuda.jit(device=True)(_axpy.py_func)
@@ -93,24 +97,43 @@ def _build():
         return rhs_g(p, y)
 
     @cuda.jit(device=True)
-    def step(is_gd, p, y, k1, h):
-        """steppers.euler_step (gd) or steppers.rk4_step, operation for operation."""
+    def direction(p, y):
+        if p[2] == 1.0:
+            return dir_1(p, y)
+        return dir_g(p, y)
+
+    @cuda.jit(device=True)
+    def start(is_gd, p, y):
+        """(k, f) for gd, (A, f) for rk4 (the lanes' rows 4–7, see fastdyn.drive.lanes)."""
+        if is_gd:
+            return rhs(p, y)
+        return direction(p, y)
+
+    @cuda.jit(device=True)
+    def step(is_gd, p, y, k1, f1, h):
+        """steppers.euler_step (gd) or steppers.rk4_gain_step (rk4, k1 the direction A and f1
+        its f), operation for operation."""
         if is_gd:
             yn = axpy(y, h, k1)
             kn, fn = rhs(p, yn)
             return yn, kn, fn
-        k2, _ = rhs(p, axpy(y, 0.5 * h, k1))
-        k3, _ = rhs(p, axpy(y, 0.5 * h, k2))
-        k4, _ = rhs(p, axpy(y, h, k3))
-        h6 = h * (1.0 / 6.0)
-        yn = (
-            y[0] + h6 * (k1[0] + 2.0 * k2[0] + 2.0 * k3[0] + k4[0]),
-            y[1] + h6 * (k1[1] + 2.0 * k2[1] + 2.0 * k3[1] + k4[1]),
-            y[2] + h6 * (k1[2] + 2.0 * k2[2] + 2.0 * k3[2] + k4[2]),
-            y[3] + h6 * (k1[3] + 2.0 * k2[3] + 2.0 * k3[3] + k4[3]),
-        )
-        kn, fn = rhs(p, yn)
-        return yn, kn, fn
+        w2, w2l = weights(p[3], p[0], h)
+        s1 = w2l - w2 * f1
+        a2, f2 = direction(p, axpy(y, s1, k1))
+        s2 = w2l - w2 * f2
+        a3, f3 = direction(p, axpy(y, s2, a2))
+        s3 = w2l - w2 * f3
+        a4, f4 = direction(p, axpy(y, 2.0 * s3, a3))
+        s4 = w2l - w2 * f4
+        c1 = s1 * (1.0 / 3.0)
+        c2 = s2 * (2.0 / 3.0)
+        c3 = s3 * (2.0 / 3.0)
+        c4 = s4 * (1.0 / 3.0)
+        s = axpy(axpy((c1 * k1[0], c1 * k1[1], c1 * k1[2], c1 * k1[3]), c2, a2), c3, a3)
+        s = axpy(s, c4, a4)
+        yn = (y[0] + s[0], y[1] + s[1], y[2] + s[2], y[3] + s[3])
+        an, fn = direction(p, yn)
+        return yn, an, fn
 
     @cuda.jit(device=True)
     def dp_step(p, y, k1, h):
@@ -157,7 +180,7 @@ def _build():
                 alive = True
                 if not (hn > 0.0):
                     hn = eta if is_gd else 1.0 / (spt * sig)
-        k, f = rhs(p, y)
+        k, f = start(is_gd, p, y)
         prev = mark0
         kk = tpos[i]
         for j in range(nt):
@@ -179,7 +202,7 @@ def _build():
                     limit = True
                 s = 0.0
                 while alive and s < nf:
-                    yn, kn, fn = step(is_gd, p, y, k, hh)
+                    yn, kn, fn = step(is_gd, p, y, k, f, hh)
                     y, k, f = yn, kn, fn
                     r = abs(fn - lam[i])
                     if r <= thr and r <= rp:

@@ -9,7 +9,9 @@ The per-lane work array W is flat, row r of lane l at W[r·LANES + l]: every acc
 loops is one base pointer plus a compile-time constant offset, so LLVM proves the rows disjoint
 without runtime alias checks and vectorises the lane loop (with a 2-D array the row stride is a
 runtime value and the loop stays scalar). Rows: 0–3 state y, 4–7 its derivative k, 8 f, then
-parameters and per-lane bookkeeping.
+parameters and per-lane bookkeeping. RK4 keeps the direction A of dy/dt = rate·(Λ − f)·A in rows
+4–7 instead of k (:func:`fastdyn.drive.steppers.rk4_gain_step`) and its step's constants
+(rate·h/2, rate·h/2 · Λ) in the last two rows.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from __future__ import annotations
 from numba import njit
 
 from .._jit import SERIAL, prefer_wide_vectors
-from ..models.msfr.ode import task_rhs, task_rhs_q1
-from .steppers import euler_step, rk4_step
+from ..models.msfr.ode import task_dir, task_dir_q1, task_rhs, task_rhs_q1
+from .steppers import euler_step, rk4_gain_step, rk4_gain_weights
 
 _INLINE = dict(SERIAL, inline="always")
 
 #: tasks per lock-step lane group (divides BLOCK)
 LANES: int = 16
-#: the second chain's first lane in _lanes_iteration_2
+#: the second chain's first lane in _lanes_iteration_gain
 _HALF = LANES // 2
 #: how many lock-step iterations between checks whether any lane is still active
 _CHECK_EVERY = 16
@@ -32,13 +34,15 @@ _CHECK_EVERY = 16
 # row indices of W (see the module docstring)
 _Y0, _K0, _F = 0, 4, 8
 _LAM, _PSI, _Q, _RATE, _HH, _N, _ALIVE, _RPREV, _THR, _NST, _HNOM, _WT = range(9, 21)
-_NW = 21
+_G2, _G2L = 21, 22
+_NW = 23
 # offsets r·LANES of the rows used in the lane loops
 _OY0, _OY1, _OY2, _OY3 = (r * LANES for r in range(_Y0, _Y0 + 4))
 _OK0, _OK1, _OK2, _OK3 = (r * LANES for r in range(_K0, _K0 + 4))
 _OF, _OLAM, _OPSI, _OQ, _ORATE = _F * LANES, _LAM * LANES, _PSI * LANES, _Q * LANES, _RATE * LANES
 _OHH, _ON, _OALIVE, _ORPREV, _OTHR = (r * LANES for r in (_HH, _N, _ALIVE, _RPREV, _THR))
 _ONST, _OHNOM, _OWT = _NST * LANES, _HNOM * LANES, _WT * LANES
+_OG2, _OG2L = _G2 * LANES, _G2L * LANES
 
 
 @njit(**_INLINE)
@@ -60,16 +64,29 @@ def _lanes_rhs(W):
     _lanes_rhs_with(W, task_rhs)
 
 
+@njit(**_INLINE)
+def _lanes_dir_with(W, dirf):
+    for l in range(LANES):
+        p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
+        a, f = dirf(p, (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l]))
+        W[_OK0 + l] = a[0]
+        W[_OK1 + l] = a[1]
+        W[_OK2 + l] = a[2]
+        W[_OK3 + l] = a[3]
+        W[_OF + l] = f
+
+
 @njit(**SERIAL, fastmath={"contract"})
 def _lanes_rhs_rk4(W, q):
-    """k = rhs(y) and f of every lane at the start of an rk4 call, with the arithmetic of its
-    steps (:func:`_lanes_rk4` contracts into FMAs, so this does too, with the same right-hand
-    side): a call that starts from a saved state sees the bits a continuing step would make."""
+    """The direction A(y) and f of every lane at the start of an rk4 call, with the arithmetic of
+    its steps (:func:`_lanes_rk4` contracts into FMAs, so this does too, with the same
+    direction): a call that starts from a saved state sees the bits a continuing step would
+    make."""
     prefer_wide_vectors()
     if q == 1.0:
-        _lanes_rhs_with(W, task_rhs_q1)
+        _lanes_dir_with(W, task_dir_q1)
     else:
-        _lanes_rhs_with(W, task_rhs)
+        _lanes_dir_with(W, task_dir)
 
 
 @njit(**_INLINE)
@@ -105,6 +122,15 @@ def _lane_commit(W, l, sf, y, k, yn, kn, fn):
 
 
 @njit(**_INLINE)
+def _lane_load_gain(W, l):
+    """(p, y, A, f, w) of lane l for :func:`fastdyn.drive.steppers.rk4_gain_step`."""
+    p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
+    y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
+    a = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])
+    return p, y, a, W[_OF + l], (W[_OG2 + l], W[_OG2L + l])
+
+
+@njit(**_INLINE)
 def _lanes_busy(W, sf):
     busy = False
     for l in range(LANES):
@@ -124,20 +150,21 @@ def _lanes_iteration(W, sf, step, rhs):
 
 
 @njit(**_INLINE)
-def _lanes_iteration_2(W, sf, step, rhs):
-    """:func:`_lanes_iteration` with the lanes taken as two independent chains in one loop body
+def _lanes_iteration_gain(W, sf, step, dirf):
+    """One lock-step RK4 iteration (index ``sf``) in the factored form (``step`` = rk4_gain_step,
+    ``dirf`` the task's direction), the lanes taken as two independent chains in one loop body
     (lanes l and l + LANES/2): LLVM vectorises the body across l, so two vectors' stage chains
     (k1 → k2 → k3 → k4, each a dozen dependent operations) overlap. Each lane's arithmetic is
-    unchanged: bit-identical. Used for RK4 (7–10 % faster per step, +1.6 s of first compile);
-    four chains were faster on long fixed-step runs but slower on a settling power-law table and
+    that of one lane alone. Two chains were 7–10 % faster per step (+1.6 s of first compile);
+    four were faster on long fixed-step runs but slower on a settling power-law table and
     tripled the compile time (bench/RESULTS.md)."""
     for l in range(_HALF):
-        pa, ya, ka, ha = _lane_load(W, l)
-        pb, yb, kb, hb = _lane_load(W, l + _HALF)
-        yna, kna, fna, _ = step(rhs, pa, ya, ka, ha)
-        ynb, knb, fnb, _ = step(rhs, pb, yb, kb, hb)
-        _lane_commit(W, l, sf, ya, ka, yna, kna, fna)
-        _lane_commit(W, l + _HALF, sf, yb, kb, ynb, knb, fnb)
+        pa, ya, aa, fa, wa = _lane_load_gain(W, l)
+        pb, yb, ab, fb, wb = _lane_load_gain(W, l + _HALF)
+        yna, ana, fna = step(dirf, pa, ya, aa, fa, wa)
+        ynb, anb, fnb = step(dirf, pb, yb, ab, fb, wb)
+        _lane_commit(W, l, sf, ya, aa, yna, ana, fna)
+        _lane_commit(W, l + _HALF, sf, yb, ab, ynb, anb, fnb)
 
 
 @njit(**_INLINE)
@@ -167,12 +194,18 @@ def _lanes_gd(W, nmax, q, stop):
 
 @njit(**SERIAL, fastmath={"contract"})
 def _lanes_rk4(W, nmax, q, stop):
-    """RK4 lanes; with q = 1 the bit-identical specialised right-hand side."""
+    """RK4 lanes in the factored form (rows 4–7 hold the direction A; the step's constants are
+    set here from each lane's step size and rate); with q = 1 the bit-identical specialised
+    direction."""
     prefer_wide_vectors()
+    for l in range(LANES):
+        w = rk4_gain_weights(W[_ORATE + l], W[_OLAM + l], W[_OHH + l])
+        W[_OG2 + l] = w[0]
+        W[_OG2L + l] = w[1]
     if q == 1.0:
-        _lanes_run(W, nmax, rk4_step, task_rhs_q1, stop, _lanes_iteration_2)
+        _lanes_run(W, nmax, rk4_gain_step, task_dir_q1, stop, _lanes_iteration_gain)
     else:
-        _lanes_run(W, nmax, rk4_step, task_rhs, stop, _lanes_iteration_2)
+        _lanes_run(W, nmax, rk4_gain_step, task_dir, stop, _lanes_iteration_gain)
 
 
 @njit(**SERIAL)

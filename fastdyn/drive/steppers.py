@@ -15,7 +15,9 @@ One step signature shared by every method (as scipy.integrate._ivp's step contra
 Methods: :func:`euler_step` (1 evaluation; this is exactly discrete gradient descent with learning
 rate h when rhs is a negative gradient), :func:`rk4_step` (classical RK4, 4 evaluations),
 :func:`dopri5_step` (Dormand–Prince 5(4), 6 new evaluations thanks to FSAL, 5th-order solution
-propagated). :func:`error_norm` and :func:`dopri5_controller` are the step-size control.
+propagated). :func:`rk4_gain_step` is classical RK4 for right-hand sides of the form
+dy/dt = κ·(λ − f(y))·A(y) (per-task constants κ, λ, a scalar f and a direction A: MSFR's
+gradient flow), with its own signature. :func:`error_norm` and :func:`dopri5_controller` are the step-size control.
 
 All functions are inlined at the numba IR level, so a loop over tasks calling them vectorises.
 """
@@ -96,6 +98,44 @@ def rk4_step(rhs, p, y, k1, h):
     )
     kn, fn = rhs(p, yn)
     return yn, kn, fn, (0.0, 0.0, 0.0, 0.0)
+
+
+@njit(**_INLINE)
+def rk4_gain_weights(kappa, lam, h):
+    """(κh/2, κh/2 · λ): the constants of :func:`rk4_gain_step` for step size h."""
+    w2 = (0.5 * h) * kappa
+    return w2, w2 * lam
+
+
+@njit(**_INLINE)
+def rk4_gain_step(dirf, p, y, a1, f1, w):
+    """Classical RK4 for dy/dt = κ·(λ − f(y))·A(y) (per-task constants κ, λ; a scalar f and a
+    direction A: MSFR's gradient flow), factored: ``dirf(p, y) -> (A, f)``, (a1, f1) at y,
+    w = :func:`rk4_gain_weights` (κ, λ, h). With s = κh/2 · (λ − f) = κhλ/2 − κh/2 · f (one
+    fused operation) at each stage, the stages are y + s1 A1, y + s2 A2, y + 2 s3 A3 and
+    y_new = y + [s1 A1 + 2 s2 A2 + 2 s3 A3 + s4 A4]/3: the step of :func:`rk4_step` with
+    k_i = κ(λ − f_i)A_i, rounded differently (one scale per stage instead of four products). The
+    increment is summed before it is added to y, as in rk4_step: added term by term, increments
+    below half an ulp of y would each be lost and a converging task would stall (measured: 28
+    of 200 tasks stopped 5 % above a settle tolerance of 1e-13·Λ). Returns (y_new, A_new,
+    f_new) (FSAL)."""
+    w2, w2l = w
+    s1 = w2l - w2 * f1
+    a2, f2 = dirf(p, _axpy(y, s1, a1))
+    s2 = w2l - w2 * f2
+    a3, f3 = dirf(p, _axpy(y, s2, a2))
+    s3 = w2l - w2 * f3
+    a4, f4 = dirf(p, _axpy(y, 2.0 * s3, a3))
+    s4 = w2l - w2 * f4
+    c1 = s1 * (1.0 / 3.0)
+    c2 = s2 * (2.0 / 3.0)
+    c3 = s3 * (2.0 / 3.0)
+    c4 = s4 * (1.0 / 3.0)
+    s = _axpy(_axpy((c1 * a1[0], c1 * a1[1], c1 * a1[2], c1 * a1[3]), c2, a2), c3, a3)
+    s = _axpy(s, c4, a4)
+    yn = (y[0] + s[0], y[1] + s[1], y[2] + s[2], y[3] + s[3])
+    an, fn = dirf(p, yn)
+    return yn, an, fn
 
 
 @njit(**_INLINE)

@@ -341,9 +341,11 @@ def test_bench_gpu_dry_run(capsys):
     assert len(lines) == 5
     for ln in lines:
         # max rel diff column (then GPU MiB). The CPU's RK4 and dopri5 lanes contract into FMAs
-        # and the simulator does not: their late losses Σ wt·r² of tasks converged to round-off
-        # (r ≈ 1e-12·Λ) then differ by 1.4e-4 relative (measured, 50 tasks); the rest by round-off
-        tol = 1e-3 if ln.startswith(("MSFR RK4", "MSFR dopri5")) else 1e-12
+        # and the simulator does not: their last losses Σ wt·r², at the round-off floor of tasks
+        # converged to r ≈ 1e-13·Λ (4.7e-27, 3e-26 of the first), then differ by up to 4.4e-3
+        # relative (measured, 50 tasks; 1.4e-4 before RK4 was factored, CHANGES); the losses
+        # above that floor by ≤ 1e-6, the rest by round-off
+        tol = 1e-2 if ln.startswith(("MSFR RK4", "MSFR dopri5")) else 1e-12
         assert float(ln.split()[-2]) <= tol, ln
 
 
@@ -419,8 +421,18 @@ def test_resident_state_reaches_the_checkpoints(tmp_path, integrator, cap, monke
             elif sim5 and k == "rprev":
                 # |f − Λ| of settling tasks: f's round-off is absolute, ≈ rtol·Λ (Λ = 1 here)
                 _close(ga[k], ca[k], "checkpoint rprev", rtol, atol=rtol)
+            elif k == "rprev" and not REAL:
+                # rk4: |f − Λ| of settled tasks is f's round-off, absolute: the CPU's FMAs and the
+                # simulator's separate roundings give 3.3e-16 apart (measured; 1.5 ulp of Λ = 1)
+                _close(ga[k], ca[k], "checkpoint rprev", rtol, atol=1e-15)
             else:
                 _close(ga[k], ca[k], f"checkpoint {k}", rtol)
+        elif not REAL and k == "steps":
+            # a task settles at the first step with |f − Λ| ≤ 1e-13·Λ (≈ 450 ulp) that is no
+            # larger than the previous one; the round-off above can move that by a step
+            # (measured: 1 of 2100 rk4 tasks, 7693 vs 7694 steps)
+            assert np.max(np.abs(ga[k] - ca[k])) <= 1, k
+            assert np.count_nonzero(ga[k] != ca[k]) <= len(ca[k]) // 100, k
         elif not REAL:
             np.testing.assert_array_equal(ga[k], ca[k], err_msg=k)
     assert np.any(ca["steps"] > 0)

@@ -72,3 +72,17 @@ def gd(
     for _ in range(n_steps):
         y = y + eta * rhs(y, lam, psi, rate, query)
     return y
+
+
+def rk4(
+    lam: float, psi: float, rate: float, y0: np.ndarray, h: float, n: int, query: bool = True
+) -> np.ndarray:
+    """n classical RK4 steps of size h of :func:`rhs` (textbook form, k_i evaluated in full)."""
+    y = np.array(y0, dtype=float)
+    for _ in range(n):
+        k1 = rhs(y, lam, psi, rate, query)
+        k2 = rhs(y + 0.5 * h * k1, lam, psi, rate, query)
+        k3 = rhs(y + 0.5 * h * k2, lam, psi, rate, query)
+        k4 = rhs(y + h * k3, lam, psi, rate, query)
+        y = y + h / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+    return y

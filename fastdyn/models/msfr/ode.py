@@ -70,6 +70,37 @@ def task_rhs_q1(p, y):
 
 
 @njit(**_INLINE)
+def task_dir(p, y):
+    """``(A, f)`` of one task with dy/dt = rate·(Λ − f)·A: the direction A = (H w, H v) =
+    (ψ u·w + q w_x, ψΛ u·w, ψ u·v + q v_x, ψΛ u·v) and f = vᵀHw, p = (Λ, ψ, q, rate). The factored
+    :func:`task_rhs` that RK4 steps with (:func:`fastdyn.drive.steppers.rk4_gain_step`); ψΛ is
+    one product per step once the stages are inlined."""
+    lam, psi, q, rate = p
+    vx, vy, wx, wy = y
+    uv = vx + lam * vy
+    uw = wx + lam * wy
+    b = psi * uv
+    f = b * uw + q * (vx * wx)
+    pl = psi * lam
+    return (psi * uw + q * wx, pl * uw, b + q * vx, pl * uv), f
+
+
+@njit(**_INLINE)
+def task_dir_q1(p, y):
+    """:func:`task_dir` specialised to q = 1 (the default): the same operations with the
+    multiplications by q = 1 left out, so it is bit-identical to ``task_dir`` (x · 1.0 == x for
+    every float; p[2] is unused)."""
+    lam, psi, q, rate = p
+    vx, vy, wx, wy = y
+    uv = vx + lam * vy
+    uw = wx + lam * wy
+    b = psi * uv
+    f = b * uw + vx * wx
+    pl = psi * lam
+    return (psi * uw + wx, pl * uw, b + vx, pl * uv), f
+
+
+@njit(**_INLINE)
 def task_f(p, y):
     """f = vᵀ H w of one task."""
     lam, psi, q, rate = p
