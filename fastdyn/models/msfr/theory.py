@@ -228,9 +228,12 @@ def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
     """The balanced-logistic set-up of tasks lo … hi−1 (level LEADING or FIRST_ORDER; see
     :func:`_block_loss`) into the rows of ``tb``, branch free, in one loop across the tasks that
     vectorises; returns how many are fast. Row OK is 1 for a balanced logistic (σ = 0, Λ > 0,
-    0 < P0 < P+ with P0 and P+ − P0 normal), else 0 and that task's other rows are meaningless.
-    Rows: Λ, c = rate·κ·R, wtest, rate, u0 = ln((P+ − P0)/P0), p = s0 m0, Λ² s0², and the
-    thresholds X/c (series), u0/c (half-rise), (u0 − u_lo)/c (drop) in t (∞ when c = 0)."""
+    0 < P0 < P+ with P0 and q = (P+ − P0)/P0 normal and finite), else 0 and that task's other
+    rows are meaningless. Rows: Λ, c = rate·κ·R, wtest, rate, u0 = ln q, p = s0 m0, Λ² s0², and
+    the thresholds X/c (series), u0/c (half-rise), (u0 − u_lo)/c (drop) in t (∞ when c = 0).
+    With R = 2Λ and P+ = 4Λ/κ, q = (4Λ − κP0)/(κP0) = e^{u0} = 1/m0, p = 1/(1 + q) and s0 = q p:
+    two divisions and one logarithm for u0, m0 and s0 (five and two before), and one reciprocal
+    of c for the three thresholds."""
     nf = 0
     for j in range(hi - lo):
         i = lo + j
@@ -239,34 +242,35 @@ def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
         )
         sp = g + h
         sig = (sp * (g - h)) ** 2
-        # riccati_setup with σ = 0, Λ > 0: R = 2Λ, P+ = (2Λ + R)/κ, P− = 0
-        rr = math.sqrt(4.0 * lam_e * lam_e + kap * kap * sig)
-        pp = (2.0 * lam_e + rr) / kap
+        # riccati_setup with σ = 0, Λ > 0: R = 2Λ, P+ = 4Λ/κ, P− = 0, P0 = (g + h)²; then
+        # q = (P+ − P0)/P0 = e^{u0} = 1/m0, p = s0 m0 = 1/(1 + q), s0 = q p (two divisions)
         p0 = sp * sp
-        d = pp - p0
+        kp0 = kap * p0
+        q = (4.0 * lam_e - kp0) / kp0
         ok = (sig == 0.0) & (sp != 0.0) & (lam_e > 0.0)
-        ok = ok & (p0 < pp) & (p0 >= _TINY) & (d >= _TINY)
-        c = rate[i] * kap * rr
+        ok = ok & (p0 >= _TINY) & (q >= _TINY) & (q < np.inf)
+        c = rate[i] * kap * (2.0 * lam_e)
         wt = wtest[i]
         rt = rate[i]
-        u0 = log_pos(d) - log_pos(p0)
-        m0 = p0 / d
-        s0 = 1.0 / (1.0 + m0)
+        u0 = log_pos(q)
+        pq = 1.0 / (1.0 + q)
+        s0 = q * pq
         wmax = max(max(wt, rt) * (lam_e * lam_e), _DROP_BELOW)
         ulo = min(0.5 * (_LOG_DROP - log_pos(wmax)), 0.0)
         x1 = _X_FRAC * math.sqrt(u0 * u0 + math.pi * math.pi)
         x1 = x1 if u0 >= 0.0 else 0.0
+        ic = 1.0 / c
         tb[_R_OK + j] = 1.0 if ok else 0.0
         tb[_R_LAM + j] = lam_e
         tb[_R_C + j] = c
         tb[_R_WT + j] = wt
         tb[_R_RT + j] = rt
         tb[_R_U0 + j] = u0
-        tb[_R_SM + j] = s0 * m0
+        tb[_R_SM + j] = pq
         tb[_R_L2 + j] = lam_e * lam_e * (s0 * s0)
-        tb[_R_T1 + j] = x1 / c if c > 0.0 else np.inf
-        tb[_R_TH + j] = u0 / c if c > 0.0 else np.inf
-        tb[_R_T2 + j] = (u0 - ulo) / c if c > 0.0 else np.inf
+        tb[_R_T1 + j] = x1 * ic if c > 0.0 else np.inf
+        tb[_R_TH + j] = u0 * ic if c > 0.0 else np.inf
+        tb[_R_T2 + j] = (u0 - ulo) * ic if c > 0.0 else np.inf
         nf += 1 if ok else 0
     return nf
 
