@@ -176,7 +176,8 @@ def jax_rk4(jax, steps: int, h: float):
 def jax_rk4_factored(jax, steps: int, h: float):
     """:func:`jax_rk4` in fastdyn's factored form (fastdyn.drive.steppers.rk4_gain_step): dy/dt =
     rate·(Λ − f)·A with A = (Hw, Hv); one scale s = rate·h/2·(Λ − f) per stage instead of four
-    products; the same operations as fastdyn's lanes, for XLA."""
+    products; fastdyn's factoring, for XLA (A is recomputed at the start of each step rather than
+    carried over, and s/3 is a division)."""
 
     def direction(y, lam, psi):
         vx, vy, wx, wy = y

@@ -195,8 +195,8 @@ def _lanes_gd(W, nmax, q, stop):
 @njit(**SERIAL, fastmath={"contract"})
 def _lanes_rk4(W, nmax, q, stop):
     """RK4 lanes in the factored form (rows 4–7 hold the direction A; the step's constants are
-    set here from each lane's step size and rate); with q = 1 the bit-identical specialised
-    direction."""
+    set here from each lane's step size and rate); with q = 1 the specialised direction (the
+    same one :func:`_lanes_rhs_rk4` picks at the start of a call)."""
     prefer_wide_vectors()
     for l in range(LANES):
         w = rk4_gain_weights(W[_ORATE + l], W[_OLAM + l], W[_OHH + l])

@@ -100,6 +100,34 @@ def test_logistic_series_region_across_u0():
     assert err(tp.sum(axis=0), ref, 1e-13 * ref.max(), 1e-12) <= 1.0
 
 
+def test_fast_setup_thresholds_are_never_nan():
+    """The set-up's time thresholds X/c, u0/c, (u0 − u_lo)/c are products with 1/c: for c = 0
+    (rate 0) they are ∞, and for c below the smallest normal double, where 1/c would overflow,
+    they must not become 0·∞ = NaN (a NaN threshold leaves the walk at the previous task's
+    index). Then the losses are the constant r(0)² of tasks that do not move."""
+    from fastdyn.models.msfr.theory import _NROW, _R_OK, _R_T1, _R_T2, _R_TH, _fast_setup
+
+    rate = np.array([0.0, 5e-324, 1e-310, 1e-300, 1.0, 1e-310, 0.0, 1.0])
+    n = rate.size
+    f0 = np.array([0.9, 0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1])  # f(0)/Λ: u0 < 0 and u0 > 0
+    lam, psi = np.ones(n), np.full(n, 100.0)
+    s0 = np.sqrt(f0 * lam / (psi * (1 + lam**2)))  # f⁰(0) = κ σ0² for v0 = w0 = σ0 û
+    vx, vy = s0 / np.sqrt(1 + lam**2), s0 * lam / np.sqrt(1 + lam**2)
+    tb = np.empty(_NROW * BLOCK)
+    for level in (0, 1):
+        nf = _fast_setup(level, lam, psi, rate, np.ones(n), vx, vy, vx, vy, 0, n, tb)
+        assert nf == n and np.all(tb[_R_OK : _R_OK + n] == 1.0)
+        for r in (_R_T1, _R_TH, _R_T2):
+            assert not np.any(np.isnan(tb[r : r + n])), (level, r, tb[r : r + n])
+    times = np.geomspace(1e-2, 1e12, 9)
+    lt, _ = loss_curves(times, lam, psi, rate, np.ones(n), vx, vy, vx, vy, "leading")
+    still = rate < 1e-290  # c·t ≤ 1e-278: r stays r(0) to round-off
+    want = np.sum(0.5 * (f0[still] - 1.0) ** 2)
+    moving = loss_curves(times, lam[~still], psi[~still], rate[~still], np.ones(n)[~still],
+                         vx[~still], vy[~still], vx[~still], vy[~still], "leading")[0]  # fmt: skip
+    np.testing.assert_allclose(lt - moving, want, rtol=1e-14)
+
+
 @pytest.mark.parametrize("p", [1e-12, 5e-4, 0.01, 0.1, 0.3])
 def test_series_degree_bounds_the_dropped_powers(p):
     # _series_degree's J for a tile with maxima (p, ξ) and terms m ≤ mmax (the kernel's rule):

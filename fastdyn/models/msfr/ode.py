@@ -88,8 +88,10 @@ def task_dir(p, y):
 @njit(**_INLINE)
 def task_dir_q1(p, y):
     """:func:`task_dir` specialised to q = 1 (the default): the same operations with the
-    multiplications by q = 1 left out, so it is bit-identical to ``task_dir`` (x · 1.0 == x for
-    every float; p[2] is unused)."""
+    multiplications by q = 1 left out (p[2] is unused). Bit-identical to ``task_dir`` with q = 1
+    (x · 1.0 == x for every float) where nothing is contracted; under FMA contraction (the RK4
+    lanes) the compiler may fuse a different product, 1–2 ulp apart, so a kernel picks one of
+    the two by q once and uses it for every step and restart."""
     lam, psi, q, rate = p
     vx, vy, wx, wy = y
     uv = vx + lam * vy

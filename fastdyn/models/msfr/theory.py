@@ -232,8 +232,9 @@ def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
     rows are meaningless. Rows: Λ, c = rate·κ·R, wtest, rate, u0 = ln q, p = s0 m0, Λ² s0², and
     the thresholds X/c (series), u0/c (half-rise), (u0 − u_lo)/c (drop) in t (∞ when c = 0).
     With R = 2Λ and P+ = 4Λ/κ, q = (4Λ − κP0)/(κP0) = e^{u0} = 1/m0, p = 1/(1 + q) and s0 = q p:
-    two divisions and one logarithm for u0, m0 and s0 (five and two before), and one reciprocal
-    of c for the three thresholds."""
+    two divisions and one logarithm for u0, m0 and s0, and one reciprocal of c for the three
+    thresholds (c below the smallest normal double taken as that double, so that 1/c is finite
+    and 0 · 1/c is 0, not NaN)."""
     nf = 0
     for j in range(hi - lo):
         i = lo + j
@@ -259,7 +260,7 @@ def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
         ulo = min(0.5 * (_LOG_DROP - log_pos(wmax)), 0.0)
         x1 = _X_FRAC * math.sqrt(u0 * u0 + math.pi * math.pi)
         x1 = x1 if u0 >= 0.0 else 0.0
-        ic = 1.0 / c
+        ic = 1.0 / max(c, _TINY)
         tb[_R_OK + j] = 1.0 if ok else 0.0
         tb[_R_LAM + j] = lam_e
         tb[_R_C + j] = c
