@@ -47,6 +47,8 @@ _OG2, _OG2L = _G2 * LANES, _G2L * LANES
 
 @njit(**_INLINE)
 def _lanes_rhs_with(W, rhs):
+    """(rows 4–7, row f) = rhs(p, y) of every lane: k and f for gd, the direction A and f for
+    rk4 (``rhs`` = task_dir)."""
     for l in range(LANES):
         p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
         k, f = rhs(p, (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l]))
@@ -64,18 +66,6 @@ def _lanes_rhs(W):
     _lanes_rhs_with(W, task_rhs)
 
 
-@njit(**_INLINE)
-def _lanes_dir_with(W, dirf):
-    for l in range(LANES):
-        p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
-        a, f = dirf(p, (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l]))
-        W[_OK0 + l] = a[0]
-        W[_OK1 + l] = a[1]
-        W[_OK2 + l] = a[2]
-        W[_OK3 + l] = a[3]
-        W[_OF + l] = f
-
-
 @njit(**SERIAL, fastmath={"contract"})
 def _lanes_rhs_rk4(W, q):
     """The direction A(y) and f of every lane at the start of an rk4 call, with the arithmetic of
@@ -84,9 +74,9 @@ def _lanes_rhs_rk4(W, q):
     make."""
     prefer_wide_vectors()
     if q == 1.0:
-        _lanes_dir_with(W, task_dir_q1)
+        _lanes_rhs_with(W, task_dir_q1)
     else:
-        _lanes_dir_with(W, task_dir)
+        _lanes_rhs_with(W, task_dir)
 
 
 @njit(**_INLINE)
