@@ -24,8 +24,9 @@ from .steppers import euler_step, rk4_gain_step, rk4_gain_weights
 
 _INLINE = dict(SERIAL, inline="always")
 
-#: tasks per lock-step lane group (divides BLOCK)
-LANES: int = 16
+#: tasks per lock-step lane group (divides BLOCK): two chains of 16 (two 512-bit vectors each) in
+#: the RK4 loop body; 16 lanes were 10–17 % slower per step with the factored RK4 (bench/RESULTS.md)
+LANES: int = 32
 #: the second chain's first lane in _lanes_iteration_gain
 _HALF = LANES // 2
 #: how many lock-step iterations between checks whether any lane is still active
@@ -143,11 +144,12 @@ def _lanes_iteration(W, sf, step, rhs):
 def _lanes_iteration_gain(W, sf, step, dirf):
     """One lock-step RK4 iteration (index ``sf``) in the factored form (``step`` = rk4_gain_step,
     ``dirf`` the task's direction), the lanes taken as two independent chains in one loop body
-    (lanes l and l + LANES/2): LLVM vectorises the body across l, so two vectors' stage chains
-    (k1 → k2 → k3 → k4, each a dozen dependent operations) overlap. Each lane's arithmetic is
-    that of one lane alone. Two chains were 7–10 % faster per step (+1.6 s of first compile);
-    four were faster on long fixed-step runs but slower on a settling power-law table and
-    tripled the compile time (bench/RESULTS.md)."""
+    (lanes l and l + LANES/2): LLVM vectorises the body across l, so the stage chains of four
+    512-bit vectors (two per chain; k1 → k2 → k3 → k4, each a handful of dependent operations)
+    overlap. Each lane's arithmetic is that of one lane alone, so the outputs do not depend on
+    LANES. With the textbook RK4 two chains of one vector were best; the factored step is shorter
+    and latency-bound, and two chains of two vectors (LANES = 32) are 10–17 % faster on fixed
+    steps and on a settling power-law table, at the same compile time (bench/RESULTS.md)."""
     for l in range(_HALF):
         pa, ya, aa, fa, wa = _lane_load_gain(W, l)
         pb, yb, ab, fb, wb = _lane_load_gain(W, l + _HALF)
