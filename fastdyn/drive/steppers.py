@@ -17,7 +17,8 @@ rate h when rhs is a negative gradient), :func:`rk4_step` (classical RK4, 4 eval
 :func:`dopri5_step` (Dormand–Prince 5(4), 6 new evaluations thanks to FSAL, 5th-order solution
 propagated). :func:`rk4_gain_step` is classical RK4 for right-hand sides of the form
 dy/dt = κ·(λ − f(y))·A(y) (per-task constants κ, λ, a scalar f and a direction A: MSFR's
-gradient flow), with its own signature. :func:`error_norm` and :func:`dopri5_controller` are the step-size control.
+gradient flow), with its own signature. :func:`error_norm` and :func:`dopri5_controller` are the
+step-size control.
 
 All functions are inlined at the numba IR level, so a loop over tasks calling them vectorises.
 """
