@@ -46,7 +46,7 @@ def default_series(run: Run) -> str:
     """The series ``plot``/``fit`` use for ``run`` without ``--y``: the first of its model's
     ``default_series`` that the file has (then loss/test, loss/train); KeyError if none."""
     entry = _entry(run)
-    prefs = (*(entry.default_series if entry is not None else ()), *_FALLBACK)
+    prefs = tuple(dict.fromkeys((*(entry.default_series if entry is not None else ()), *_FALLBACK)))
     for s in prefs:
         if s in run:
             return s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 
@@ -10,6 +11,8 @@ import click
 
 EXIT_USER = 2
 EXIT_RUNTIME = 1
+#: exit status when the reader closed stdout: 128 + SIGPIPE, as a shell reports a piped command
+EXIT_PIPE = 141
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -48,6 +51,9 @@ def guarded(fn):
             sys.exit(130)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # stdout closed by the reader (`fastdyn sweep … --list | head`)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+            sys.exit(EXIT_PIPE)
         except Exception as e:
             if isinstance(e, _user_errors()):
                 if debug:

@@ -130,9 +130,9 @@ def _writable_dir(d: Path) -> str | None:
 @click.option(
     "--cache-dir",
     "cache_dir",
-    required=True,
     type=click.Path(file_okay=False),
-    help="numba's cache directory to fill; later runs use it with NUMBA_CACHE_DIR=DIR.",
+    help="numba's cache directory to fill (required unless --list); later runs use it with "
+    "NUMBA_CACHE_DIR=DIR.",
 )
 @click.option(
     "--model",
@@ -158,6 +158,10 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
                 f"{label}: fastdyn simulate {name} " + " ".join(f"--set '{s}'" for s in sets)
             )
         return
+    if cache_dir is None:
+        raise UserError(
+            "--cache-dir: required: the directory to fill (only --list runs without it)"
+        )
     d = Path(cache_dir).expanduser().resolve()
     why = _writable_dir(d)
     if why is not None:

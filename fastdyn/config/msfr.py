@@ -236,7 +236,7 @@ class OutputSection:
         help="task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size",
     )
     chunk_tasks: int = integer(
-        262_144, 1024, 2**31, help="tasks per kernel call (rounded up to a multiple of 1024)"
+        262_144, 1024, 2**31, help="tasks per kernel call (rounded down to a multiple of 1024)"
     )
     times_per_segment: int = integer(
         16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks"
@@ -260,7 +260,7 @@ class MsfrConfig:
     device: str = choice(
         "cpu",
         ("cpu", "cuda"),
-        help="where the kernels run: cpu, or cuda (rk4/gd and the leading/first-order closed form; docs/cuda.md)",
+        help="where the kernels run: cpu, or cuda (rk4/gd/dopri5 and the leading/first-order closed form; docs/cuda.md)",
     )
     task: TaskSection = TaskSection()
     init: InitSection = InitSection()

@@ -134,3 +134,19 @@ def test_ctrl_c_before_the_run_starts_is_one_line_exit_130(monkeypatch, tmp_path
     assert res.exit_code == 130, res.output
     assert res.output.strip() == "fastdyn: interrupted (SIGINT)"
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_closed_stdout_is_not_an_error():
+    """`fastdyn warmup --list | head -0`: the reader has gone before fastdyn writes, so the write
+    fails with EPIPE; fastdyn exits 141 (128 + SIGPIPE, what a shell reports) and says nothing
+    (it said `fastdyn: failed: [Errno 32] Broken pipe`). The read end is closed before the child
+    has imported anything, so its first write always meets a closed pipe."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "fastdyn", "warmup", "--list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 141, err
+    assert err == b""

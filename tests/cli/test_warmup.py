@@ -94,6 +94,10 @@ def test_list_prints_one_line_per_run(tmp_path):
     assert r.exit_code == 0
     assert len(r.output.strip().splitlines()) == len(warmup.plan())
     assert not any(tmp_path.iterdir())  # --list writes nothing
+    r = CliRunner().invoke(main, ["warmup", "--list"])  # docs/hpc.md: no directory needed
+    assert r.exit_code == 0 and len(r.output.strip().splitlines()) == len(warmup.plan())
+    r = CliRunner().invoke(main, ["warmup"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "--cache-dir: required" in r.output
 
 
 def test_kernels_compile_one_signature_per_run(tmp_path):
@@ -114,6 +118,8 @@ def test_kernels_compile_one_signature_per_run(tmp_path):
         "_exact_tail": _closed_form._exact_tail,
         "_walk_right": theory._walk_right,
         "_exp_terms": theory._exp_terms,
+        "_series_lanes": theory._series_lanes,
+        "_flush_lanes": theory._flush_lanes,
         "rng.key": rng.key,
         "rng.uniform": rng.uniform,
         "rng.normal": rng.normal,

@@ -392,6 +392,43 @@ def test_loss_partials_equal_sum_of_curves(level):
     assert ref_t[0] > 0.0 and ref_r[-1] < 1e-6 * ref_r[0]  # the tasks do learn in the window
 
 
+def test_series_lanes_match_per_task_curves():
+    """Tiles of 64 tasks that share their series bucket go through the vectorised lanes
+    (theory._series_lanes: powers x^j in groups of 6, 12 and 19, summed per tile position, then
+    a fixed tree per bucket); the sums equal the per-task closed form (f_curves) summed here.
+    Sparse output times and rates sorted across the table put whole tiles in one bucket, from
+    slow tasks (ξ = c·t_max ≪ 1: few powers) to tasks whose series ends just below x = R/16
+    (ξ ≈ 0.6 at f(0) = 1e-4 Λ, ≈ 1.3 at 1e-9 Λ: up to 19 powers)."""
+    n1 = 4 * BLOCK + 300
+    n = 2 * n1
+    lam, psi = np.full(n, 0.5), np.full(n, 20.0)
+    rate = np.tile(np.geomspace(1e-13, 1e-3, n1), 2)
+    f0 = np.repeat([1e-4, 1e-9], n1) * lam
+    kap = psi * (1 + lam * lam)
+    vx, vy = balanced(lam, np.sqrt(f0 / kap))  # f(0) = κ σ0² for balanced init
+    wtest = np.linspace(1.0, 2.0, n)
+    times = np.geomspace(1e-2, 1e8, 12)
+    # the tiles the lanes take: one bucket k1 (first output time past the series), k1 ≥ 1
+    u0 = np.log((lam - f0) / f0)
+    c = 2.0 * rate * kap * lam
+    k1 = np.searchsorted(times, np.sqrt(u0 * u0 + np.pi**2) / 16.0 / c, side="right")
+    xi = c * times[np.maximum(k1 - 1, 0)]
+    tiles = [slice(a, min(a + 64, b)) for a0, b in ((0, n1), (n1, n)) for a in range(a0, b, 64)]
+    shared = [t for t in tiles if k1[t].min() == k1[t].max() >= 1]
+    assert len(shared) > 0.8 * len(tiles)
+    assert min(xi[t].max() for t in shared) < 1e-3 and max(xi[t].max() for t in shared) > 1.0
+    tp = np.empty((n_blocks(n), times.size))
+    rp = np.empty_like(tp)
+    loss_partials(times, lam, psi, rate, wtest, vx, vy, vx, vy, "leading", tp, rp)
+    f = f_curves(times, lam, psi, rate, vx, vy, vx, vy, "leading")
+    r2 = (f - lam[:, None]) ** 2
+    ref_t = 0.5 * (wtest[:, None] * r2).sum(axis=0)
+    ref_r = 0.5 * (rate[:, None] * r2).sum(axis=0)
+    # as in test_loss_partials_equal_sum_of_curves (rounding and summation order only)
+    assert err(tp.sum(axis=0), ref_t, 1e-13 * ref_t.max(), 1e-12) <= 1.0
+    assert err(rp.sum(axis=0), ref_r, 1e-13 * ref_r.max(), 1e-12) <= 1.0
+
+
 def test_loss_matches_naive_numpy_balanced():
     n = 5000
     s = np.arange(1, n + 1, dtype=float)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import literal_unroll, njit, prange
 
 from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
 from ...reduce import BLOCK, accumulate_blocks, n_blocks
@@ -141,20 +141,20 @@ def _walk_right(times, x, k):
 
 
 @njit(**SERIAL)
-def _exp_terms(times, ja, jb, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r):
-    """The exp ranges of fast tasks ja … jb−1 (see _block_loss): every exponent of the batch into
+def _exp_terms(times, tasks, qa, qb, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r):
+    """The exp ranges of fast tasks tasks[qa] … tasks[qb − 1] (see _block_loss; in task order,
+    each with a non-empty range): every exponent of the batch into
     ``ex`` first, then their exps in one long loop (which vectorises; per task the ranges are a
     few output times long), then the terms task by task, so each acc[k] gets its additions in
     task order. With u = u0 − c t: before the half-rise (u ≥ 0) r = −Λ/(1 + e^−u), after it
     r = −Λ e^u/(1 + e^u)."""
     prefer_wide_vectors()
     e = 0
-    for j in range(ja, jb):
+    for q in range(qa, qb):
+        j = tasks[q]
         k1 = k1s[j]
         kh = khs[j]
         k2 = k2s[j]
-        if k2 <= k1:
-            continue
         c = f_c[j]
         u0 = f_u0[j]
         o = e - k1
@@ -166,12 +166,11 @@ def _exp_terms(times, ja, jb, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, a
     for i in range(e):
         ex[i] = exp_nonpos(ex[i])
     e = 0
-    for j in range(ja, jb):
+    for q in range(qa, qb):
+        j = tasks[q]
         k1 = k1s[j]
         kh = khs[j]
         k2 = k2s[j]
-        if k2 <= k1:
-            continue
         lm = f_lam[j]
         wt = f_wt[j]
         rt = f_rt[j]
@@ -276,6 +275,89 @@ def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
     return nf
 
 
+#: rows of the series lanes (:func:`_series_lanes`): the sums of tile position l of the tasks
+#: seen so far in one bucket, row 2j for the test weights and 2j + 1 for the train weights of
+#: power x^j, then the tile's inputs p, ξ, a_test, a_train and the powers ξ^0 = 1, ξ^6, ξ^12,
+#: ξ^19 that carry from one group of powers to the next; all at constant offsets in one array,
+#: so LLVM proves the rows disjoint and vectorises without run-time checks
+_LANE_ROWS = 2 * (_DEG + 1)
+_S_P, _S_X, _S_AT, _S_AR, _S_X0, _S_X6, _S_X12, _S_X19 = (
+    (_LANE_ROWS + r) * _TILE for r in range(8)
+)
+_S_SIZE = (_LANE_ROWS + 8) * _TILE
+#: the lanes take a tile whose terms p^m stop at this m (Horner in p of degree 5 per power)
+_LANE_M = 5
+
+
+def _lane_group(powers, x_in, x_out):
+    """The kernel of one group of powers j ∈ ``powers`` for :func:`_series_lanes`: for each
+    task of the tile, W_j = ξ^j Σ_{m ≤ 5} C[j, m] p^m times a_test and a_train added to rows 2j
+    and 2j + 1, starting from ξ^{j0} in row ``x_in`` and leaving the next power in ``x_out``.
+    Each power is unrolled (``literal_unroll``: its coefficients and rows are constants) and
+    contracted into FMAs, so the loop across the tile vectorises."""
+
+    @njit(**SERIAL, fastmath={"contract"})
+    def group(sv, nw):
+        prefer_wide_vectors()
+        for j in range(nw):
+            p = sv[_S_P + j]
+            x = sv[_S_X + j]
+            a_t = sv[_S_AT + j]
+            a_r = sv[_S_AR + j]
+            xp = sv[x_in + j]
+            for jd in literal_unroll(powers):
+                c = _SERIES_C[jd]
+                g = c[0] + p * (c[1] + p * (c[2] + p * (c[3] + p * (c[4] + p * c[5]))))
+                v = g * xp
+                xp *= x
+                sv[2 * jd * _TILE + j] += a_t * v
+                sv[(2 * jd + 1) * _TILE + j] += a_r * v
+            sv[x_out + j] = xp
+
+    return group
+
+
+_lanes_0_5 = _lane_group((0, 1, 2, 3, 4, 5), _S_X0, _S_X6)
+_lanes_6_11 = _lane_group((6, 7, 8, 9, 10, 11), _S_X6, _S_X12)
+_lanes_12_18 = _lane_group((12, 13, 14, 15, 16, 17, 18), _S_X12, _S_X19)
+
+
+@njit(**SERIAL)
+def _series_lanes(sv, nw, nrow, t0, f_sm, f_xi, f_wt, f_rt, f_l2):
+    """Adds W_j(p, ξ)·a of the tile's tasks t0 … t0 + nw − 1 to lane l = task − t0 of rows j <
+    ``nrow`` (6, 12 or 19) of ``sv`` (see _LANE_ROWS), W_j = ξ^j Σ_{m ≤ 5} C[j, m] p^m. Every
+    term p^m with m ≤ 5 is kept (the tile needs m ≤ _LANE_M) and every power up to ``nrow`` − 1
+    (the tile needs j ≤ J < nrow), so the sums are at least as accurate as the general path's."""
+    for j in range(nw):
+        sv[_S_P + j] = f_sm[t0 + j]
+        sv[_S_X + j] = f_xi[t0 + j]
+        sv[_S_AT + j] = f_wt[t0 + j] * f_l2[t0 + j]
+        sv[_S_AR + j] = f_rt[t0 + j] * f_l2[t0 + j]
+        sv[_S_X0 + j] = 1.0
+    _lanes_0_5(sv, nw)
+    if nrow > 6:
+        _lanes_6_11(sv, nw)
+    if nrow > 12:
+        _lanes_12_18(sv, nw)
+
+
+@njit(**SERIAL)
+def _flush_lanes(sv, nrow, mb):
+    """mb[0, j] += Σ_l sv[row 2j, l], mb[1, j] += Σ_l sv[row 2j + 1, l] (j < nrow), each sum a
+    fixed pairwise tree over the 64 lanes; the rows are zeroed for the next bucket."""
+    for jd in range(nrow):
+        for k in range(2):
+            o = (2 * jd + k) * _TILE
+            h = _TILE // 2
+            while h >= 1:
+                for l in range(h):
+                    sv[o + l] += sv[o + h + l]
+                h //= 2
+            mb[k, jd] += sv[o]
+            for l in range(_TILE):
+                sv[o + l] = 0.0
+
+
 @njit(**SERIAL)
 def _block_loss(
     level, times, qpow, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, rtol, lo, hi, acc_t, acc_r
@@ -355,6 +437,18 @@ def _block_loss(
     a1 = np.int64(0)  # not a literal 0: _walk_right would compile once for it and once for int64
     ah = np.int64(0)
     a2 = np.int64(0)
+    # and per tile of the series: the largest p and ξ, and the bucket if all its tasks share one
+    # (else −1)
+    ntile = (nf + _TILE - 1) // _TILE
+    tile_p = np.empty(ntile)
+    tile_x = np.empty(ntile)
+    tile_b = np.empty(ntile, dtype=np.int64)
+    pm = 0.0
+    xm = 0.0
+    bb = np.int64(0)
+    e_task = np.empty(nf, dtype=np.int64)  # the tasks with an exp range, and their total length
+    n_e = 0
+    e_len = 0
     for j in range(nf):
         a1 = _walk_right(times, thr1[j], a1)
         ah = max(_walk_right(times, thrh[j], max(ah, a1)), a1)
@@ -362,13 +456,33 @@ def _block_loss(
         k1s[j] = a1
         khs[j] = ah
         k2s[j] = a2
-        f_xi[j] = f_c[j] * times[a1 - 1] if a1 > 0 else 0.0
+        if a2 > a1:
+            e_task[n_e] = j
+            n_e += 1
+            e_len += a2 - a1
+        xi = f_c[j] * times[a1 - 1] if a1 > 0 else 0.0
+        f_xi[j] = xi
+        if j % _TILE == 0:
+            pm = 0.0
+            xm = 0.0
+            bb = a1
+        pm = max(pm, f_sm[j])
+        xm = max(xm, xi)
+        bb = bb if a1 == bb else -1
+        if j % _TILE == _TILE - 1 or j == nf - 1:
+            tile_p[j // _TILE] = pm
+            tile_x[j // _TILE] = xm
+            tile_b[j // _TILE] = bb
     # series coefficients W_j = G_j(p)·ξ^j, vectorised across a tile of tasks (kept in L1),
     # then added to the moments of their buckets in task order (a run of tasks in one bucket
     # is summed in registers first)
     mom = np.zeros((nt + 1, 2, deg + 1))
     pw = np.empty(_TILE)
     w = np.empty((deg + 1, _TILE))
+    sv = np.zeros(_S_SIZE)
+    lane_b = -1
+    # not a literal 0: _flush_lanes would compile once for it and once for int64
+    lane_n = np.int64(0)
     run_t = np.zeros(deg + 1)
     run_r = np.zeros(deg + 1)
     run_b = -1
@@ -378,11 +492,8 @@ def _block_loss(
         # terms p^m with m > mmax are negligible: with y = p(e^ξ − 1) ≤ ymax over the tile,
         # Σ_{m > M} (m + 1) y^m ≤ (M + 2) ymax^{M+1}/(1 − ymax)² ≤ 1e-18 (F ≥ 1/(1 + ymax)²);
         # so are the powers x^j with j > jmax (:func:`_series_degree`)
-        pmax = 0.0
-        xmax = 0.0
-        for j in range(nw):
-            pmax = max(pmax, f_sm[t0 + j])
-            xmax = max(xmax, f_xi[t0 + j])
+        pmax = tile_p[t0 // _TILE]
+        xmax = tile_x[t0 // _TILE]
         ymax = pmax * math.expm1(xmax)
         mmax = deg
         jmax = deg
@@ -393,6 +504,19 @@ def _block_loss(
                 mmax += 1
                 tail *= ymax
             jmax = _series_degree(pmax, xmax, mmax)
+        # a tile of one bucket with few powers of p goes through the lanes
+        b0 = tile_b[t0 // _TILE]
+        if b0 > 0 and mmax <= _LANE_M:
+            if b0 != lane_b:
+                if lane_b > 0:
+                    _flush_lanes(sv, lane_n, mom[lane_b])
+                lane_b = b0
+                lane_n = np.int64(0)
+            nrow = 6 if jmax < 6 else (12 if jmax < 12 else deg + 1)
+            lane_n = max(lane_n, nrow)
+            jblk = max(jblk, nrow - 1)
+            _series_lanes(sv, nw, nrow, t0, f_sm, f_xi, f_wt, f_rt, f_l2)
+            continue
         jblk = max(jblk, jmax)
         for j in range(nw):
             pw[j] = 1.0
@@ -431,25 +555,32 @@ def _block_loss(
             for jd in range(jmax + 1):
                 run_t[jd] += at * w[jd, j]
                 run_r[jd] += ar * w[jd, j]
+    if lane_b > 0:
+        _flush_lanes(sv, lane_n, mom[lane_b])
     if run_b > 0:
         mb = mom[run_b]
         for jd in range(deg + 1):
             mb[0, jd] += run_t[jd]
             mb[1, jd] += run_r[jd]
     # the exp ranges, in batches of tasks whose exponents fill at most EXP_BATCH values
-    ex = np.empty(max(EXP_BATCH, nt))
-    ja = np.int64(0)  # not a literal 0: _exp_terms would compile once for it and once for int64
+    ex = np.empty(max(min(EXP_BATCH, e_len), nt))
+    qa = np.int64(0)  # not a literal 0: _exp_terms would compile once for it and once for int64
     ne = 0
-    for j in range(nf):
-        m = max(k2s[j] - k1s[j], 0)
+    for q in range(n_e):
+        j = e_task[q]
+        m = k2s[j] - k1s[j]
         if ne + m > ex.shape[0]:
-            _exp_terms(times, ja, j, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r)
-            ja = j
+            _exp_terms(
+                times, e_task, qa, q, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r
+            )
+            qa = q
             ne = 0
         ne += m
-    _exp_terms(
-        times, ja, np.int64(nf), k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r
-    )
+    if n_e > 0:
+        _exp_terms(
+            times, e_task, qa, np.int64(n_e), k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex,
+            acc_t, acc_r,
+        )  # fmt: skip
     _fold_moments(qpow, mom, acc_t, acc_r, jblk)
 
 
