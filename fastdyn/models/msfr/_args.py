@@ -35,12 +35,15 @@ def _times(times) -> np.ndarray:
 @njit(**SERIAL)
 def _count_bad(x, lo, hi, out):
     """out += (non-finite, finite ≤ 0, finite < 0) counts of x[lo:hi], branch free (integer
-    counts: the loop vectorises and runs at memory speed)."""
+    counts: the loop vectorises and runs at memory speed). The loop runs over the slice from 0:
+    an index lo + j that LLVM cannot prove ≥ 0 keeps numba's negative-index wraparound, and the
+    loads become gathers."""
     nf = 0
     le = 0
     lt = 0
-    for i in range(lo, hi):
-        v = x[i]
+    xb = x[lo:hi]
+    for i in range(hi - lo):
+        v = xb[i]
         fin = (v - v) == 0.0  # false for ±inf and NaN
         nf += 0 if fin else 1
         le += 1 if fin & (v <= 0.0) else 0

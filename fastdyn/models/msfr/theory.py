@@ -235,10 +235,18 @@ def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
     thresholds (c below the smallest normal double taken as that double, so that 1/c is finite
     and 0 · 1/c is 0, not NaN)."""
     nf = 0
+    # the block's slices, indexed from 0 (see _args._count_bad: no wraparound, no gathers)
+    lam_b = lam[lo:hi]
+    psi_b = psi[lo:hi]
+    rate_b = rate[lo:hi]
+    wt_b = wtest[lo:hi]
+    vx_b = v0x[lo:hi]
+    vy_b = v0y[lo:hi]
+    wx_b = w0x[lo:hi]
+    wy_b = w0y[lo:hi]
     for j in range(hi - lo):
-        i = lo + j
         lam_e, kap, cm, g, h = closed_form_setup(
-            level, lam[i], psi[i], v0x[i], v0y[i], w0x[i], w0y[i]
+            level, lam_b[j], psi_b[j], vx_b[j], vy_b[j], wx_b[j], wy_b[j]
         )
         sp = g + h
         sig = (sp * (g - h)) ** 2
@@ -249,9 +257,9 @@ def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
         q = (4.0 * lam_e - kp0) / kp0
         ok = (sig == 0.0) & (sp != 0.0) & (lam_e > 0.0)
         ok = ok & (p0 >= _TINY) & (q >= _TINY) & (q < np.inf)
-        c = rate[i] * kap * (2.0 * lam_e)
-        wt = wtest[i]
-        rt = rate[i]
+        c = rate_b[j] * kap * (2.0 * lam_e)
+        wt = wt_b[j]
+        rt = rate_b[j]
         u0 = log_pos(q)
         pq = 1.0 / (1.0 + q)
         s0 = q * pq
@@ -323,16 +331,16 @@ _lanes_12_18 = _lane_group((12, 13, 14, 15, 16, 17, 18), _S_X12, _S_X19)
 
 
 @njit(**SERIAL)
-def _series_lanes(sv, nw, nrow, t0, f_sm, f_xi, f_wt, f_rt, f_l2):
-    """Adds W_j(p, ξ)·a of the tile's tasks t0 … t0 + nw − 1 to lane l = task − t0 of rows j <
+def _series_lanes(sv, nw, nrow, t_sm, t_xi, t_wt, t_rt, t_l2):
+    """Adds W_j(p, ξ)·a of the tile's nw tasks (rows p, ξ, wtest, rate, Λ² s0²) to lane l of rows j <
     ``nrow`` (6, 12 or 19) of ``sv`` (see _LANE_ROWS), W_j = ξ^j Σ_{m ≤ 5} C[j, m] p^m. Every
     term p^m with m ≤ 5 is kept (the tile needs m ≤ _LANE_M) and every power up to ``nrow`` − 1
     (the tile needs j ≤ J < nrow), so the sums are at least as accurate as the general path's."""
     for j in range(nw):
-        sv[_S_P + j] = f_sm[t0 + j]
-        sv[_S_X + j] = f_xi[t0 + j]
-        sv[_S_AT + j] = f_wt[t0 + j] * f_l2[t0 + j]
-        sv[_S_AR + j] = f_rt[t0 + j] * f_l2[t0 + j]
+        sv[_S_P + j] = t_sm[j]
+        sv[_S_X + j] = t_xi[j]
+        sv[_S_AT + j] = t_wt[j] * t_l2[j]
+        sv[_S_AR + j] = t_rt[j] * t_l2[j]
         sv[_S_X0 + j] = 1.0
     _lanes_0_5(sv, nw)
     if nrow > 6:
@@ -489,6 +497,12 @@ def _block_loss(
     jblk = 0  # the highest power of x any tile of the block keeps
     for t0 in range(0, nf, _TILE):
         nw = min(_TILE, nf - t0)
+        # the tile's slices, indexed from 0 (see _args._count_bad: no wraparound, no gathers)
+        t_sm = f_sm[t0 : t0 + nw]
+        t_xi = f_xi[t0 : t0 + nw]
+        t_wt = f_wt[t0 : t0 + nw]
+        t_rt = f_rt[t0 : t0 + nw]
+        t_l2 = f_l2[t0 : t0 + nw]
         # terms p^m with m > mmax are negligible: with y = p(e^ξ − 1) ≤ ymax over the tile,
         # Σ_{m > M} (m + 1) y^m ≤ (M + 2) ymax^{M+1}/(1 − ymax)² ≤ 1e-18 (F ≥ 1/(1 + ymax)²);
         # so are the powers x^j with j > jmax (:func:`_series_degree`)
@@ -515,7 +529,7 @@ def _block_loss(
             nrow = 6 if jmax < 6 else (12 if jmax < 12 else deg + 1)
             lane_n = max(lane_n, nrow)
             jblk = max(jblk, nrow - 1)
-            _series_lanes(sv, nw, nrow, t0, f_sm, f_xi, f_wt, f_rt, f_l2)
+            _series_lanes(sv, nw, nrow, t_sm, t_xi, t_wt, t_rt, t_l2)
             continue
         jblk = max(jblk, jmax)
         for j in range(nw):
@@ -529,14 +543,14 @@ def _block_loss(
                 for j in range(nw):
                     w[jd, j] += cjm * pw[j]
             for j in range(nw):
-                pw[j] *= f_sm[t0 + j]
+                pw[j] *= t_sm[j]
         for j in range(nw):
-            pw[j] = f_xi[t0 + j]
+            pw[j] = t_xi[j]
         for jd in range(1, jmax + 1):
             for j in range(nw):
                 w[jd, j] *= pw[j]
             for j in range(nw):
-                pw[j] *= f_xi[t0 + j]
+                pw[j] *= t_xi[j]
         for j in range(nw):
             b = k1s[t0 + j]
             if b == 0:
@@ -550,8 +564,8 @@ def _block_loss(
                         run_t[jd] = 0.0
                         run_r[jd] = 0.0
                 run_b = b
-            at = f_wt[t0 + j] * f_l2[t0 + j]
-            ar = f_rt[t0 + j] * f_l2[t0 + j]
+            at = t_wt[j] * t_l2[j]
+            ar = t_rt[j] * t_l2[j]
             for jd in range(jmax + 1):
                 run_t[jd] += at * w[jd, j]
                 run_r[jd] += ar * w[jd, j]
