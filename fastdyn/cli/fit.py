@@ -57,6 +57,8 @@ def load_checked(files: tuple[str, ...], allow_running: bool, y: str | None = No
                 f"{f}: the run is still running (status 'running'); pass --allow-running to use "
                 "the rows written so far"
             )
+        if "time" in r and r.time.size == 0:  # stopped before its first row
+            raise UserError(f"{f}: no rows written yet (status {r.status}); nothing to use")
         if r.status not in (STATUS_COMPLETE, STATUS_RUNNING):
             click.echo(f"fastdyn: warning: {f}: run status is {r.status!r}", err=True)
         if y is not None and y not in r:

@@ -46,7 +46,7 @@ def make_run(path, t, series: dict, *, model="msfr", config=None, status="comple
     w = RunWriter(path, model=model, config_toml=to_toml(cfg), seed=0,
                   series={k: np.shape(v)[1:] for k, v in series.items()}, static=static,
                   scales=scales, extra_attrs=attrs)  # fmt: skip
-    step = rows_per_append or t.size
+    step = rows_per_append or max(t.size, 1)  # no rows: a run stopped before its first
     for a in range(0, t.size, step):
         w.append(t[a : a + step], {k: np.asarray(v)[a : a + step] for k, v in series.items()})
     if status == "running":

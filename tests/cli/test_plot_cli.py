@@ -81,4 +81,9 @@ def test_errors(msfr_file, tmp_path):
     assert res.exit_code == 0, res.output
     res = plot(run, "-o", tmp_path / "loss.png")  # loss curves of a running run need no flag
     assert res.exit_code == 0, res.output
+    # a run killed before its first row: said so, not matplotlib's "cannot be log-scaled"
+    e = np.empty(0)
+    none = make_run(tmp_path / "e.h5", e, {"loss/test": e}, status="interrupted")
+    one_error_line(plot(none, "-o", tmp_path / "e.png"), "no rows written yet (status interrupted)")
+    assert not (tmp_path / "e.png").exists()
     assert not (tmp_path / "never.png").exists()
