@@ -2,7 +2,9 @@
 
 Every kernel in fastdyn is compiled with ``@njit(**SERIAL)`` (per-block, per-task kernels) or
 ``@njit(**PARALLEL)`` (the outer ``prange`` over fixed-size blocks). ``fastmath`` stays off so that
-results are reproducible across machines and thread counts.
+results are reproducible across machines and thread counts, except FMA contraction
+(``fastmath={"contract"}``) in the lane kernels that ask for it (the integrators' lanes, the closed
+form's series lanes): their bits then depend on whether the host has FMA, never on the thread count.
 
 :func:`prefer_wide_vectors` lets one kernel use 512-bit vectors where the host has them.
 """

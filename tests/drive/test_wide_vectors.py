@@ -14,7 +14,7 @@ import pytest
 from llvmlite import binding as llvm
 from numba import njit
 
-from fastdyn._jit import WIDE_VECTORS_ATTRIBUTE, prefer_wide_vectors
+from fastdyn._jit import SERIAL, WIDE_VECTORS_ATTRIBUTE, prefer_wide_vectors
 from fastdyn.drive import lanes, lanes_dopri5
 from fastdyn.models.msfr import theory
 
@@ -77,6 +77,9 @@ def test_on_an_avx512_host_only_the_tagged_loop_uses_512_bit_registers():
         lanes_dopri5._dp_pow_lanes,
         lanes_dopri5._dp_control_lanes,
         theory._exp_terms,
+        theory._lanes_0_5,
+        theory._lanes_6_11,
+        theory._lanes_12_18,
     ],
     ids=lambda k: k.__name__,
 )
@@ -105,15 +108,16 @@ def test_block_loops_load_contiguously():
 
     n = 3 * BLOCK
     x = np.linspace(0.1, 1.0, n)
-    count_bad = njit(_args._count_bad.py_func)  # not cached: the assembly is inspected
+    flags = {**SERIAL, "cache": False}  # not cached: the assembly is inspected
+    count_bad = njit(**flags)(_args._count_bad.py_func)
     out = np.zeros(3, dtype=np.int64)
     count_bad(x, BLOCK, 2 * BLOCK, out)
     assert out.tolist() == [0, 0, 0]
-    fast_setup = njit(theory._fast_setup.py_func)
+    fast_setup = njit(**flags)(theory._fast_setup.py_func)
     tb = np.empty(theory._NROW * BLOCK)
     v = 1e-3 * x
     assert fast_setup(0, x, x * 100, x, x, v, v, v, v, BLOCK, 2 * BLOCK, tb) == BLOCK
-    lanes_in = njit(theory._series_lanes.py_func)
+    lanes_in = njit(**flags)(theory._series_lanes.py_func)
     sv = np.zeros(theory._S_SIZE)
     lanes_in(sv, 64, 6, x[:64], x[:64], x[:64], x[:64], x[:64])
     for f in (count_bad, fast_setup, lanes_in):

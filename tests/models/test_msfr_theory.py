@@ -392,6 +392,46 @@ def test_loss_partials_equal_sum_of_curves(level):
     assert ref_t[0] > 0.0 and ref_r[-1] < 1e-6 * ref_r[0]  # the tasks do learn in the window
 
 
+def _logistic_series_m5(p, deg):
+    """Coefficients of x^0 … x^deg of Σ_{m ≤ 5} (m + 1)(−y)^m, y = p(e^x − 1): the terms p^m,
+    m ≤ 5, of (1 + p(e^x − 1))^−2, by power-series arithmetic in numpy (not the kernel's
+    Stirling-number table)."""
+    y = p * np.array([0.0] + [1.0 / math.factorial(j) for j in range(1, deg + 1)])
+    out = np.zeros(deg + 1)
+    ym = np.zeros(deg + 1)
+    ym[0] = 1.0
+    for m in range(6):
+        out += (m + 1) * (-1) ** m * ym
+        ym = np.convolve(ym, y)[: deg + 1]
+    return out
+
+
+@pytest.mark.parametrize(("nw", "nrow"), [(64, 19), (64, 6), (50, 12)])
+def test_series_lanes_rows_equal_the_series(nw, nrow):
+    """Each row j < nrow of the lanes, summed by _flush_lanes, is Σ_tasks a ξ^j Σ_{m ≤ 5}
+    C[j, m] p^m (rows ≥ nrow stay 0; lanes ≥ nw are not read); the rows are zeroed after."""
+    from fastdyn.models.msfr import theory
+
+    rng = np.random.default_rng(21)
+    p = 10.0 ** rng.uniform(-4, -2, nw)
+    xi = rng.uniform(0.05, 1.5, nw)
+    wt, rt, l2 = rng.uniform(0.5, 2.0, (3, nw))
+    sv = np.zeros(theory._S_SIZE)
+    theory._series_lanes(sv, nw, nrow, p, xi, wt, rt, l2)
+    mb = np.zeros((2, theory._DEG + 1))
+    theory._flush_lanes(sv, nrow, mb)
+    assert not sv[: theory._LANE_ROWS * theory._TILE].any()
+    g = np.array([_logistic_series_m5(pi, theory._DEG) for pi in p])  # (nw, deg + 1)
+    terms = g * xi[:, None] ** np.arange(theory._DEG + 1)
+    for k, a in enumerate((wt * l2, rt * l2)):
+        ref = (a[:, None] * terms).sum(axis=0)
+        mag = (np.abs(a[:, None] * terms)).sum(axis=0)
+        # Horner in p, j products for ξ^j and a 64-lane tree: a few tens of ulp of the row's
+        # magnitude (measured ≤ 1.3e-15); 1e-13
+        assert np.all(np.abs(mb[k, :nrow] - ref[:nrow]) <= 1e-13 * mag[:nrow])
+        assert not mb[k, nrow:].any()
+
+
 def test_series_lanes_match_per_task_curves():
     """Tiles of 64 tasks that share their series bucket go through the vectorised lanes
     (theory._series_lanes: powers x^j in groups of 6, 12 and 19, summed per tile position, then

@@ -26,8 +26,11 @@ Losses: L_test = Σ_s wtest_s (f_s − Λ_s)²/2 and L_train = Σ_s rate_s (f_s 
 constant loss of tasks beyond the model size D is added by the driver, not here).
 
 Determinism: :func:`loss_partials` writes one row of partial sums per block of ``BLOCK`` tasks,
-each summed serially in task order, so the result is bit-identical for any thread count; the
-driver adds the rows in order with :func:`fastdyn.reduce.accumulate_blocks`.
+each summed in an order fixed by the block alone (task order, or per tile position and then a
+fixed tree for the series lanes), so the result is bit-identical for any thread count; the
+driver adds the rows in order with :func:`fastdyn.reduce.accumulate_blocks`. The series lanes
+are contracted into FMAs, so their bits depend on whether the host has FMA (as the integrators'
+lanes do), not on the thread count.
 """
 
 from __future__ import annotations
@@ -297,7 +300,7 @@ _S_SIZE = (_LANE_ROWS + 8) * _TILE
 _LANE_M = 5
 
 
-def _lane_group(powers, x_in, x_out):
+def _series_power_group(powers, x_in, x_out):
     """The kernel of one group of powers j ∈ ``powers`` for :func:`_series_lanes`: for each
     task of the tile, W_j = ξ^j Σ_{m ≤ 5} C[j, m] p^m times a_test and a_train added to rows 2j
     and 2j + 1, starting from ξ^{j0} in row ``x_in`` and leaving the next power in ``x_out``.
@@ -325,9 +328,9 @@ def _lane_group(powers, x_in, x_out):
     return group
 
 
-_lanes_0_5 = _lane_group((0, 1, 2, 3, 4, 5), _S_X0, _S_X6)
-_lanes_6_11 = _lane_group((6, 7, 8, 9, 10, 11), _S_X6, _S_X12)
-_lanes_12_18 = _lane_group((12, 13, 14, 15, 16, 17, 18), _S_X12, _S_X19)
+_lanes_0_5 = _series_power_group((0, 1, 2, 3, 4, 5), _S_X0, _S_X6)
+_lanes_6_11 = _series_power_group((6, 7, 8, 9, 10, 11), _S_X6, _S_X12)
+_lanes_12_18 = _series_power_group((12, 13, 14, 15, 16, 17, 18), _S_X12, _S_X19)
 
 
 @njit(**SERIAL)
@@ -386,13 +389,17 @@ def _block_loss(
       bucket k1; :func:`_fold_moments` turns a block's moments into the sums at every time in
       O(T·deg) per block, so these pairs cost O(deg²) per task, not O(T). A tile of tasks keeps
       only the powers x^j, j ≤ J, that can add more than 1e-18 (:func:`_series_degree`): slow
-      tasks, whose x stays small at every output time, need a few instead of 19.
+      tasks, whose x stays small at every output time, need a few instead of 19. A tile whose
+      tasks share one bucket and need p^m only up to m = 5 (most of a power-law table) goes
+      through the vectorised lanes (:func:`_series_lanes`, summed per tile position, then by a
+      fixed tree per bucket, :func:`_flush_lanes`); the others add theirs task by task.
     - then, while max(wt, rate)·Λ² e^{2u} ≥ 1e-300 (u = u0 − x): r = −Λ (1 or m)/(1 + m),
       m = e^{−|u|}, with the branch-free :func:`exp_nonpos` (vectorised).
     - beyond: both contributions are below 1e-300 (absolute) and dropped; computing them
       would only cost subnormal arithmetic, which is slow.
 
-    Every sum is taken in task order inside the block: the result depends on the block only.
+    Every sum is taken in an order fixed by the block (task order; the lanes per tile position,
+    then a fixed tree): the result depends on the block only.
     """
     nt = times.shape[0]
     nb = hi - lo
@@ -481,9 +488,9 @@ def _block_loss(
             tile_p[j // _TILE] = pm
             tile_x[j // _TILE] = xm
             tile_b[j // _TILE] = bb
-    # series coefficients W_j = G_j(p)·ξ^j, vectorised across a tile of tasks (kept in L1),
-    # then added to the moments of their buckets in task order (a run of tasks in one bucket
-    # is summed in registers first)
+    # series coefficients W_j = G_j(p)·ξ^j: through the lanes for a tile of one bucket with few
+    # powers of p, else vectorised across the tile (kept in L1) and added to the moments of
+    # their buckets in task order (a run of tasks in one bucket is summed in registers first)
     mom = np.zeros((nt + 1, 2, deg + 1))
     pw = np.empty(_TILE)
     w = np.empty((deg + 1, _TILE))
@@ -503,6 +510,9 @@ def _block_loss(
         t_wt = f_wt[t0 : t0 + nw]
         t_rt = f_rt[t0 : t0 + nw]
         t_l2 = f_l2[t0 : t0 + nw]
+        b0 = tile_b[t0 // _TILE]
+        if b0 == 0:
+            continue  # every task of the tile is past its series at the first output time
         # terms p^m with m > mmax are negligible: with y = p(e^ξ − 1) ≤ ymax over the tile,
         # Σ_{m > M} (m + 1) y^m ≤ (M + 2) ymax^{M+1}/(1 − ymax)² ≤ 1e-18 (F ≥ 1/(1 + ymax)²);
         # so are the powers x^j with j > jmax (:func:`_series_degree`)
@@ -519,7 +529,6 @@ def _block_loss(
                 tail *= ymax
             jmax = _series_degree(pmax, xmax, mmax)
         # a tile of one bucket with few powers of p goes through the lanes
-        b0 = tile_b[t0 // _TILE]
         if b0 > 0 and mmax <= _LANE_M:
             if b0 != lane_b:
                 if lane_b > 0:
