@@ -81,6 +81,18 @@ def _float64_bits_as_int64(typingctx, x):
     return sig, codegen
 
 
+_LN2 = 0.6931471805599453
+
+
+@njit(**SERIAL)
+def log_upper(x):
+    """(e + 1)·ln 2 for positive, finite, normal x = m·2^e, m ∈ [1, 2): an upper bound of ln x
+    within ln 2 (ln x ≤ it ≤ ln x + ln 2, up to the rounding of (e + 1)·ln 2), from the exponent
+    bits alone: no arithmetic on the mantissa, so it costs a shift and a multiply."""
+    e1 = (_float64_bits_as_int64(x) >> np.int64(52)) - np.int64(1022)
+    return float(e1) * _LN2
+
+
 _LG1 = 6.666666666666735130e-01
 _LG2 = 3.999999999940941908e-01
 _LG3 = 2.857142874366239149e-01

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from fastdyn.models.msfr._closed_form import exp_nonpos, log_pos
+from fastdyn.models.msfr._closed_form import exp_nonpos, log_pos, log_upper
 from fastdyn.models.msfr.scaling import exponents
 from fastdyn.models.msfr.theory import (
     emergence_times,
@@ -80,6 +80,21 @@ def test_log_pos_matches_libm():
     ours = np.array([log_pos(x) for x in xs])
     ref = np.log(xs)
     assert np.all(np.abs(ours - ref) <= np.spacing(np.abs(ref)) + 1e-300)
+
+
+def test_log_upper_bounds_ln_within_ln2():
+    # the drop threshold's bound: ln x ≤ log_upper(x) ≤ ln x + ln 2 (x = m·2^e → (e + 1) ln 2),
+    # exactly at powers of two (m = 1: ln x + ln 2), up to one rounding of (e + 1)·ln 2
+    rng = np.random.default_rng(2)
+    xs = np.concatenate(
+        [np.exp(rng.uniform(-700.0, 700.0, 2000)), 2.0 ** np.arange(-1022, 1023, 7.0),
+         np.nextafter(2.0 ** np.arange(-1021, 1023, 11.0), 0.0), [2.2250738585072014e-308, 1.7e308]]
+    )  # fmt: skip
+    up = np.array([log_upper(x) for x in xs])
+    ln = np.log(xs)
+    slack = np.spacing(np.abs(up))
+    assert np.all(up >= ln - slack) and np.all(up <= ln + math.log(2.0) + slack)
+    assert np.any(up - ln > 0.69) and np.any(up - ln < 1e-12)  # both ends of the range reached
 
 
 def test_logistic_series_region_across_u0():

@@ -28,6 +28,7 @@ from ..._jit import SERIAL
 from .._fastexp import (  # noqa: F401  (re-exported: theory, tests, bench use them here)
     exp_nonpos,
     log_pos,
+    log_upper,
 )
 
 # ---------------------------------------------------------------------------------------------

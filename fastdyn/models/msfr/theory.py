@@ -57,6 +57,7 @@ from ._closed_form import (
     exact_curve,
     exp_nonpos,
     log_pos,
+    log_upper,
     riccati_eval,
     riccati_half_rise,
     riccati_setup,
@@ -267,7 +268,7 @@ def _fast_setup(level, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, lo, hi, tb):
         pq = 1.0 / (1.0 + q)
         s0 = q * pq
         wmax = max(max(wt, rt) * (lam_e * lam_e), _DROP_BELOW)
-        ulo = min(0.5 * (_LOG_DROP - log_pos(wmax)), 0.0)
+        ulo = min(0.5 * (_LOG_DROP - log_upper(wmax)), 0.0)
         x1 = _X_FRAC * math.sqrt(u0 * u0 + math.pi * math.pi)
         x1 = x1 if u0 >= 0.0 else 0.0
         ic = 1.0 / max(c, _TINY)
@@ -393,7 +394,8 @@ def _block_loss(
       tasks share one bucket and need p^m only up to m = 5 (most of a power-law table) goes
       through the vectorised lanes (:func:`_series_lanes`, summed per tile position, then by a
       fixed tree per bucket, :func:`_flush_lanes`); the others add theirs task by task.
-    - then, while max(wt, rate)·Λ² e^{2u} ≥ 1e-300 (u = u0 − x): r = −Λ (1 or m)/(1 + m),
+    - then, while W e^{2u} ≥ 1e-300 (u = u0 − x), W ≥ max(wt, rate)·Λ² the power of two above
+      it (:func:`log_upper`: its exponent, no logarithm): r = −Λ (1 or m)/(1 + m),
       m = e^{−|u|}, with the branch-free :func:`exp_nonpos` (vectorised).
     - beyond: both contributions are below 1e-300 (absolute) and dropped; computing them
       would only cost subnormal arithmetic, which is slow.
@@ -464,10 +466,14 @@ def _block_loss(
     e_task = np.empty(nf, dtype=np.int64)  # the tasks with an exp range, and their total length
     n_e = 0
     e_len = 0
+    t_last = times[nt - 1]
     for j in range(nf):
-        a1 = _walk_right(times, thr1[j], a1)
-        ah = max(_walk_right(times, thrh[j], max(ah, a1)), a1)
-        a2 = max(_walk_right(times, thr2[j], max(a2, ah)), ah)
+        if thr1[j] >= t_last:  # every output time in the series (slow tasks): no walks
+            a1 = ah = a2 = nt
+        else:
+            a1 = _walk_right(times, thr1[j], a1)
+            ah = max(_walk_right(times, thrh[j], max(ah, a1)), a1)
+            a2 = max(_walk_right(times, thr2[j], max(a2, ah)), ah)
         k1s[j] = a1
         khs[j] = ah
         k2s[j] = a2
