@@ -334,7 +334,7 @@ _lanes_6_11 = _series_power_group((6, 7, 8, 9, 10, 11), _S_X6, _S_X12)
 _lanes_12_18 = _series_power_group((12, 13, 14, 15, 16, 17, 18), _S_X12, _S_X19)
 
 
-@njit(**SERIAL)
+@njit(**SERIAL, inline="always")  # per tile: the call's overhead was ~1 ns per task
 def _series_lanes(sv, nw, nrow, t_sm, t_xi, t_wt, t_rt, t_l2):
     """Adds W_j(p, ξ)·a of the tile's nw tasks (rows p, ξ, wtest, rate, Λ² s0²) to lane l of rows j <
     ``nrow`` (6, 12 or 19) of ``sv`` (see _LANE_ROWS), W_j = ξ^j Σ_{m ≤ 5} C[j, m] p^m. Every
