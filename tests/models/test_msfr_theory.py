@@ -407,6 +407,22 @@ def test_loss_partials_equal_sum_of_curves(level):
     assert ref_t[0] > 0.0 and ref_r[-1] < 1e-6 * ref_r[0]  # the tasks do learn in the window
 
 
+def assert_partials_match_curves(times, lam, psi, rate, wtest, vx, vy):
+    """The fused partials of balanced tasks (v0 = w0 = (vx, vy)) at level leading equal the
+    per-task closed form (f_curves) summed here, as in test_loss_partials_equal_sum_of_curves
+    (rounding and summation order only: atol 1e-13 of the peak, rtol 1e-12)."""
+    n = lam.size
+    tp = np.empty((n_blocks(n), times.size))
+    rp = np.empty_like(tp)
+    loss_partials(times, lam, psi, rate, wtest, vx, vy, vx, vy, "leading", tp, rp)
+    f = f_curves(times, lam, psi, rate, vx, vy, vx, vy, "leading")
+    r2 = (f - lam[:, None]) ** 2
+    ref_t = 0.5 * (wtest[:, None] * r2).sum(axis=0)
+    ref_r = 0.5 * (rate[:, None] * r2).sum(axis=0)
+    assert err(tp.sum(axis=0), ref_t, 1e-13 * ref_t.max(), 1e-12) <= 1.0
+    assert err(rp.sum(axis=0), ref_r, 1e-13 * ref_r.max(), 1e-12) <= 1.0
+
+
 def _logistic_series_m5(p, deg):
     """Coefficients of x^0 … x^deg of Σ_{m ≤ 5} (m + 1)(−y)^m, y = p(e^x − 1): the terms p^m,
     m ≤ 5, of (1 + p(e^x − 1))^−2, by power-series arithmetic in numpy (not the kernel's
@@ -472,16 +488,7 @@ def test_series_lanes_match_per_task_curves():
     shared = [t for t in tiles if k1[t].min() == k1[t].max() >= 1]
     assert len(shared) > 0.8 * len(tiles)
     assert min(xi[t].max() for t in shared) < 1e-3 and max(xi[t].max() for t in shared) > 1.0
-    tp = np.empty((n_blocks(n), times.size))
-    rp = np.empty_like(tp)
-    loss_partials(times, lam, psi, rate, wtest, vx, vy, vx, vy, "leading", tp, rp)
-    f = f_curves(times, lam, psi, rate, vx, vy, vx, vy, "leading")
-    r2 = (f - lam[:, None]) ** 2
-    ref_t = 0.5 * (wtest[:, None] * r2).sum(axis=0)
-    ref_r = 0.5 * (rate[:, None] * r2).sum(axis=0)
-    # as in test_loss_partials_equal_sum_of_curves (rounding and summation order only)
-    assert err(tp.sum(axis=0), ref_t, 1e-13 * ref_t.max(), 1e-12) <= 1.0
-    assert err(rp.sum(axis=0), ref_r, 1e-13 * ref_r.max(), 1e-12) <= 1.0
+    assert_partials_match_curves(times, lam, psi, rate, wtest, vx, vy)
 
 
 def test_loss_matches_naive_numpy_balanced():
@@ -517,17 +524,7 @@ def test_fast_path_with_many_exponent_batches():
     f0 = kap * 1e-6
     x = 2 * rate[:, None] * kap[:, None] * lam[:, None] * times[None, :]
     assert ((x >= 1.0) & (x <= np.log((lam - f0) / f0)[:, None])).sum() > 5 * theory.EXP_BATCH
-    tp = np.empty((1, times.size))
-    rp = np.empty_like(tp)
-    wtest = rng.random(n)
-    loss_partials(times, lam, psi, rate, wtest, vx, vy, vx, vy, "leading", tp, rp)
-    f = f_curves(times, lam, psi, rate, vx, vy, vx, vy, "leading")
-    r2 = (f - lam[:, None]) ** 2
-    ref_t = 0.5 * (wtest[:, None] * r2).sum(axis=0)
-    ref_r = 0.5 * (rate[:, None] * r2).sum(axis=0)
-    # as in test_loss_partials_equal_sum_of_curves (rounding and summation order only)
-    assert err(tp[0], ref_t, 1e-13 * ref_t.max(), 1e-12) <= 1.0
-    assert err(rp[0], ref_r, 1e-13 * ref_r.max(), 1e-12) <= 1.0
+    assert_partials_match_curves(times, lam, psi, rate, rng.random(n), vx, vy)
 
 
 _THREADS_SCRIPT = """
