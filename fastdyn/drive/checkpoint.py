@@ -224,6 +224,20 @@ def exit_code(status: str) -> int:
 
 
 def write_error(path: Any, e: OSError) -> str:
-    """One line for an OSError raised while writing the output (disk full, file system gone)."""
+    """One line for an OSError raised while writing the output (disk full, quota, file-size
+    limit, I/O error), saying truthfully what the file now holds and what to do."""
+    from pathlib import Path
+
+    from ..h5.writer import WriteFailed
+
     why = e.strerror or (str(e).splitlines()[0] if str(e) else type(e).__name__)
-    return f"cannot write {path}: {why}; the file holds every row up to the last one flushed — free space and continue with fastdyn simulate --resume {path}"
+    if not Path(path).exists():
+        return f"cannot write {path}: {why}; nothing was written"
+    resume = f"fastdyn simulate --resume {path}"
+    if isinstance(e, WriteFailed):  # stopped part-way through a write: as a kill leaves a file
+        return (
+            f"cannot write {path}: {why}; the file holds every row up to the last one flushed, "
+            f"left as a killed run leaves it (fastdyn and SWMR readers open it; `fastdyn repair {path}` "
+            f"makes it a plain file) — once the cause is cleared, continue with {resume}"
+        )
+    return f"cannot write {path}: {why}; the file holds every row up to the last one flushed — free space and continue with {resume}"

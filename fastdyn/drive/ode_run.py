@@ -75,6 +75,25 @@ def check_finite(
         raise RunFailed(f"diverged at t = {times[i]:g}: {what}; {job.cause(chunks)}")
 
 
+def slot_arrays(
+    arrays: dict[str, np.ndarray], spec: dict[str, tuple[tuple[int, ...], Any]], simulate: bool
+) -> dict[str, np.ndarray]:
+    """Every array a checkpoint slot declares (``spec``), so that the slot's crc32 covers what
+    :func:`fastdyn.h5.writer.read_checkpoint` reads back: every array of the slot, names
+    included. A closed-form-only run (``simulate`` false) has no state to save, but its slots
+    still hold the model's state arrays (of width 0): left out, the checkpoint failed its crc32
+    and ``--resume`` started over. They are written as zeros (never read back: there is no state
+    to restore). A simulating model must save every array it declares (ValueError)."""
+    out = dict(arrays)
+    for name, (shape, dtype) in spec.items():
+        if name in out:
+            continue
+        if simulate and int(np.prod(shape)):
+            raise ValueError(f"checkpoint: the model saved no {name!r} (declared {shape})")
+        out[name] = np.zeros(shape, dtype=dtype)
+    return out
+
+
 class _Stopped(Exception):
     """A stop was requested during a pass over the tasks (its results are abandoned)."""
 
@@ -161,11 +180,12 @@ def run_ode(
     chunks = Chunks(job)
     series, static = layout(job)
     ck = None
+    ck_spec = {**job.checkpoint, "position": ((2,), "i8")}  # the arrays of a checkpoint slot
     if resume:
         writer, ck = RunWriter.reopen(output)
     else:
         writer = RunWriter(
-            output, checkpoint={**job.checkpoint, "position": ((2,), "i8")}, model=entry.name,
+            output, checkpoint=ck_spec, model=entry.name,
             config_toml=to_toml(cfg), seed=cfg.seed, series=series, static=static,
             scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
             extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": job.tail[0], "tail_loss_train": job.tail[1], **job.extra_attrs},
@@ -194,7 +214,7 @@ def run_ode(
         if job.simulate:
             state_to_host()  # from the GPU, when the state lives there (keep_state_on)
             arrays |= job.save_state(state)
-        writer.checkpoint(arrays)
+        writer.checkpoint(slot_arrays(arrays, ck_spec, job.simulate))
         sched.done(rows)
 
     with keep_state_on(getattr(tools, "device", "cpu")):  # the state's home between calls

@@ -41,17 +41,19 @@ def simulate(
     a terminal, else a line on stderr every 30 s; a number: every that many seconds
     (:mod:`fastdyn.drive.progress`).
     """
+    from ..h5.writer import DiskFull, WriteFailed
     from ..models import registry
+    from .checkpoint import write_error
     from .device import resolve
+    from .outcome import RunFailed
 
     entry = registry.get_model(cfg.model)
     device = resolve(cfg)
     if entry.kind == "trained":
-        from .trained import run_trained
-
-        return run_trained(
-            entry, cfg, Path(output), progress=progress, resume=resume, tools=tools(device)
-        )
-    from .ode_run import run_ode
-
-    return run_ode(entry, cfg, Path(output), progress=progress, resume=resume, tools=tools(device))
+        from .trained import run_trained as run
+    else:
+        from .ode_run import run_ode as run
+    try:
+        return run(entry, cfg, Path(output), progress=progress, resume=resume, tools=tools(device))
+    except (DiskFull, WriteFailed) as e:  # creating, closing or compacting the file
+        raise RunFailed(write_error(output, e)) from None

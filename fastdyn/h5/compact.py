@@ -16,6 +16,8 @@ from typing import Any
 
 import h5py
 
+from .failstop import open_failstop
+
 #: attributes HDF5's dimension-scale API manages (re-created, not copied)
 _DS_ATTRS = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME"}
 
@@ -30,11 +32,17 @@ def compact(path: str | os.PathLike, drop: tuple[str, ...] = ()) -> tuple[int, i
     tmp = p.with_name(f".{p.name}.compact-{os.getpid()}")
     before = p.stat().st_size
     try:
-        with h5py.File(p, "r") as src, h5py.File(tmp, "w", libver="latest") as dst:
-            _copy(src, dst, drop)
+        dst, io = open_failstop(tmp, "w")  # a failed write stops there (fastdyn.h5.failstop)
+        try:
+            with h5py.File(p, "r") as src:
+                _copy(src, dst, drop)
             dst.flush()
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        finally:
+            dst.close()
+            io.sync()
+            io.close()
+        if io.error is not None:
+            raise io.error
         os.replace(tmp, p)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -1,12 +1,21 @@
-"""⑤ One writer per output file: a lock file beside it, held for the whole run.
+"""⑤ One writer per output file: a lock on its name and a lock on the file itself.
 
 HDF5 holds no lock in SWMR-write mode, so two processes could both write one file (a second
-``--resume`` of a file still being written) and leave it unreadable. :class:`WriterLock` takes an
-exclusive ``fcntl.flock`` on ``.NAME.lock`` next to ``NAME`` for as long as the writer lives and
-records ``pid host`` in it. The operating system drops the lock when the process dies, so the
-file a ``kill -9`` leaves behind is stale and the next writer simply takes it over; a live holder
-makes the second writer fail at once with :class:`WriterBusy` naming its pid and host. (On file
-systems without flock support, e.g. some NFS mounts, the lock is only as good as their flock.)
+``--resume`` of a file still being written) and leave it unreadable. :class:`WriterLock` holds,
+for as long as the writer lives:
+
+- an exclusive ``fcntl.flock`` on ``.NAME.lock`` next to the output's resolved path (a symlink
+  leads to its target's lock), with ``pid host`` recorded in it;
+- an exclusive open-file-description lock (``F_OFD_SETLK``, one byte at offset 2^62, far past
+  any data) on the output file itself, and on each file the writer renames into its place. It
+  follows the inode, not the name: a hard link to a running file, or a lock file someone
+  deleted, still meets it. The holder is also written to the file's ``user.fastdyn.writer``
+  extended attribute where the file system keeps them, so the refusal can name it.
+
+The operating system drops both when the process dies, so what a ``kill -9`` leaves behind is
+stale and the next writer takes it over; a live holder makes a second writer fail at once with
+:class:`WriterBusy` naming its pid and host. (On file systems without flock or OFD lock support,
+e.g. some NFS mounts, the lock is only as good as theirs.)
 """
 
 from __future__ import annotations
@@ -14,7 +23,12 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import struct
 from pathlib import Path
+
+#: where the inode lock sits: one byte far beyond any data, so it never meets a reader's range
+_INODE_LOCK_AT = 1 << 62
+_XATTR = "user.fastdyn.writer"
 
 
 class WriterBusy(BlockingIOError):
@@ -22,9 +36,37 @@ class WriterBusy(BlockingIOError):
 
 
 def lock_path(path: str | os.PathLike) -> Path:
-    """The lock file of output ``path``: ``.NAME.lock`` in the same directory."""
-    p = Path(path)
+    """The lock file of output ``path``: ``.NAME.lock`` beside the file ``path`` resolves to."""
+    p = Path(os.path.realpath(path))
     return p.with_name(f".{p.name}.lock")
+
+
+def _holder() -> str:
+    return f"{os.getpid()} {socket.gethostname()}"
+
+
+def _who(words: list[str]) -> str:
+    return f"pid {words[0]} on {words[1]}" if len(words) >= 2 else "another process"
+
+
+#: inode locks this process holds: (st_dev, st_ino) → [fd, holds, announced]
+_INODES: dict[tuple[int, int], list] = {}
+
+
+def _ofd_lock(fd: int, kind: int) -> bool:
+    """Set (``F_WRLCK``) or drop (``F_UNLCK``) the inode lock on ``fd``; False when another open
+    file description holds it. True where the platform has no OFD locks (nothing to hold)."""
+    cmd = getattr(fcntl, "F_OFD_SETLK", None)
+    if cmd is None:
+        return True
+    arg = struct.pack("hhxxxxqqixxxx", kind, os.SEEK_SET, _INODE_LOCK_AT, 1, 0)
+    try:
+        fcntl.fcntl(fd, cmd, arg)
+    except OSError as e:
+        if e.errno in (11, 13):  # EAGAIN, EACCES: held elsewhere
+            return False
+        return True  # a file system without such locks: the name lock still holds
+    return True
 
 
 #: locks this process holds, by lock file: a second acquire in the same process (the CLI's resume
@@ -32,15 +74,47 @@ def lock_path(path: str | os.PathLike) -> Path:
 _HELD: dict[str, list] = {}
 
 
+#: temporary siblings a writer makes beside ``NAME`` (always under the lock): a new file before
+#: its rename, a resume's copy, a compaction's copy; ``-PID`` follows each
+_SIBLINGS = (".tmp-", ".resume-", ".compact-")
+
+
+def remove_stale(path: str | os.PathLike) -> list[str]:
+    """Remove the temporary siblings of ``path`` (and of the file it resolves to) that a killed
+    writer left; call only while holding its lock, which every maker of them holds. Returns the
+    names removed."""
+    gone = []
+    for p in {Path(path), Path(os.path.realpath(path))}:
+        try:
+            names = os.listdir(p.parent if str(p.parent) else ".")
+        except OSError:
+            continue
+        for name in names:
+            for kind in _SIBLINGS:
+                head = f".{p.name}{kind}"
+                if name.startswith(head) and name[len(head) :].isdigit():
+                    if int(name[len(head) :]) == os.getpid():
+                        continue
+                    try:
+                        (p.parent / name).unlink()
+                        gone.append(name)
+                    except OSError:
+                        pass
+    return gone
+
+
 class WriterLock:
     """Exclusive lock of output ``path`` (``acquire`` raises :class:`WriterBusy` when another
-    process holds it; re-entrant within one process)."""
+    process holds it; re-entrant within one process). ``announce=False``: a probe, which leaves
+    the file's extended attributes alone."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, announce: bool = True):
         self.path = Path(path)
+        self.announce = announce
         self.file = lock_path(path)
         self.fd: int | None = None
-        self._key = str(self.file.resolve())
+        self._key = str(self.file)
+        self._inodes: list[tuple[int, int]] = []
 
     def acquire(self) -> WriterLock:
         held = _HELD.get(self._key)
@@ -55,7 +129,7 @@ class WriterLock:
             except OSError:
                 holder = os.pread(fd, 200, 0).decode(errors="replace").split()
                 os.close(fd)
-                who = f"pid {holder[0]} on {holder[1]}" if len(holder) >= 2 else "another process"
+                who = _who(holder)
                 raise WriterBusy(
                     f"{self.path}: being written by {who} (lock {self.file}); wait for that run to end or stop it"
                 ) from None
@@ -69,16 +143,79 @@ class WriterLock:
         else:  # pragma: no cover — a lock file that keeps disappearing
             raise WriterBusy(f"{self.path}: cannot take the lock {self.file}")
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        os.pwrite(fd, f"{_holder()}\n".encode(), 0)
         self.fd = fd
         _HELD[self._key] = [fd, 1]
+        remove_stale(self.path)
+        if self.path.exists():
+            try:
+                self.hold(self.path, announce=self.announce)
+            except BaseException:
+                self.release()
+                raise
         return self
+
+    def hold(self, target: str | os.PathLike, announce: bool = True) -> None:
+        """Also lock the inode of the file ``target`` (the output, or the file about to be
+        renamed into its place) until :meth:`release`; WriterBusy when another writer holds it.
+        ``announce``: record this process in the file's extended attribute (a writer's own file)."""
+        try:
+            fd = os.open(target, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            try:  # a read-only file: its lock is still taken through a read/write open only
+                fd = os.open(target, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                return  # gone, or not ours to open: the caller's own checks report it
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        held = _INODES.get(key)
+        if held is not None:
+            os.close(fd)
+            held[1] += 1
+            self._inodes.append(key)
+            return
+        if not _ofd_lock(fd, fcntl.F_WRLCK):
+            try:
+                words = os.getxattr(fd, _XATTR).decode(errors="replace").split()
+            except (OSError, AttributeError):
+                words = []
+            if not words:
+                try:
+                    words = lock_path(target).read_text(errors="replace").split()
+                except OSError:
+                    words = []
+                if words[:2] == _holder().split():  # our own, after the holder's was deleted
+                    words = []
+            os.close(fd)
+            raise WriterBusy(
+                f"{self.path}: being written by {_who(words)} (it holds a lock on the file itself); wait for that run to end or stop it"
+            )
+        if announce:
+            try:
+                os.setxattr(fd, _XATTR, _holder().encode())
+            except (OSError, AttributeError):
+                pass  # a file system without user extended attributes: the holder goes unnamed
+        _INODES[key] = [fd, 1, announce]
+        self._inodes.append(key)
 
     def release(self) -> None:
         """Drop this hold; the last one removes the lock file (while still holding it) and
         unlocks. Idempotent."""
         if self.fd is None:
             return
+        for key in self._inodes:
+            held = _INODES.get(key)
+            if held is not None:
+                held[1] -= 1
+                if held[1] == 0:
+                    del _INODES[key]
+                    if held[2]:
+                        try:
+                            os.removexattr(held[0], _XATTR)
+                        except (OSError, AttributeError):
+                            pass
+                    os.close(held[0])  # closing the description drops its OFD lock
+        self._inodes.clear()
         fd, self.fd = self.fd, None
         held = _HELD.get(self._key)
         if held is not None:

@@ -34,20 +34,24 @@ def open_flags_set(path: str | os.PathLike) -> bool:
 
 
 def writer_alive(path: str | os.PathLike) -> str | None:
-    """``"pid N on HOST"`` when a live process holds the file's writer lock, else None."""
+    """``"pid N on HOST"`` when a live process holds the file's writer lock, else None. Taking
+    the free lock also removes what a killed writer left beside the file (its stale lock file,
+    a temporary or compaction copy); a directory we cannot write to is left as it is."""
     try:
-        with WriterLock(path):
+        with WriterLock(path, announce=False):
             return None
     except WriterBusy as e:
         msg = str(e)
-        return msg.split("being written by ", 1)[-1].split(" (lock", 1)[0]
+        return msg.split("being written by ", 1)[-1].split(" (", 1)[0]
+    except OSError:
+        return None
 
 
 def state(path: str | os.PathLike, status: str) -> str:
     """One line: the file's state and how to read it."""
+    who = writer_alive(path)
     if not open_flags_set(path):
         return "closed: any HDF5 reader opens it (h5py, xarray engine='h5netcdf')"
-    who = writer_alive(path)
     how = f"SWMR readers only: {SWMR_H5PY}, or xarray with driver_kwds={{'swmr': True, 'libver': 'latest'}}"
     if who is not None:
         return f"being written by {who}; {how}"

@@ -43,10 +43,15 @@ import numpy as np
 from .._version import __version__
 from . import layout
 from .compact import compact
+from .failstop import ignore_sigxfsz, open_failstop
 from .lock import WriterLock
+from .superblock import clear_open_flags, lookup3  # noqa: F401  (re-exported)
 from .torn import repair_torn
 
 CHECKPOINT = "checkpoint"
+
+#: errors that mean "no room": a full disk, an exceeded quota, a file-size limit
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 #: bytes kept free on the output's file system beyond what the next write allocates: the metadata
 #: of a flush and of a clean close (HDF5 writes a few KiB for these; 4 MiB leaves a wide margin).
@@ -56,15 +61,19 @@ RESERVE = 4 << 20
 
 
 class DiskFull(OSError):
-    """Too little free space for the next write (checked before writing anything)."""
+    """Too little space (or quota, or file-size limit) for the next write, found before writing
+    anything: the file is closed as of its last flush."""
 
-    def __init__(self, path: Path, needed: int, free: int):
-        why = f"No space left on device (the next write needs {needed / 2**20:.1f} MiB with the {RESERVE >> 20} MiB reserve, {free / 2**20:.1f} MiB free)"
-        super().__init__(errno.ENOSPC, why, str(path))
+    def __init__(self, path: Path, needed: int, free: int | None = None, code: int = errno.ENOSPC):
+        have = "" if free is None else f", {free / 2**20:.1f} MiB free"
+        why = f"{os.strerror(code)} (the next write needs {needed / 2**20:.1f} MiB with the {RESERVE >> 20} MiB reserve{have})"
+        super().__init__(code, why, str(path))
 
 
 class WriteFailed(OSError):
-    """HDF5 could not write the file (h5py raises RuntimeError or OSError for ENOSPC, EIO, …)."""
+    """A write to the file failed part-way (ENOSPC, EDQUOT, EFBIG, EIO, …): nothing after it
+    reached the disk (:mod:`fastdyn.h5.failstop`), so the file is as a process killed at that
+    moment leaves it, every row up to the last flush kept."""
 
 
 def _free_bytes(path: Path) -> int:
@@ -75,6 +84,8 @@ def _free_bytes(path: Path) -> int:
 
 
 def _write_failed(path: Path, e: BaseException) -> WriteFailed:
+    if isinstance(e, OSError) and e.errno:
+        return WriteFailed(e.errno, os.strerror(e.errno), str(path))
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
     code = errno.ENOSPC if ("No space left" in text or "errno = 28" in text) else errno.EIO
     return WriteFailed(code, os.strerror(code) if code == errno.ENOSPC else text, str(path))
@@ -105,96 +116,6 @@ def _link_scale(f: h5py.File, series: str, scale: str) -> None:
         f[target] = f[scale]
 
 
-# ----------------------------------------------------------------------------------------------
-# superblock status flags (h5clear --status)
-# ----------------------------------------------------------------------------------------------
-
-_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-_M32 = 0xFFFFFFFF
-
-
-def _rot(x: int, k: int) -> int:
-    return ((x << k) | (x >> (32 - k))) & _M32
-
-
-def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
-    for x, y, z, k in (
-        (0, 2, 1, 4),
-        (1, 0, 2, 6),
-        (2, 1, 0, 8),
-        (0, 2, 1, 16),
-        (1, 0, 2, 19),
-        (2, 1, 0, 4),
-    ):
-        v = [a, b, c]
-        v[x] = ((v[x] - v[y]) & _M32) ^ _rot(v[y], k)
-        v[y] = (v[y] + v[z]) & _M32
-        a, b, c = v
-    return a, b, c
-
-
-def _final(a: int, b: int, c: int) -> int:
-    for x, y, k in (
-        (2, 1, 14),
-        (0, 2, 11),
-        (1, 0, 25),
-        (2, 1, 16),
-        (0, 2, 4),
-        (1, 0, 14),
-        (2, 1, 24),
-    ):
-        v = [a, b, c]
-        v[x] = ((v[x] ^ v[y]) - _rot(v[y], k)) & _M32
-        a, b, c = v
-    return c
-
-
-def lookup3(data: bytes, initval: int = 0) -> int:
-    """Bob Jenkins' lookup3 ``hashlittle``: the checksum HDF5 puts on its version ≥ 2 metadata."""
-    n = len(data)
-    a = b = c = (0xDEADBEEF + n + initval) & _M32
-    i = 0
-    while n - i > 12:
-        a = (a + int.from_bytes(data[i : i + 4], "little")) & _M32
-        b = (b + int.from_bytes(data[i + 4 : i + 8], "little")) & _M32
-        c = (c + int.from_bytes(data[i + 8 : i + 12], "little")) & _M32
-        a, b, c = _mix(a, b, c)
-        i += 12
-    if n - i == 0:
-        return c
-    rest = data[i:] + bytes(12 - (n - i))
-    a = (a + int.from_bytes(rest[0:4], "little")) & _M32
-    b = (b + int.from_bytes(rest[4:8], "little")) & _M32
-    c = (c + int.from_bytes(rest[8:12], "little")) & _M32
-    return _final(a, b, c)
-
-
-def clear_open_flags(path: str | os.PathLike) -> bool:
-    """Clear the "file is open for (SWMR) write" flags a killed writer leaves in a version 2/3
-    superblock (at offset 0, as fastdyn writes it), re-checksummed. Returns whether they were set.
-    Raises OSError/ValueError for a file that is not such an HDF5 file."""
-    with open(path, "r+b") as fh:
-        head = bytearray(fh.read(12 + 4 * 8 + 4))
-        if head[:8] != _SIGNATURE or len(head) < 16:
-            raise ValueError("not an HDF5 file with its superblock at offset 0")
-        if head[8] not in (2, 3):
-            return False  # older superblocks keep no such flags
-        so = head[9]
-        end = 12 + 4 * so
-        head += fh.read(max(0, end + 4 - len(head)))
-        if int.from_bytes(head[end : end + 4], "little") != lookup3(bytes(head[:end])):
-            raise ValueError("damaged superblock (checksum mismatch)")
-        if head[11] == 0:
-            return False
-        head[11] = 0
-        head[end : end + 4] = lookup3(bytes(head[:end])).to_bytes(4, "little")
-        fh.seek(0)
-        fh.write(bytes(head[: end + 4]))
-        fh.flush()
-        os.fsync(fh.fileno())
-    return True
-
-
 #: root attributes that a resume depends on, covered by the ``identity_crc32`` root attribute
 IDENTITY = ("model", "config", "seed", "versions")
 
@@ -211,7 +132,14 @@ def identity_crc(attrs: Any) -> int:
 
 def check_identity(attrs: Any, path: Any) -> None:
     """ValueError (one line) when the stored ``identity_crc32`` does not match the root attributes
-    it covers (a flipped bit in the stored config or seed); files without it are not checked."""
+    it covers (a flipped bit in the stored config or seed), or is missing from a file whose
+    ``checksums`` attribute says it carries one; files older than both are not checked."""
+    listed = attrs.get("checksums", "")
+    listed = listed.decode() if isinstance(listed, bytes) else str(listed)
+    if "identity_crc32" not in attrs and "identity_crc32" in listed.split():
+        raise ValueError(
+            f"{path}: the root attribute identity_crc32 is missing, though the file carries one (attribute checksums); its model, config, seed and versions cannot be checked"
+        )
     if "identity_crc32" in attrs and int(attrs["identity_crc32"]) != identity_crc(attrs):
         raise ValueError(
             f"{path}: damaged root attributes (model, config, seed or versions do not match their checksum identity_crc32)"
@@ -317,6 +245,7 @@ class RunWriter:
         self._ckpt_seq = 0
         self._ckpt_slot = 1  # the next checkpoint goes to slot 0
         self._lock = WriterLock(self.path).acquire()  # WriterBusy while another process writes it
+        ignore_sigxfsz()
         up_front = sum(np.asarray(a).nbytes for a in (static or {}).values())
         up_front += 2 * sum(
             int(np.prod(shape)) * np.dtype(dt).itemsize for shape, dt in (checkpoint or {}).values()
@@ -326,10 +255,17 @@ class RunWriter:
             raise DiskFull(self.path, up_front + RESERVE, _free_bytes(self.path))
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         try:
-            f = h5py.File(tmp, "w", libver="latest")
-        except BaseException:
+            f, self._io = open_failstop(tmp, "w")
+            self._lock.hold(tmp)
+            self._io.reserve(up_front + RESERVE)
+        except BaseException as e:
+            if getattr(self, "_io", None) is not None:
+                f.close()
+                self._io.close()
             self._lock.release()
             tmp.unlink(missing_ok=True)
+            if isinstance(e, OSError) and e.errno in _NO_ROOM:
+                raise DiskFull(self.path, up_front + RESERVE, code=e.errno) from None
             raise
         try:
             self._create(
@@ -348,13 +284,19 @@ class RunWriter:
             )
             f.flush()
             f.swmr_mode = True
+            self._io.sync()
+            if self._io.error is not None:
+                raise _write_failed(self.path, self._io.error)
             os.replace(tmp, self.path)
-        except BaseException:
+        except BaseException as e:
             try:
                 f.close()
+                self._io.close()
             finally:
                 tmp.unlink(missing_ok=True)
                 self._lock.release()
+            if isinstance(e, WriteFailed) and e.errno in _NO_ROOM:
+                raise DiskFull(self.path, up_front + RESERVE, code=e.errno) from None
             raise
         self._f = f
         self._names = [layout.TIME] + ([layout.STEP] if with_step else []) + list(series)
@@ -384,6 +326,9 @@ class RunWriter:
         a["versions"] = json.dumps(versions())
         a["seed"] = int(seed)
         a["identity_crc32"] = identity_crc(a)
+        a["checksums"] = (
+            "identity_crc32 fletcher32"  # what this file carries (a removed one is refused)
+        )
         a["command_line"] = " ".join(sys.argv)
         a["created"] = _time.strftime("%Y-%m-%dT%H:%M:%S%z")
         a["status"] = layout.STATUS_RUNNING
@@ -502,13 +447,29 @@ class RunWriter:
         except (RuntimeError, OSError) as e:
             self._broken = True
             raise _write_failed(self.path, e) from None
+        self._check_io()
         self.n_rows = n1
 
     def _need(self, nbytes: int) -> None:
-        """DiskFull unless ``nbytes`` plus the reserve are free on the output's file system."""
+        """DiskFull unless ``nbytes`` plus the reserve are free on the output's file system, and
+        the file system has allocated them to this file (``fallocate``, where it can: a quota
+        or a file-size limit is found here too, before anything is written)."""
         free = _free_bytes(self.path)
         if free < nbytes + RESERVE:
             raise DiskFull(self.path, nbytes + RESERVE, free)
+        try:
+            self._io.reserve(nbytes + RESERVE)
+        except OSError as e:
+            if e.errno not in _NO_ROOM:
+                raise
+            raise DiskFull(self.path, nbytes + RESERVE, code=e.errno) from None
+
+    def _check_io(self) -> None:
+        """WriteFailed when a write under the last HDF5 call failed (the disk keeps the file as
+        of that moment; :mod:`fastdyn.h5.failstop`)."""
+        if self._io.error is not None:
+            self._broken = True
+            raise _write_failed(self.path, self._io.error)
 
     def _write_rows(self, series, times, rows, steps, n0: int, n1: int) -> None:
         """Rows [n0, n1) of every series through h5py's low-level API (set_extent + one
@@ -538,6 +499,7 @@ class RunWriter:
         except (RuntimeError, OSError) as e:
             self._broken = True
             raise _write_failed(self.path, e) from None
+        self._check_io()
 
     def _write_checkpoint(self, arrays: dict[str, np.ndarray]) -> None:
         g = self._f[CHECKPOINT]
@@ -570,7 +532,13 @@ class RunWriter:
         if getattr(self, "_broken", False):  # a write failed: add nothing, keep the last flush
             self.abandon()
             return
+        try:
+            self._need(0)
+        except DiskFull:
+            self.abandon()
+            raise
         f, self._f = self._f, None
+        failed = None
         try:
             f.attrs["status"] = status
             t = dict(timings or {})
@@ -590,10 +558,16 @@ class RunWriter:
         finally:
             try:
                 f.close()
-                if status.startswith(layout.STATUS_COMPLETE) and not self.keep_checkpoint:
-                    self._shed_checkpoint()
+                self._io.sync()
+                failed = self._io.error
+                self._io.close()
+                if failed is None and status.startswith(layout.STATUS_COMPLETE):
+                    if not self.keep_checkpoint:
+                        self._shed_checkpoint()
             finally:
                 self._release()
+        if failed is not None:
+            raise _write_failed(self.path, failed)
 
     #: keep /checkpoint in a complete file (``output.keep_checkpoint``); else :meth:`close` rewrites it
     keep_checkpoint: bool = False
@@ -611,13 +585,15 @@ class RunWriter:
             pass
 
     def abandon(self) -> None:
-        """Close the handle without writing anything more (the disk is full or gone)."""
+        """Close the handle as of the last flush (after a failed write nothing more reaches the
+        disk: :mod:`fastdyn.h5.failstop`)."""
         if self._f is not None:
             f, self._f = self._f, None
             try:
                 f.close()
             except Exception:  # noqa: BLE001 — the file is left as of its last flush
                 pass
+            self._io.close()
         self._release()
 
     def _release(self) -> None:
@@ -628,22 +604,31 @@ class RunWriter:
     # ------------------------------------------------------------------------------------------
     @classmethod
     def reopen(cls, path: str | os.PathLike) -> tuple[RunWriter, dict[str, np.ndarray] | None]:
-        """Reopen an interrupted or crashed file to continue it: clear the open flags, read the
-        newest valid checkpoint, drop the rows written after it, set ``status = running`` and go
-        back to SWMR mode. Returns (writer, checkpoint arrays or None when none was completed)."""
+        """Reopen an interrupted or crashed file to continue it, copy-on-write: the file is copied
+        to ``.NAME.resume-PID`` beside it, and the copy has its open flags cleared, its rows
+        after the newest valid checkpoint dropped, ``status = running`` set and SWMR mode
+        switched on; only then is it fsynced and renamed over the original. Until that rename
+        the original is never opened for writing, so a kill or a failed write at any moment in
+        between leaves it as it was (the copy is removed by the next writer). Costs one copy of
+        the file: a killed 10^6-task ODE file (≈ 130 MB, mostly its two checkpoint slots) ≈ 0.1 s
+        on a local disk. Returns (writer, checkpoint arrays or None when none was completed)."""
         self = cls.__new__(cls)
         self.path = Path(path)
         self.t_start = _time.time()
         self.t_resumed = self.t_start
         self._lock = WriterLock(self.path).acquire()  # WriterBusy while another process writes it
+        ignore_sigxfsz()
+        copy = self.path.with_name(f".{self.path.name}.resume-{os.getpid()}")
+        f = None
         try:
-            _check_not_locked(self.path)
-            clear_open_flags(self.path)
-            f = h5py.File(self.path, "r+", libver="latest")
-        except BaseException:
-            self._lock.release()
-            raise
-        try:
+            need = self.path.stat().st_size + RESERVE
+            if _free_bytes(self.path) < need:
+                raise DiskFull(self.path, need, _free_bytes(self.path))
+            shutil.copyfile(self.path, copy)
+            self._lock.hold(copy)
+            clear_open_flags(copy)
+            f, self._io = open_failstop(copy, "r+")
+            self._io.reserve(RESERVE)
             repair_torn(f)  # before the resize below, which rewrites the last chunk
             got = read_checkpoint(f)
             arrays, rows, seq = got if got is not None else (None, 0, 0)
@@ -660,11 +645,20 @@ class RunWriter:
             f.attrs["status"] = layout.STATUS_RUNNING
             f.flush()
             f.swmr_mode = True
-        except BaseException:
+            self._io.sync()
+            if self._io.error is not None:
+                raise _write_failed(self.path, self._io.error)
+            os.replace(copy, self.path)
+        except BaseException as e:
             try:
-                f.close()
+                if f is not None:
+                    f.close()
+                    self._io.close()
             finally:
+                copy.unlink(missing_ok=True)
                 self._lock.release()
+            if isinstance(e, OSError) and e.errno in _NO_ROOM and not isinstance(e, DiskFull):
+                raise DiskFull(self.path, RESERVE, code=e.errno) from None
             raise
         self._f = f
         self._names = [layout.TIME] + sorted(
@@ -712,15 +706,3 @@ def _resizable(f: h5py.File) -> list[str]:
 
     f.visititems(visit)
     return out
-
-
-def _check_not_locked(path: Path) -> None:
-    """Refuse to reopen a file another live process still writes (HDF5 holds an flock on it)."""
-    import fcntl
-
-    with open(path, "rb") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise BlockingIOError(f"{path}: another process has it open for writing") from None
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

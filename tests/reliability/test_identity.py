@@ -40,3 +40,18 @@ def test_a_changed_config_or_seed_is_refused(msfr_reference, tmp_path):
         _one_line_exit_2(CliRunner().invoke(main, ["inspect", str(p)]), "damaged root attributes")
     assert CliRunner().invoke(main, ["inspect", str(ref_path)]).exit_code == 0
     assert fastdyn.load(ref_path).status == "complete"
+
+
+def test_a_deleted_identity_checksum_is_refused(msfr_reference, tmp_path):
+    """A file that carried ``identity_crc32`` and lost it (with or without a changed config)."""
+    ref_path, _ = msfr_reference
+    for change in (False, True):
+        p = tmp_path / f"gone-{change}.h5"
+        p.write_bytes(ref_path.read_bytes())
+        with h5py.File(p, "r+") as f:
+            f.attrs["status"] = "running"  # as a killed file
+            del f.attrs["identity_crc32"]
+            if change:
+                f.attrs["seed"] = int(f.attrs["seed"]) + 1
+        for args in (["-q", "simulate", "--resume", str(p)], ["inspect", str(p)]):
+            _one_line_exit_2(CliRunner().invoke(main, args), "identity_crc32 is missing")

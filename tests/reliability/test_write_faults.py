@@ -1,0 +1,234 @@
+"""Write failures never cost a flushed row: a write that fails at a random moment (EDQUOT, EIO,
+ENOSPC, EFBIG, sometimes after a short write) while ``statvfs`` still reports free space, a
+file-size limit (``ulimit -f``), and a disk that another process fills mid-run.
+
+The failures come from ``faultfs/fault_write.c``, an LD_PRELOAD library built here with the
+system C compiler: it fails the n-th ``write``/``pwrite`` to the run's files (and every one after
+it; on odd trials a write that extends the file first writes half its bytes) and leaves
+``statvfs`` and ``fallocate`` alone, as a network file system over its quota does. For every model, at random points drawn over the whole run (creation, appends,
+checkpoints, the final close and the compaction): the run exits 0 with a complete file (a
+failure in the compaction keeps the complete original) or 1 with one line and no traceback;
+the file then holds a bit-identical prefix of the uninterrupted run, opens in plain h5py after
+``fastdyn repair`` where the line says so, and ``--resume`` completes it bit-identically.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import fastdyn
+from fastdyn.cli import main
+
+from .. import toy_logistic  # noqa: F401  (registers the test-only ODE model)
+from .conftest import assert_same_series
+from .test_every_model import CASES, _args
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIM = Path(__file__).with_name("faultfs") / "fault_write.c"
+_MAIN = "import sys, tests.toy_logistic; from fastdyn.cli import main; main(sys.argv[1:])"
+SEED = os.environ.get("FASTDYN_FAULT_SEED", "20261205")
+#: fault points per model (7 models: 21 in all), and the errors they cycle through
+POINTS = 3
+ERRORS = (errno.EDQUOT, errno.EIO, errno.ENOSPC, errno.EFBIG)
+
+
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory) -> Path:
+    """The fault library, compiled once (the CI machine has ``cc``, as every Linux build host)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "the write-fault tests need a C compiler (cc) to build faultfs/fault_write.c"
+    out = tmp_path_factory.mktemp("faultfs") / "fault_write.so"
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(out), str(SHIM), "-ldl"], check=True)
+    return out
+
+
+def _env(shim: Path | None = None, **fault: str) -> dict[str, str]:
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    if shim is not None:
+        env |= {"LD_PRELOAD": str(shim), "FAULT_MATCH": "run.h5", **fault}
+    return env
+
+
+def _popen(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", _MAIN, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def counted(shim, tmp_path_factory):
+    """``get(model)``: (the uninterrupted run's file, the writes it made to its files)."""
+    made: dict[str, tuple[Path, int]] = {}
+
+    def get(model: str) -> tuple[Path, int]:
+        if model not in made:
+            d = tmp_path_factory.mktemp(f"ref-{model}")
+            count = d / "writes"
+            p = _popen(
+                ["-q", "simulate", *_args(model), "-o", str(d / "run.h5")],
+                _env(shim, FAULT_AT="0", FAULT_COUNT_FILE=str(count)),
+            )
+            _out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err
+            made[model] = (d / "run.h5", int(count.read_text()))
+        return made[model]
+
+    return get
+
+
+def _temp_left(folder: Path) -> list[str]:
+    return [
+        p.name
+        for p in folder.iterdir()
+        if any(k in p.name for k in (".tmp-", ".resume-", ".compact-")) or p.name.endswith(".lock")
+    ]
+
+
+def _check_after_failure(rc: int, err: str, p: Path, ref: fastdyn.h5.Run) -> str:
+    """The exit, the one line and the file after a failed run; returns what happened."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if rc == 0:  # a failure inside the compaction keeps the complete original
+        assert not lines, err
+        assert_same_series(ref, fastdyn.load(p))
+        return "complete"
+    assert rc == 1, (rc, err[-3000:])
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    assert f"cannot write {p}:" in lines[0], lines[0]
+    assert not _temp_left(p.parent), _temp_left(p.parent)
+    if not p.exists():
+        assert "nothing was written" in lines[0], lines[0]
+        return "nothing written"
+    assert f"fastdyn simulate --resume {p}" in lines[0], lines[0]
+    got = fastdyn.load(p)  # fastdyn reads it as it is
+    n = len(got.time)
+    for k in got.series:  # a bit-identical prefix of the uninterrupted run
+        if k in ref.series and got[k].shape[:1] == (n,) and ref[k].shape[:1] == ref.time.shape:
+            assert np.array_equal(got[k], ref[k][:n], equal_nan=True), k
+    if "fastdyn repair" in lines[0]:  # then plain h5py opens it, every row kept
+        res = CliRunner().invoke(main, ["repair", str(p)])
+        assert res.exit_code == 0 or "nothing to repair" in res.output, res.output
+        with h5py.File(p, "r") as f:  # (a series may hold a row more than the rows all hold)
+            assert f["time"].shape[0] >= n
+        assert len(fastdyn.load(p).time) == n
+    res = CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)])
+    if res.exit_code == 2 and "the run is complete" in res.output:  # failed in the last close
+        assert_same_series(ref, fastdyn.load(p))
+        return "complete, close failed"
+    assert res.exit_code == 0, res.output
+    assert_same_series(ref, fastdyn.load(p))
+    assert not _temp_left(p.parent), _temp_left(p.parent)
+    return f"{n} rows kept, resumed"
+
+
+@pytest.mark.parametrize("model", sorted(CASES))
+def test_writes_failing_at_random_points(model, shim, counted, tmp_path):
+    ref_path, writes = counted(model)
+    ref = fastdyn.load(ref_path)
+    rng = random.Random(f"{model}:{SEED}")
+    trials = []
+    for i in range(POINTS):  # the points run side by side: two cores, mostly start-up time
+        d = tmp_path / f"t{i}"
+        d.mkdir()
+        at, code = rng.randint(1, writes), ERRORS[(i + len(model)) % len(ERRORS)]
+        fault = {"FAULT_AT": str(at), "FAULT_ERRNO": str(code), "FAULT_SHORT": str(i % 2)}
+        args = ["-q", "simulate", *_args(model), "-o", str(d / "run.h5")]
+        trials.append((d / "run.h5", fault, _popen(args, _env(shim, **fault))))
+    for p, fault, proc in trials:
+        _out, err = proc.communicate(timeout=300)
+        what = _check_after_failure(proc.returncode, err, p, ref)
+        print(
+            model,
+            f"write {fault['FAULT_AT']} of {writes}",
+            errno.errorcode[int(fault["FAULT_ERRNO"])],
+            what,
+        )
+
+
+def test_a_file_size_limit(tmp_path):
+    """``ulimit -f`` below the finished file's size: SIGXFSZ is ignored, the limit is a write
+    error like a full disk (exit 1, one line), and --resume finishes once it is lifted."""
+    args = [*_args("attn-m"), "--set", "schedule.save_every=1"]
+    ref = tmp_path / "ref" / "run.h5"
+    ref.parent.mkdir()
+    assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
+    size = ref.stat().st_size
+    from fastdyn.h5.writer import RESERVE
+
+    for i, limit in enumerate((RESERVE + size // 3, RESERVE + 2 * size // 3)):
+        p = tmp_path / f"l{i}" / "run.h5"
+        p.parent.mkdir()
+
+        def cap(limit=limit):
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        proc = _popen(["-q", "simulate", *args, "-o", str(p)], _env(), preexec_fn=cap)
+        _out, err = proc.communicate(timeout=300)
+        assert "File too large" in err or proc.returncode == 0, err
+        _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 16 MiB tmpfs (root only; skipped where it cannot be mounted)."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], capture_output=True
+    )
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root); the injected faults above still run")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_disk_filled_by_another_process(small_fs, tmp_path):
+    """Another process takes every free byte while the run appends: exit 1 with one line, the
+    flushed rows kept, and --resume bit-identical once that file is gone."""
+    args = [*_args("attn-m"), "--set", "schedule.save_every=1"]
+    ref = tmp_path / "ref.h5"
+    assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
+    p = small_fs / "run.h5"
+    slow = (
+        "import sys, time, tests.toy_logistic, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
+        "orig = w.RunWriter.append\n"
+        "def append(self, *a, **k):\n    orig(self, *a, **k); time.sleep(0.01)\n"
+        "w.RunWriter.append = append\nmain(sys.argv[1:])"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", slow, "-q", "simulate", *args, "-o", str(p)],
+        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    t0 = time.monotonic()
+    while not p.exists() and proc.poll() is None and time.monotonic() - t0 < 120:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    with open(small_fs / "filler", "wb") as fh:  # every free byte, as another job would
+        try:
+            while True:
+                fh.write(b"\0" * (1 << 16))
+                fh.flush()
+        except OSError:
+            pass
+    _out, err = proc.communicate(timeout=300)
+    (small_fs / "filler").unlink()
+    what = _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
+    assert proc.returncode == 1, what
