@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..h5.reader import FileFormatError, Run, load
+from ..h5.reader import FileFormatError, Run, global_heap_damage, load
 
 __all__ = ["RunTable", "flatten_config", "load_many", "config_value", "expand_paths"]
 
@@ -137,6 +137,8 @@ def _is_index(path: Path) -> bool:
     import h5py
 
     try:
+        if global_heap_damage(path) is not None:  # reading its attributes would hang HDF5
+            return False
         with h5py.File(path, "r") as f:
             fmt = f.attrs.get("format", "")
     except Exception:  # noqa: BLE001 — not HDF5 or damaged: load() gives the one-line error

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from .schema import (
     integers,
     number,
     numbers,
+    regular_input,
     text,
 )
 
@@ -272,14 +274,22 @@ class OutputSettings(Section):
 
 
 def _check_run(
-    model: ModelSettings, data: DataSettings, optim: OptimSettings, init: InitSettings | None = None
+    model: ModelSettings,
+    data: DataSettings,
+    optim: OptimSettings,
+    init: InitSettings | None = None,
+    test: Any = None,
+    schedule: Any = None,
 ) -> None:
     """Rules across sections of one ICL run, on the sizes of the data actually used: with
     ``data.from_file`` those of the file's ``x`` (P, N+1, D), not the ``data`` defaults."""
     D, P, where = data.D, data.P, ""
+    if init is not None and init.from_file:
+        regular_input(init.from_file, "init.from_file")
     if data.from_file:
         from .npz_shape import npz_array_shape
 
+        regular_input(data.from_file, "data.from_file")
         shape = npz_array_shape(data.from_file, "x")
         if shape is not None and len(shape) == 3:
             P, D = shape[0], shape[2]
@@ -305,7 +315,22 @@ def _check_run(
         raise ConfigError(
             f"optim.batch_size: must be ≤ data.P = {P}{where}, got {optim.batch_size}"
         )
-    _check_memory(model, data, optim)
+    _check_memory(model, _file_sizes(data, P, D, where), optim, test, schedule)
+
+
+def _file_sizes(data: DataSettings, P: int, D: int, where: str) -> Any:
+    """``data`` as the memory estimate sees it: with ``data.from_file``, the file's P, N and D
+    (read from its header, never its contents), counted like a drawn data set."""
+    if not where:
+        return data
+    from types import SimpleNamespace
+
+    from .npz_shape import npz_array_shape
+
+    shape = npz_array_shape(data.from_file, "x")
+    values = {f.name: getattr(data, f.name) for f in fields(data)}
+    new = {"P": P, "D": D, "N": shape[1] - 1, "from_file": None, "source": where.strip()}
+    return SimpleNamespace(**(values | new))
 
 
 #: the defaults against which a size field counts as "large" when naming the one to lower
@@ -316,17 +341,25 @@ _TYPICAL = {
     "data.n_test": 1000,
     "attention.H": 8,
     "attention.R": 1,
+    "test.context_lengths": 31,  # the sum of the lengths
+    "schedule.save_every": 10**6,  # the number of saves it makes
 }
 
 
 def bytes_needed(
-    model: ModelSettings, data: DataSettings, optim: OptimSettings
+    model: ModelSettings,
+    data: DataSettings,
+    optim: OptimSettings,
+    test: Any = None,
+    schedule: Any = None,
 ) -> list[tuple[float, tuple[str, ...]]]:
     """Estimated peak memory of an ICL run as (bytes, the fields it grows with) terms: the data
     sets (tokens, labels and the draw's temporaries), what the kernels prepare from them (packed
     X Xᵀ, cubic features, sufficient statistics), per-block partial sums, the weights with their
     gradient, optimiser moments, checkpoint copies and paper layout, and the D×D matrices (Λ, its
-    rotation, Γ, Γ*). A data set read from ``data.from_file`` is not counted (its size is the file's)."""
+    rotation, Γ, Γ*); with ``test`` the test sets at ``test.context_lengths`` (all kept
+    prepared, the largest drawn at once); with ``schedule`` the save-step arrays (8 bytes per
+    save, a few copies). Pass a ``data.from_file`` run through :func:`_file_sizes` first."""
     D, N, P, H, R, nt = data.D, data.N, data.P, model.H, model.R, data.n_test
     T = N if model.loss == "cumulative" else 1
     K = D * D
@@ -367,6 +400,17 @@ def bytes_needed(
         fields = ("attention.H", "data.D")
     terms.append((12 * f8 * n_full, fields))  # θ, grad, init std, moments, checkpoints, layout
     terms.append((10 * f8 * K, ("data.D",)))
+    lengths = [int(n) for n in (getattr(test, "context_lengths", None) or ())]
+    if lengths and not data.population:
+        for n in lengths:  # each length's prepared test set stays for the whole run
+            t = n if model.loss == "cumulative" else 1
+            per = (t * (K + 1)) if features else ((D + 1) * (D + 2) / 2 + D + 1)
+            terms.append((f8 * nt * per, ("test.context_lengths", "data.n_test")))
+        top = max(lengths)  # the tokens of one length, drawn and packed at once
+        terms.append((f8 * nt * (top + 1) * (4 * D + 2), ("test.context_lengths", "data.n_test")))
+    if schedule is not None:
+        saves = len(schedule.save_steps) or schedule.epochs // schedule.save_every + 2
+        terms.append((4 * f8 * saves, ("schedule.save_every",)))
     return terms
 
 
@@ -374,10 +418,16 @@ def bytes_needed(
 _PROCESS = 256 * 2**20
 
 
-def _check_memory(model: ModelSettings, data: DataSettings, optim: OptimSettings) -> None:
-    terms = bytes_needed(model, data, optim)
+def _check_memory(
+    model: ModelSettings, data: Any, optim: OptimSettings, test: Any = None, schedule: Any = None
+) -> None:
+    terms = bytes_needed(model, data, optim, test, schedule)
     need = _PROCESS + sum(b for b, _ in terms)
     _, fields = max(terms)
+    lengths = tuple(getattr(test, "context_lengths", None) or ())
+    saves = 0
+    if schedule is not None:
+        saves = len(schedule.save_steps) or schedule.epochs // schedule.save_every + 2
     value = {
         "data.P": data.P,
         "data.N": data.N,
@@ -385,12 +435,21 @@ def _check_memory(model: ModelSettings, data: DataSettings, optim: OptimSettings
         "data.n_test": data.n_test,
         "attention.H": model.H,
         "attention.R": model.R,
+        "test.context_lengths": sum(lengths),
+        "schedule.save_every": saves,
+    }
+    source = getattr(data, "source", "")  # sizes read from data.from_file
+    shown = value | {f: f"{value[f]} {source}" for f in ("data.P", "data.N", "data.D") if source}
+    shown |= {
+        "test.context_lengths": f"{len(lengths)} lengths up to {max(lengths, default=0)}",
+        "schedule.save_every": f"{getattr(schedule, 'save_every', 0)} ({saves} saves)",
     }
     name = max(fields, key=lambda f: value[f] / _TYPICAL[f])
     others = sorted({f for _, fs in terms for f in fs if f != name and value[f] > _TYPICAL[f]})
+    fix = "raise it or lower schedule.epochs" if name == "schedule.save_every" else f"lower {name}"
     check_memory(
-        need, name, f"with {name} = {value[name]} the data sets, prepared arrays and weights",
-        f"lower {name}" + (f" (or {', '.join(others)})" if others else ""),
+        need, name, f"with {name} = {shown[name]} the data sets, prepared arrays and weights",
+        fix + (f" (or {', '.join(others)})" if others else ""),
     )  # fmt: skip
 
 
@@ -409,7 +468,7 @@ class ICLSettings(Section):
     test: TestSettings = TestSettings()
 
     def check(self) -> None:
-        _check_run(self.model, self.data, self.optim, self.init)
+        _check_run(self.model, self.data, self.optim, self.init, self.test, self.schedule)
 
 
 @dataclass(frozen=True)
@@ -434,7 +493,7 @@ class IclConfig(Section):
             raise ConfigError(
                 "attention: must be an AttentionSettings (the model's name is the top-level `model`)"
             )
-        _check_run(self.model_settings, self.data, self.optim, self.init)
+        _check_run(self.model_settings, self.data, self.optim, self.init, self.test, self.schedule)
         if self.test.context_lengths and not self.data.population and self.data.n_test == 0:
             raise ConfigError(
                 "test.context_lengths: needs data.n_test > 0 (fresh in-context sequences per N′) or data.population = true"

@@ -11,13 +11,15 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .schema import ConfigError, Rule, Section
+from .schema import ConfigError, Rule, Section, regular_input
 
 _SCHEMAS: dict[str, type] = {}
 
 #: deepest nesting of tables and arrays a TOML input may have (a config needs 3: root, section,
 #: list); deeper input is refused before anything recurses over it
 MAX_DEPTH = 32
+#: the largest config file read (a config is a few KiB; a sweep's point list stays far below)
+MAX_TOML_BYTES = 16 << 20
 
 
 def _deep_path(data: Any) -> str | None:
@@ -158,8 +160,13 @@ def apply_sets(data: dict, assignments: list[str]) -> dict:
 def read_toml(path: str | Path) -> dict:
     """Read a TOML file; missing, unreadable or malformed files raise one-line ConfigErrors."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ConfigError(f"config file {str(p)!r}: not found")
+    size = regular_input(p, "config file")
+    if size > MAX_TOML_BYTES:  # before reading it: a config is a few KiB
+        raise ConfigError(
+            f"config file {str(p)!r}: {size} bytes, more than a config can need ({MAX_TOML_BYTES >> 20} MiB at most)"
+        )
     try:
         text = p.read_bytes().decode()
     except (OSError, UnicodeDecodeError) as e:

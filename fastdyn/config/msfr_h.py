@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import msfr
-from .schema import ConfigError, choice, integer, number, numbers, text
+from .schema import ConfigError, choice, integer, number, numbers, regular_input, text
 
 #: largest d (state 2d per task)
 MAX_DIM = 8
@@ -111,6 +111,7 @@ def read_h_file(path: str) -> np.ndarray:
     1 ≤ d ≤ MAX_DIM, symmetric to 1e-12 relative (ConfigError naming h.file otherwise)."""
     import zipfile
 
+    regular_input(path, "h.file")
     try:
         with np.load(path, allow_pickle=False) as z:
             if "H" not in z.files:

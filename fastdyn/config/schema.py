@@ -28,6 +28,26 @@ class ConfigError(ValueError):
     """A user error in a config: the message is one line naming the field and what is allowed."""
 
 
+def regular_input(path: Any, field: str) -> int:
+    """The size in bytes of the input file ``path`` named by ``field``; ConfigError (one line)
+    when it is missing, a directory, or not a regular file: a FIFO blocks the first read for
+    ever and a device never ends, so neither is opened."""
+    import os
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ConfigError(f"{field}: {str(path)!r}: cannot be read ({e.strerror or e})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{field}: {str(path)!r}: is a directory, expected a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(
+            f"{field}: {str(path)!r}: not a regular file (a FIFO, socket or device); give a file"
+        )
+    return st.st_size
+
+
 @dataclass(frozen=True)
 class Rule:
     """What a field accepts. ``kind`` is one of number, integer, choice, flag, numbers, integers, text, every.

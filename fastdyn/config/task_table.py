@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import struct
 import zipfile
 
@@ -47,6 +48,8 @@ def open_table(path: str) -> TaskTable:
         st = os.stat(path)
     except OSError as e:
         raise err(path, f"cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block the first read for ever
+        raise err(path, "not a regular file (a FIFO, socket, device or directory); give a file")
     key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
     if key not in _CACHE:
         _CACHE.clear()
@@ -110,6 +113,7 @@ class TaskTable:
             raise err(self.path, f"not a readable .npz file ({e})") from None
         self._arrays = {}
         with zf:
+            _check_compressed_size(self.path, zf)
             for info in zf.infolist():
                 if not info.filename.endswith(".npy"):
                     continue
@@ -231,6 +235,36 @@ class TaskTable:
                 self.path, "column counts: sums to 0; the training set needs at least one sequence"
             )
         return total
+
+
+def _check_compressed_size(path: str, zf: zipfile.ZipFile) -> None:
+    """ConfigError naming task.table when the compressed columns, which are decompressed whole,
+    would not fit in memory: their sizes come from each member's .npy header (read from the
+    first bytes of its stream), before anything is decompressed."""
+    from .schema import check_memory
+
+    total = 0
+    for info in zf.infolist():
+        if not info.filename.endswith(".npy") or info.compress_type == zipfile.ZIP_STORED:
+            continue
+        try:
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                read_header = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
+                shape, _fortran, dtype = read_header(fh)
+        except (OSError, ValueError, zipfile.BadZipFile):
+            continue  # reported by the read itself, in its own words
+        total += int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    check_memory(
+        total,
+        "task.table",
+        f"the compressed columns of {path}, decompressed whole,",
+        "store the .npz uncompressed (np.savez, which is read in chunks) or as .h5",
+    )
 
 
 def _npz_member(path: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:

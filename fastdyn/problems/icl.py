@@ -264,6 +264,9 @@ def _pack(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def read_npz(path: str, field: str) -> dict[str, np.ndarray]:
     """The arrays of an .npz archive; ValueError naming ``field`` and the file when it is missing,
     not an archive, damaged or holds object arrays (never unpickled)."""
+    from ..config.schema import regular_input
+
+    regular_input(path, field)
     try:
         f = np.load(path, allow_pickle=False)
         if not isinstance(f, np.lib.npyio.NpzFile):

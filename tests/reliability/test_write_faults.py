@@ -232,3 +232,38 @@ def test_a_disk_filled_by_another_process(small_fs, tmp_path):
     (small_fs / "filler").unlink()
     what = _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
     assert proc.returncode == 1, what
+
+
+def test_resume_on_a_nearly_full_disk_leaves_the_file_untouched(small_fs, tmp_path):
+    """``--resume`` on a file system with too little room for its copy refuses before touching
+    the file (exit 1, one line), and finishes bit-identically once there is room."""
+    args = _args("attn-m")
+    ref = tmp_path / "ref.h5"
+    assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
+    p = small_fs / "run.h5"
+    die = (
+        "import os, sys, tests.toy_logistic, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
+        "orig = w.RunWriter.append\nn = [0]\n"
+        "def append(self, *a, **k):\n    orig(self, *a, **k); n[0] += 1\n"
+        "    if n[0] == 5: os._exit(9)\n"
+        "w.RunWriter.append = append\nmain(sys.argv[1:])"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", die, "-q", "simulate", *args, "-o", str(p)],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 9, r.stderr
+    before = p.read_bytes()
+    with open(small_fs / "filler", "wb") as fh:  # leave 64 KiB: room for the lock file only
+        free = shutil.disk_usage(small_fs).free
+        fh.write(b"\0" * max(0, free - (64 << 10)))
+    res = CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)])
+    assert res.exit_code == 1, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"cannot write {p}: No space left on device" in lines[0], lines
+    assert p.read_bytes() == before  # not a byte changed
+    assert not _temp_left(small_fs), _temp_left(small_fs)
+    (small_fs / "filler").unlink()
+    res = CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)])
+    assert res.exit_code == 0, res.output
+    assert_same_series(fastdyn.load(ref), fastdyn.load(p))

@@ -1,0 +1,104 @@
+"""Inputs are checked before they are read: a FIFO or a device given for any input path is
+refused at once (it used to block the first read for ever), compressed task-table columns and
+data files are sized from their headers before anything is decompressed, and the sizes that
+grow memory without bound (save count, test context lengths, a data file's shape) are counted
+in the estimate, so an impossible run is exit 2 naming its field instead of an allocation
+failure."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ICL = str(ROOT / "data" / "configs" / "icl_fig1.toml")
+
+
+def _check(*args: str, limit: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    if limit:
+        env["FASTDYN_MEMORY_LIMIT"] = limit
+    return subprocess.run(
+        [sys.executable, "-m", "fastdyn", "simulate", *args, "--check"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+
+
+def _one_line_2(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "args,field",
+    [
+        (["{fifo}"], "config file"),
+        (["--set", "task.table='{fifo}'", "--set", "task.n_tasks=10"], "task.table"),
+        ([ICL, "--set", "data.from_file='{fifo}'"], "data.from_file"),
+        ([ICL, "--set", "init.from_file='{fifo}'"], "init.from_file"),
+        (["--set", "model='msfr-h'", "--set", "h.file='{fifo}'"], "h.file"),
+        ([ICL, "--set", "data.from_file='/dev/zero'"], "data.from_file"),
+    ],
+)
+def test_a_fifo_or_device_is_refused_at_once(args, field, tmp_path):
+    fifo = tmp_path / "in.npz"
+    os.mkfifo(fifo)
+    r = _check(*[a.format(fifo=fifo) for a in args])  # a read would block: the timeout fails it
+    _one_line_2(r, field, "not a regular file")
+
+
+def _npz_claiming(path: Path, rows: int) -> None:
+    """A compressed .npz whose column ``weight`` holds ``rows`` zeros (streamed: small on disk)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf, zf.open("weight.npy", "w") as fh:
+        np.lib.format.write_array_header_1_0(
+            fh, {"descr": "<f8", "fortran_order": False, "shape": (rows,)}
+        )
+        block = bytes(8 << 20)
+        left = 8 * rows
+        while left:
+            fh.write(block[: min(left, len(block))])
+            left -= min(left, len(block))
+
+
+def test_a_compressed_table_is_sized_before_it_is_decompressed(tmp_path):
+    p = tmp_path / "table.npz"
+    _npz_claiming(p, 20_000_000)  # 160 MB of columns in a file of ~160 kB
+    assert p.stat().st_size < 1 << 20
+    r = _check("--set", f"task.table='{p}'", "--set", "task.n_tasks=20000000", limit="100MB")
+    _one_line_2(r, "task.table", "decompressed whole")
+
+
+def test_a_data_file_counts_with_its_own_shape(tmp_path):
+    """x of shape (400 000, 32, 4), compressed to a few kB: its P comes from the header and the
+    estimate refuses it under a 300 MB limit (``data.P`` from the file)."""
+    p = tmp_path / "data.npz"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, shape in (("x", (400_000, 32, 4)), ("y", (400_000, 32))):
+            with zf.open(f"{name}.npy", "w") as fh:
+                np.lib.format.write_array_header_1_0(
+                    fh, {"descr": "<f8", "fortran_order": False, "shape": shape}
+                )
+                fh.write(bytes(8 * int(np.prod(shape))))
+    r = _check(ICL, "--set", f"data.from_file='{p}'", limit="300MB")
+    _one_line_2(r, "data.P", "400000 (from data.from_file")
+
+
+@pytest.mark.parametrize(
+    "sets,field",
+    [
+        (["schedule.epochs=1000000000000", "schedule.save_every=1"], "schedule.save_every"),
+        (["test.context_lengths=[100000]", "data.n_test=20000"], "test.context_lengths"),
+    ],
+)
+def test_sizes_that_grow_memory_are_counted(sets, field):
+    r = _check(ICL, *[a for s in sets for a in ("--set", s)], limit="8GiB")
+    _one_line_2(r, field, "more than the")
