@@ -92,6 +92,7 @@ class FailStopFile(io.RawIOBase):
         self._overlay: list[tuple[int, bytes]] = []  # (offset, bytes) HDF5 wrote after it
         self._size = 0  # the size HDF5 sees after the failure
         self._superblock: bytes | None = None  # as last written at offset 0
+        self._covered = 0  # the end-of-file address that superblock records
 
     # io.RawIOBase --------------------------------------------------------------------------
     def readable(self) -> bool:
@@ -164,7 +165,9 @@ class FailStopFile(io.RawIOBase):
             else:
                 if at == 0:
                     self._superblock = bytes(data)
-                self._cover(at + n)
+                    self._covered = 0
+                if at + n > self._covered:
+                    self._cover(at + n)
         if self.error is not None:
             self._overlay.append((at, bytes(data)))
             self._size = max(self._size, at + n)
@@ -186,7 +189,8 @@ class FailStopFile(io.RawIOBase):
         if self._superblock is None:
             return
         raised = with_end_address(self._superblock, end)
-        if raised is None:
+        if raised is None:  # it covers ``end`` already (or is no superblock we know)
+            self._covered = max(self._covered, end)
             return
         try:
             os.pwrite(self.fd, raised, 0)
@@ -194,12 +198,14 @@ class FailStopFile(io.RawIOBase):
             self._fail(e)
             return
         self._superblock = raised
+        self._covered = end
 
     def truncate(self, size: int | None = None) -> int:
         size = self.pos if size is None else size
         if self.error is None:
             try:
-                os.ftruncate(self.fd, size)
+                if os.fstat(self.fd).st_size != size:  # HDF5 asks at every flush; mostly a no-op
+                    os.ftruncate(self.fd, size)  # (and on ext4 it drops the reserved blocks)
                 return size
             except OSError as e:
                 self._fail(e)
