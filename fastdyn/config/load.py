@@ -52,7 +52,15 @@ def check_depth(data: Any, where: str) -> None:
 
 def loads_toml(text: str, where: str) -> dict:
     """Parse TOML ``text`` as data; malformed or too deeply nested input (which would exhaust
-    Python's recursion limit inside :mod:`tomllib`) is a one-line ConfigError naming ``where``."""
+    Python's recursion limit inside :mod:`tomllib`) is a one-line ConfigError naming ``where``.
+    A key of more than :data:`MAX_DEPTH` dotted names is refused before parsing: tomllib builds
+    one table per name, and a key of millions of dots took gigabytes."""
+    for n, line in enumerate(text.splitlines(), 1):
+        key = line.split("=", 1)[0] if "=" in line else line.strip().strip("[]")
+        if key.count(".") >= MAX_DEPTH:
+            raise ConfigError(
+                f"{where}: line {n}: {key.strip()[:40]}…: {key.count('.') + 1} dotted names; a key is section.name (at most {MAX_DEPTH})"
+            )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -124,6 +132,10 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment}: must be key=value (e.g. task.n_tasks=1000)")
     key, raw = assignment.split("=", 1)
+    if key.count(".") >= MAX_DEPTH:  # before splitting: a key of 10^6 dots built 10^6 tables
+        raise ConfigError(
+            f"--set {key.strip()[:60]}…: {key.count('.') + 1} dotted names; a key is section.name (at most {MAX_DEPTH})"
+        )
     path = [p.strip() for p in key.strip().split(".")]
     if not all(path):
         raise ConfigError(f"--set {assignment}: key must be dotted names like task.alpha")

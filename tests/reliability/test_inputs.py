@@ -102,3 +102,18 @@ def test_a_data_file_counts_with_its_own_shape(tmp_path):
 def test_sizes_that_grow_memory_are_counted(sets, field):
     r = _check(ICL, *[a for s in sets for a in ("--set", s)], limit="8GiB")
     _one_line_2(r, field, "more than the")
+
+
+def test_a_deeply_dotted_key_is_refused_before_it_is_built(tmp_path):
+    """A key of millions of dotted names (a config file, or a --set) is refused before any table
+    is built for it: one line, and the process stays small (it reached 8.2 GiB)."""
+    import resource
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a." * 2_000_000 + "b = 1\n")  # 4 MB: under the size cap
+    for args in ([str(deep)], ["--set", "a." * 60_000 + "b=1"]):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        r = _check(*args)
+        _one_line_2(r, "dotted names")
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        assert max(before, peak) < 400 << 10, peak  # KiB: far below what the tables took
