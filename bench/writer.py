@@ -31,6 +31,9 @@ class _Plain:
     def reserve(self, nbytes: int) -> None:
         pass
 
+    def reserved(self) -> int:
+        return 0
+
     def sync(self) -> None:
         pass
 

@@ -59,7 +59,7 @@ def loads_toml(text: str, where: str) -> dict:
         key = line.split("=", 1)[0] if "=" in line else line.strip().strip("[]")
         if key.count(".") >= MAX_DEPTH:
             raise ConfigError(
-                f"{where}: line {n}: {key.strip()[:40]}…: {key.count('.') + 1} dotted names; a key is section.name (at most {MAX_DEPTH})"
+                f"{where}: line {n}: {key.strip()[:40]}…: {key.count('.') + 1} dotted names, tables nested that deep; a key is section.name (at most {MAX_DEPTH})"
             )
     try:
         data = tomllib.loads(text)
@@ -134,7 +134,7 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     key, raw = assignment.split("=", 1)
     if key.count(".") >= MAX_DEPTH:  # before splitting: a key of 10^6 dots built 10^6 tables
         raise ConfigError(
-            f"--set {key.strip()[:60]}…: {key.count('.') + 1} dotted names; a key is section.name (at most {MAX_DEPTH})"
+            f"--set {key.strip()[:60]}…: {key.count('.') + 1} dotted names, tables nested that deep; a key is section.name (at most {MAX_DEPTH})"
         )
     path = [p.strip() for p in key.strip().split(".")]
     if not all(path):

@@ -288,6 +288,14 @@ class MsfrConfig:
             raise ConfigError(
                 "solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)"
             )
+        grid = _grid_bytes(self)
+        if grid > _bytes_needed(self) / 2:  # the closed form's per-block partials dominate
+            n_times = len(self.time.times) if self.time.grid == "explicit" else self.time.n_times
+            check_memory(
+                _bytes_needed(self), "time.n_times",
+                f"{n_times} output times × {self.output.chunk_tasks} tasks per chunk (the closed form's per-block partial sums)",
+                "lower time.n_times or output.chunk_tasks",
+            )  # fmt: skip
         check_memory(
             _bytes_needed(self), "task.model_size",
             f"D = {self.task.d} represented tasks (state, tables, checkpoint)",
@@ -306,7 +314,8 @@ def _bytes_needed(cfg: MsfrConfig) -> float:
     64 bytes; checkpoint and kernel temporaries) — measured 120–145 bytes per task for dopri5 and
     rk4 at 2–4 million tasks; theory-only runs keep no state and cache the tables only up to 1 GiB
     (one chunk otherwise); per block of 1024 tasks the normaliser, counts and tail sums (64 bytes);
-    the output grid and its closed form (≈ 4 float64 per time per tracked series); the process
+    the output grid and its closed form (≈ 4 float64 per time per tracked series), and the
+    closed form's per-block partial sums over the whole grid (:func:`_grid_bytes`); the process
     itself (Python, numba, h5py: 256 MiB)."""
     n_times = len(cfg.time.times) if cfg.time.grid == "explicit" else cfg.time.n_times
     d = cfg.task.d
@@ -316,4 +325,15 @@ def _bytes_needed(cfg: MsfrConfig) -> float:
         else min(64.0 * d, 2.0**30) + 64.0 * min(d, cfg.output.chunk_tasks)
     )
     blocks = 64.0 * cfg.task.n_tasks / 1024
-    return per_task + blocks + 8.0 * 8 * n_times * (4 + max(len(cfg.output.track), 8)) + 256 * 2**20
+    grid = 8.0 * 8 * n_times * (4 + max(len(cfg.output.track), 8))
+    return per_task + blocks + grid + _grid_bytes(cfg) + 256 * 2**20
+
+
+def _grid_bytes(cfg: MsfrConfig) -> float:
+    """The closed form over the whole output grid at once: per chunk, per block of 1024 tasks and
+    per output time, the test and train partial sums (2 float64), summed in block order."""
+    if cfg.theory.level == "none":
+        return 0.0
+    n_times = len(cfg.time.times) if cfg.time.grid == "explicit" else cfg.time.n_times
+    per_chunk = min(cfg.task.n_tasks, cfg.output.chunk_tasks)
+    return 2 * 8.0 * -(-per_chunk // 1024) * n_times

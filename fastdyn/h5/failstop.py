@@ -241,6 +241,12 @@ class FailStopFile(io.RawIOBase):
                 return
             raise OSError(code, os.strerror(code), self.path)
 
+    def reserved(self) -> int:
+        """Bytes the file system holds for this file beyond its end (earlier :meth:`reserve`
+        calls): free space for the next write that ``statvfs`` counts as used."""
+        st = os.fstat(self.fd)
+        return max(0, getattr(st, "st_blocks", 0) * 512 - st.st_size)
+
     def sync(self) -> None:
         """fsync the descriptor (a write error found here is recorded like any other)."""
         if self.error is None:

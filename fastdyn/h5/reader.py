@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -348,9 +349,37 @@ def _common_rows(run: Run, names: list[str]) -> None:
         run.series[k] = run.series[k][:n]
 
 
+#: re-reads of a file whose writer is alive, after a chunk failed its checksum (the reader met a
+#: chunk while the writer rewrote it in place; the write ends within milliseconds)
+LIVE_RETRIES = 6
+
+
 def load(path: str | os.PathLike, series: bool = True) -> Run:
-    """Read a fastdyn file: every dataset as a numpy array (truncated to the rows written)."""
+    """Read a fastdyn file: every dataset as a numpy array (truncated to the rows written). A
+    file that a live process is writing is read again (after 10, 20, 40, … ms) when a read fails,
+    since the reader may have met the last chunk half-rewritten; any other file fails at once."""
     p = Path(path)
+    for attempt in range(LIVE_RETRIES + 1):
+        try:
+            return _load(p, series)
+        except FileFormatError:
+            if attempt == LIVE_RETRIES or not _written_now(p):
+                raise
+        time.sleep(0.01 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _written_now(p: Path) -> bool:
+    """Whether a live writer holds ``p`` (its superblock says open for write and its lock is held)."""
+    from .repair import open_flags_set, writer_alive
+
+    try:
+        return open_flags_set(p) and writer_alive(p) is not None
+    except OSError:
+        return False
+
+
+def _load(p: Path, series: bool) -> Run:
     f = open_file(p)
     try:
         attrs = {k: _attr(v) for k, v in f.attrs.items()}

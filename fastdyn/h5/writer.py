@@ -454,7 +454,7 @@ class RunWriter:
         """DiskFull unless ``nbytes`` plus the reserve are free on the output's file system, and
         the file system has allocated them to this file (``fallocate``, where it can: a quota
         or a file-size limit is found here too, before anything is written)."""
-        free = _free_bytes(self.path)
+        free = _free_bytes(self.path) + self._io.reserved()  # what it reserved is ours to use
         if free < nbytes + RESERVE:
             raise DiskFull(self.path, nbytes + RESERVE, free)
         try:

@@ -183,3 +183,41 @@ def test_a_second_writer_by_another_name_exits_2_naming_the_holder(way, tmp_path
     _out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert fastdyn.load(p).status == "complete"
+
+
+def test_a_kill_during_the_final_compaction_leaves_nothing_behind(tmp_path):
+    """A writer killed while it rewrites the complete file without /checkpoint leaves its
+    ``.NAME.compact-PID`` copy and its lock file; the file itself is the complete original, and
+    the next command that takes the lock (here ``fastdyn inspect``) removes both."""
+    p = tmp_path / "c.h5"
+    die = textwrap.dedent(
+        """
+        import os, sys
+        import fastdyn.h5.compact as c
+        from fastdyn.cli import main
+        orig = c._copy
+        def copy(src, dst, drop):
+            orig(src, dst, drop)
+            dst.flush()
+            os._exit(9)  # the copy is written, not yet renamed over the original
+        c._copy = copy
+        main(["-q", "simulate", *sys.argv[1:]])
+        """
+    )
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    r = subprocess.run(
+        [sys.executable, "-c", die, *MSFR, "--set", "output.keep_checkpoint=false", "-o", str(p)],
+        capture_output=True, text=True, env=env,
+        timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 9, r.stderr
+    left = sorted(q.name for q in tmp_path.iterdir() if q.name != "c.h5")
+    assert left == [f".c.h5.compact-{_pid_of(left)}", ".c.h5.lock"], left
+    res = CliRunner().invoke(main, ["inspect", str(p)])
+    assert res.exit_code == 0, res.output
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["c.h5"]
+    assert fastdyn.load(p).status == "complete"
+
+
+def _pid_of(names: list[str]) -> str:
+    return next((n.rsplit("-", 1)[-1] for n in names if ".compact-" in n), "?")

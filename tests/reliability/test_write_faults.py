@@ -201,9 +201,11 @@ def small_fs(tmp_path):
 
 
 def test_a_disk_filled_by_another_process(small_fs, tmp_path):
-    """Another process takes every free byte while the run appends: exit 1 with one line, the
-    flushed rows kept, and --resume bit-identical once that file is gone."""
-    args = [*_args("attn-m"), "--set", "schedule.save_every=1"]
+    """Another process takes every free byte while the run appends: the run goes on inside the
+    room it reserved (``fallocate``), then exits 1 with one line, the flushed rows kept, and
+    --resume is bit-identical once that file is gone."""
+    from .test_disk_full import BIG as args  # rows outgrow the writer's 4 MiB reservation
+
     ref = tmp_path / "ref.h5"
     assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
     p = small_fs / "run.h5"
