@@ -166,6 +166,8 @@ def command(
     except KeyboardInterrupt:
         say(f"interrupted; continue with  fastdyn sweep {sweep_file} -o {out_dir} --resume")
         sys.exit(130)
+    if res.interrupted and scheduler != "local":  # its workers are gone now: their final word
+        runner.settle(sw, res, out_dir)
     say(f"{res.index}: ran {len(res.ran)} points; {_summary(res.counts())}")
     for p in res.points:
         r = res.rows[p.id]

@@ -50,13 +50,25 @@ def check_depth(data: Any, where: str) -> None:
         )
 
 
+def _line_key(line: str) -> str:
+    """The key a TOML line starts with (before ``=``, or a table header's name), or "" for a line
+    that holds none (a value inside a multi-line array or string)."""
+    stripped = line.lstrip()
+    if stripped.startswith("["):
+        return stripped.strip().strip("[]")
+    key = line.split("=", 1)[0] if "=" in line else ""
+    return "" if any(c in key for c in ",[]{}") else key
+
+
 def loads_toml(text: str, where: str) -> dict:
     """Parse TOML ``text`` as data; malformed or too deeply nested input (which would exhaust
     Python's recursion limit inside :mod:`tomllib`) is a one-line ConfigError naming ``where``.
     A key of more than :data:`MAX_DEPTH` dotted names is refused before parsing: tomllib builds
     one table per name, and a key of millions of dots took gigabytes."""
     for n, line in enumerate(text.splitlines(), 1):
-        key = line.split("=", 1)[0] if "=" in line else line.strip().strip("[]")
+        if line.count(".") < MAX_DEPTH:
+            continue
+        key = _line_key(line)
         if key.count(".") >= MAX_DEPTH:
             raise ConfigError(
                 f"{where}: line {n}: {key.strip()[:40]}…: {key.count('.') + 1} dotted names, tables nested that deep; a key is section.name (at most {MAX_DEPTH})"

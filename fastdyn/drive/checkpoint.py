@@ -231,8 +231,9 @@ def write_error(path: Any, e: OSError) -> str:
     from ..h5.writer import WriteFailed
 
     why = e.strerror or (str(e).splitlines()[0] if str(e) else type(e).__name__)
-    if not Path(path).exists():
-        return f"cannot write {path}: {why}; nothing was written"
+    if getattr(e, "nothing_written", False) or not Path(path).exists():
+        old = " (the existing file is as it was)" if Path(path).exists() else ""
+        return f"cannot write {path}: {why}; nothing was written{old}"
     resume = f"fastdyn simulate --resume {path}"
     if isinstance(e, WriteFailed):  # stopped part-way through a write: as a kill leaves a file
         return (

@@ -24,7 +24,7 @@ file object (h5py's ``fileobj`` driver) that never reports an error to it:
 :meth:`FailStopFile.reserve` asks the file system for the blocks the next write needs
 (``fallocate`` with ``FALLOC_FL_KEEP_SIZE``), so that a full disk or an exceeded quota is found
 before anything is written, where the file system supports it. SIGXFSZ (a file-size limit,
-``ulimit -f``) is ignored while a writer lives, so that limit is an EFBIG write error like any
+``ulimit -f``) is ignored from the first writer on, so that limit is an EFBIG write error like any
 other instead of a core dump.
 
 Cost: the ``fileobj`` driver calls back into Python for each I/O, ≈ 30 calls per appended row set
@@ -38,6 +38,7 @@ import ctypes.util
 import errno
 import io
 import os
+import resource
 import signal
 import threading
 
@@ -70,14 +71,31 @@ def _fallocate():
 
 def ignore_sigxfsz() -> None:
     """A file-size limit becomes an EFBIG write error instead of killing the process (SIGXFSZ's
-    default action). Only the main thread can set a handler; elsewhere this does nothing."""
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGXFSZ"):
+    default action). From the main thread through :mod:`signal`; from any other (a Dask worker
+    runs points in threads) through libc's ``signal``, which sets the same process-wide action."""
+    if not hasattr(signal, "SIGXFSZ"):
+        return
+    if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        libc.signal(int(signal.SIGXFSZ), ctypes.c_void_p(1))  # SIG_IGN is (void (*)(int)) 1
+    except (OSError, AttributeError):
+        pass
 
 
 class FailStopFile(io.RawIOBase):
     """A read/write binary file for h5py's ``fileobj`` driver that stops writing at the first
-    failure (module docstring). ``create``: create or truncate ``path``; else it must exist."""
+    failure (module docstring). ``create``: create or truncate ``path``; else it must exist.
+
+    Writes into new space (at or past the file's size at the last flush) go to the disk at once;
+    writes that change bytes already there (metadata and partly filled chunks rewritten in place)
+    are held in memory and written, in order, when HDF5 flushes. So the in-place pointers reach
+    the disk only after the new blocks they point to, whatever order HDF5 wrote them in: a
+    failure in between leaves the file as of the last flush plus unreferenced new blocks."""
 
     def __init__(self, path: str | os.PathLike, create: bool = False):
         super().__init__()
@@ -85,12 +103,15 @@ class FailStopFile(io.RawIOBase):
         if create:
             flags |= os.O_CREAT | os.O_TRUNC
         self.path = os.fspath(path)
-        self.fd = os.open(self.path, flags, 0o644)
+        self.fd = os.open(self.path, flags, 0o666)  # the umask applies, as for h5py's own files
         self.pos = 0
         #: the first write error, or None while every write has reached the disk
         self.error: OSError | None = None
-        self._overlay: list[tuple[int, bytes]] = []  # (offset, bytes) HDF5 wrote after it
-        self._size = 0  # the size HDF5 sees after the failure
+        self._mem: list[tuple[int, bytes]] = []  # writes not on the disk (yet), in order
+        self._mem_end = 0  # the end of the furthest of them
+        self._trunc: int | None = None  # a size HDF5 asked for, applied at the next flush
+        self._base = os.fstat(self.fd).st_size  # the size at the last flush
+        self._size = 0  # the size HDF5 sees after a failure
         self._superblock: bytes | None = None  # as last written at offset 0
         self._covered = 0  # the end-of-file address that superblock records
 
@@ -120,21 +141,26 @@ class FailStopFile(io.RawIOBase):
         return self.pos
 
     def _end(self) -> int:
-        return self._size if self.error is not None else os.fstat(self.fd).st_size
+        """The size HDF5 sees: the disk's, with what is held in memory on top."""
+        if self.error is not None:
+            return self._size
+        if self._trunc is not None:
+            return self._trunc
+        return max(os.fstat(self.fd).st_size, self._mem_end)
 
     def readinto(self, buf) -> int:
         view = memoryview(buf).cast("B")
         n = len(view)
         data = os.pread(self.fd, n, self.pos)
-        if self.error is None:
+        if self.error is None and not self._mem and self._trunc is None:
             view[: len(data)] = data
             self.pos += len(data)
             return len(data)
-        end = min(self.pos + n, self._size)
+        end = min(self.pos + n, self._end())
         got = max(0, end - self.pos)
         view[:got] = bytes(got)
         view[: min(len(data), got)] = data[:got]
-        for off, blob in self._overlay:  # later writes win: applied in order
+        for off, blob in self._mem:  # later writes win: applied in order
             lo, hi = max(off, self.pos), min(off + len(blob), end)
             if lo < hi:
                 view[lo - self.pos : hi - self.pos] = blob[lo - off : hi - off]
@@ -147,50 +173,53 @@ class FailStopFile(io.RawIOBase):
         if at == 0 and n >= 16:  # the superblock: flags as the sec2 driver writes them
             fixed = mark_write_access(data)
             data = data if fixed is None else memoryview(fixed)
-        if self.error is None:
-            old = b""
-            if 0 < n <= _UNDO_MAX and at < os.fstat(self.fd).st_size:
-                old = os.pread(self.fd, n, at)  # metadata rewritten in place: kept for an undo
-            done = 0
-            try:
-                while done < n:
-                    k = os.pwrite(self.fd, data[done:], at + done)
-                    if k <= 0:
-                        raise OSError(errno.EIO, "write made no progress")
-                    done += k
-            except OSError as e:
-                if 0 < done and old:
-                    self._undo(at, old[:done])
-                self._fail(e)
-            else:
-                if at == 0:
-                    self._superblock = bytes(data)
-                    self._covered = 0
-                if at + n > self._covered:
-                    self._cover(at + n)
-        if self.error is not None:
-            self._overlay.append((at, bytes(data)))
-            self._size = max(self._size, at + n)
+        if self.error is None and at >= self._base:  # new space: nothing on disk points here yet
+            if self._put(at, data):
+                self._cover(at + n)
+        else:  # a rewrite in place (held until the flush), or anything after a failure
+            self._mem.append((at, bytes(data)))
+            self._mem_end = max(self._mem_end, at + n)
+            if self.error is not None:
+                self._size = max(self._size, at + n)
         self.pos = at + n
         return n
 
-    def _undo(self, at: int, old: bytes) -> None:
-        """Put back the bytes a failed, partly done write replaced (a torn metadata entry would
-        fail its checksum where the old one still matches its parents); best effort."""
+    def _put(self, at: int, data: memoryview | bytes) -> bool:
+        """Write ``data`` at ``at``; on a failure record it, put back the bytes a partial
+        in-place write replaced (best effort), keep ``data`` in memory, and return False."""
+        n = len(data)
+        old = b""
+        if 0 < n <= _UNDO_MAX and at < self._base:
+            old = os.pread(self.fd, n, at)  # rewritten in place: kept for an undo
+        done = 0
         try:
-            os.pwrite(self.fd, old, at)
-        except OSError:
-            pass
+            while done < n:
+                k = os.pwrite(self.fd, data[done:], at + done)
+                if k <= 0:
+                    raise OSError(errno.EIO, "write made no progress")
+                done += k
+        except OSError as e:
+            if 0 < done and old:
+                try:
+                    os.pwrite(self.fd, old[:done], at)
+                except OSError:
+                    pass
+            self._fail(e)
+            self._mem.append((at, bytes(data)))
+            self._mem_end = max(self._mem_end, at + n)
+            self._size = max(self._size, at + n)
+            return False
+        return True
 
     def _cover(self, end: int) -> None:
         """Keep the superblock's end-of-file address at or past every byte written (HDF5 writes
         it after the objects it covers, so a file stopped between the two had objects past its
         recorded end, which readers refuse: "addr overflow")."""
-        if self._superblock is None:
+        if self._superblock is None or end <= self._covered:
             return
         raised = with_end_address(self._superblock, end)
         if raised is None:  # it covers ``end`` already (or is no superblock we know)
-            self._covered = max(self._covered, end)
+            self._covered = end
             return
         try:
             os.pwrite(self.fd, raised, 0)
@@ -202,41 +231,74 @@ class FailStopFile(io.RawIOBase):
 
     def truncate(self, size: int | None = None) -> int:
         size = self.pos if size is None else size
-        if self.error is None:
-            try:
-                if os.fstat(self.fd).st_size != size:  # HDF5 asks at every flush; mostly a no-op
-                    os.ftruncate(self.fd, size)  # (and on ext4 it drops the reserved blocks)
-                return size
-            except OSError as e:
-                self._fail(e)
-        self._size = size
+        if self.error is not None:
+            self._size = size
+        elif size != self._end():  # HDF5 asks at every flush; mostly for the size it has
+            self._trunc = size  # applied after the held writes, at the flush
         return size
 
     def flush(self) -> None:
-        """Nothing is buffered here (HDF5's flush has written through ``pwrite`` already)."""
+        """Write what is held (the in-place rewrites, in order), then a pending truncation;
+        HDF5 calls this at the end of each of its flushes."""
+        if self.error is not None or self.fd < 0:
+            return
+        held, self._mem, self._mem_end = self._mem, [], 0
+        for i, (at, blob) in enumerate(held):
+            if not self._put(at, blob):
+                self._mem = self._mem + held[i + 1 :]  # kept in memory, in order, for reads
+                self._mem_end = max((o + len(b) for o, b in self._mem), default=0)
+                self._size = max(self._size, self._mem_end)
+                return
+            if at == 0:
+                self._superblock, self._covered = blob, 0
+            self._cover(at + len(blob))
+        if self._trunc is not None:
+            size, self._trunc = self._trunc, None
+            try:
+                if os.fstat(self.fd).st_size != size:
+                    os.ftruncate(self.fd, size)  # (on ext4 this also drops reserved blocks)
+            except OSError as e:
+                self._fail(e)
+                self._size = size
+                return
+        self._base = os.fstat(self.fd).st_size
 
     def close(self) -> None:
         if not self.closed:
             try:
-                os.close(self.fd)
+                self.flush()
             finally:
-                super().close()
+                fd, self.fd = self.fd, -1
+                try:
+                    os.close(fd)
+                finally:
+                    super().close()  # (calls flush again: a no-op without a descriptor)
 
     # fastdyn -------------------------------------------------------------------------------
     def _fail(self, e: OSError) -> None:
-        self.error = e
-        self._size = os.fstat(self.fd).st_size
+        if self.error is None:
+            self.error = e
+            self._size = max(self._size, os.fstat(self.fd).st_size, self._mem_end)
 
     def reserve(self, nbytes: int) -> None:
-        """Have the file system allocate ``nbytes`` beyond the current end (the size is
-        unchanged): OSError (ENOSPC, EDQUOT, EFBIG) when it cannot, before anything is written.
-        A file system without ``fallocate`` (EOPNOTSUPP) is left to the writes themselves."""
-        fallocate = _fallocate()
-        if fallocate is None or nbytes <= 0 or self.error is not None:
+        """Make sure ``nbytes`` more can be written past the current end: within the file-size
+        limit (``ulimit -f``, which ``fallocate`` does not check), and allocated by the file
+        system (``fallocate`` keeping the size; a full disk or a quota says so here). OSError
+        (EFBIG, ENOSPC, EDQUOT) when not, before anything is written. A file system without
+        ``fallocate`` (EOPNOTSUPP) is left to the writes themselves."""
+        if nbytes <= 0 or self.error is not None:
             return
         end = os.fstat(self.fd).st_size
-        if fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, end, nbytes) != 0:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY and end + nbytes > limit:
+            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), self.path)
+        fallocate = _fallocate()
+        if fallocate is None:
+            return
+        while fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, end, nbytes) != 0:
             code = ctypes.get_errno()
+            if code == errno.EINTR:  # a signal arrived (tmpfs checks for one): try again
+                continue
             if code in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.ENODEV):
                 return
             raise OSError(code, os.strerror(code), self.path)
@@ -248,7 +310,8 @@ class FailStopFile(io.RawIOBase):
         return max(0, getattr(st, "st_blocks", 0) * 512 - st.st_size)
 
     def sync(self) -> None:
-        """fsync the descriptor (a write error found here is recorded like any other)."""
+        """Write what is held, then fsync (a write error found here is recorded like any other)."""
+        self.flush()
         if self.error is None:
             try:
                 os.fsync(self.fd)

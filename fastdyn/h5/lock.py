@@ -20,6 +20,7 @@ e.g. some NFS mounts, the lock is only as good as theirs.)
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
@@ -49,29 +50,124 @@ def _who(words: list[str]) -> str:
     return f"pid {words[0]} on {words[1]}" if len(words) >= 2 else "another process"
 
 
-#: inode locks this process holds: (st_dev, st_ino) → [fd, holds, announced]
+#: inode locks this process holds: (st_dev, st_ino) → [fd, holds, announced, generation]
 _INODES: dict[tuple[int, int], list] = {}
 
 
-def _ofd_lock(fd: int, kind: int) -> bool:
-    """Set (``F_WRLCK``) or drop (``F_UNLCK``) the inode lock on ``fd``; False when another open
-    file description holds it. True where the platform has no OFD locks (nothing to hold)."""
+def _ofd_lock(fd: int) -> bool:
+    """Take the exclusive inode lock on ``fd`` (dropped when the description is closed); False
+    when another open file description holds it. True where it cannot be taken at all (no OFD
+    locks on this platform or file system, or a read-only descriptor): the name lock remains."""
     cmd = getattr(fcntl, "F_OFD_SETLK", None)
     if cmd is None:
         return True
-    arg = struct.pack("hhxxxxqqixxxx", kind, os.SEEK_SET, _INODE_LOCK_AT, 1, 0)
+    arg = struct.pack("hhxxxxqqixxxx", fcntl.F_WRLCK, os.SEEK_SET, _INODE_LOCK_AT, 1, 0)
     try:
         fcntl.fcntl(fd, cmd, arg)
     except OSError as e:
-        if e.errno in (11, 13):  # EAGAIN, EACCES: held elsewhere
-            return False
-        return True  # a file system without such locks: the name lock still holds
+        return e.errno not in (errno.EAGAIN, errno.EACCES)  # those two: held elsewhere
     return True
 
 
 #: locks this process holds, by lock file: a second acquire in the same process (the CLI's resume
 #: checks, then the writer) shares the first one instead of conflicting with it
 _HELD: dict[str, list] = {}
+
+
+def _unhold(key: tuple[int, int], gen: int, force: bool = False) -> None:
+    """One hold fewer on inode ``key`` (all of them with ``force``); the last closes its
+    descriptor. ``gen`` tells this hold from a later one on a reused inode number."""
+    held = _INODES.get(key)
+    if held is None or held[3] != gen:
+        return
+    held[1] = 0 if force else held[1] - 1
+    if held[1] == 0:
+        del _INODES[key]
+        if held[2]:
+            try:
+                os.removexattr(held[0], _XATTR)
+            except (OSError, AttributeError):
+                pass
+        os.close(held[0])  # closing the description drops its OFD lock
+
+
+_GEN = [0]
+
+
+def inode_key(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file ``path`` names, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _fs_type(path: str | os.PathLike) -> str:
+    """The file system type of the mount holding ``path`` (``/proc/self/mounts``), or ""."""
+    real = os.path.realpath(path)
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mounts") as fh:
+            for line in fh:
+                f = line.split()
+                if len(f) < 3:
+                    continue
+                mnt = f[1].replace("\\040", " ")
+                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(
+                    best
+                ):
+                    best, kind = mnt, f[2]
+    except OSError:
+        pass
+    return kind
+
+
+def holder(path: str | os.PathLike) -> str | None:
+    """``"pid N on HOST"`` (or "another process") when a live writer holds ``path``, else None,
+    found without taking anything: the inode lock by ``F_OFD_GETLK``, the name lock in
+    ``/proc/locks``. A reader asking never gets in the way of a writer starting."""
+    words: list[str] = []
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            cmd = getattr(fcntl, "F_OFD_GETLK", None)
+            if cmd is not None:
+                arg = struct.pack("hhxxxxqqixxxx", fcntl.F_WRLCK, os.SEEK_SET, _INODE_LOCK_AT, 1, 0)
+                got = fcntl.fcntl(fd, cmd, arg)
+                if struct.unpack("hhxxxxqqixxxx", got)[0] != fcntl.F_UNLCK:
+                    try:
+                        words = os.getxattr(fd, _XATTR).decode(errors="replace").split()
+                    except (OSError, AttributeError):
+                        words = []
+                    return _who(words or _lock_file_words(path))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    lock = lock_path(path)
+    try:
+        st = os.stat(lock)
+        with open("/proc/locks") as fh:
+            table = fh.read().splitlines()
+    except OSError:
+        return None
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table:
+        f = line.split()
+        if len(f) >= 6 and f[1] == "FLOCK" and f[5] == where:
+            return _who(_lock_file_words(path) or [f[4], "this host"])
+    return None
+
+
+def _lock_file_words(path: str | os.PathLike) -> list[str]:
+    try:
+        return lock_path(path).read_text(errors="replace").split()
+    except OSError:
+        return []
 
 
 #: temporary siblings a writer makes beside ``NAME`` (always under the lock): a new file before
@@ -114,7 +210,7 @@ class WriterLock:
         self.file = lock_path(path)
         self.fd: int | None = None
         self._key = str(self.file)
-        self._inodes: list[tuple[int, int]] = []
+        self._inodes: list[tuple[tuple[int, int], int]] = []  # (inode, generation)
 
     def acquire(self) -> WriterLock:
         held = _HELD.get(self._key)
@@ -159,10 +255,13 @@ class WriterLock:
         """Also lock the inode of the file ``target`` (the output, or the file about to be
         renamed into its place) until :meth:`release`; WriterBusy when another writer holds it.
         ``announce``: record this process in the file's extended attribute (a writer's own file)."""
+        if _fs_type(target).startswith("nfs"):
+            return  # NFS clients emulate HDF5's flock as whole-file fcntl locks: they would meet
+            # this one and refuse every reader of the running file; the name lock remains
         try:
             fd = os.open(target, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
         except OSError:
-            try:  # a read-only file: its lock is still taken through a read/write open only
+            try:  # a read-only file: no exclusive lock through this descriptor (nor writes)
                 fd = os.open(target, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except OSError:
                 return  # gone, or not ours to open: the caller's own checks report it
@@ -172,9 +271,9 @@ class WriterLock:
         if held is not None:
             os.close(fd)
             held[1] += 1
-            self._inodes.append(key)
+            self._inodes.append((key, held[3]))
             return
-        if not _ofd_lock(fd, fcntl.F_WRLCK):
+        if not _ofd_lock(fd):
             try:
                 words = os.getxattr(fd, _XATTR).decode(errors="replace").split()
             except (OSError, AttributeError):
@@ -195,26 +294,25 @@ class WriterLock:
                 os.setxattr(fd, _XATTR, _holder().encode())
             except (OSError, AttributeError):
                 pass  # a file system without user extended attributes: the holder goes unnamed
-        _INODES[key] = [fd, 1, announce]
-        self._inodes.append(key)
+        _GEN[0] += 1
+        _INODES[key] = [fd, 1, announce, _GEN[0]]
+        self._inodes.append((key, _GEN[0]))
+
+    def drop(self, key: tuple[int, int] | None) -> None:
+        """Let go of the inode lock on ``key`` = (st_dev, st_ino), a file this process has just
+        replaced (every hold of it in this process): its descriptor would keep the unlinked
+        file's space (and an NFS ``.nfs`` file) for the whole run."""
+        held = _INODES.get(key) if key is not None else None
+        if held is not None:
+            _unhold(key, held[3], force=True)
 
     def release(self) -> None:
         """Drop this hold; the last one removes the lock file (while still holding it) and
         unlocks. Idempotent."""
         if self.fd is None:
             return
-        for key in self._inodes:
-            held = _INODES.get(key)
-            if held is not None:
-                held[1] -= 1
-                if held[1] == 0:
-                    del _INODES[key]
-                    if held[2]:
-                        try:
-                            os.removexattr(held[0], _XATTR)
-                        except (OSError, AttributeError):
-                            pass
-                    os.close(held[0])  # closing the description drops its OFD lock
+        for key, gen in self._inodes:
+            _unhold(key, gen)
         self._inodes.clear()
         fd, self.fd = self.fd, None
         held = _HELD.get(self._key)

@@ -123,16 +123,23 @@ def global_heap_damage(p: Path) -> str | None:
     size = p.stat().st_size
     if size < 16:
         return None
-    with p.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        at = m.find(b"GCOL")
-        while at >= 0:
-            if m[at + 4] == 1 and at + 16 <= size:  # a version 1 collection header
-                length = int.from_bytes(m[at + 8 : at + 16], "little")
-                if 4096 <= length <= size - at:
-                    why = _walk_collection(m, at, length)
-                    if why is not None:
-                        return f"global heap collection at byte {at}: {why}"
-            at = m.find(b"GCOL", at + 4)
+    try:
+        with p.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return _first_bad_collection(m, size)
+    except (OSError, ValueError):  # a file system that cannot map files: HDF5 reads it as it is
+        return None
+
+
+def _first_bad_collection(m: Any, size: int) -> str | None:
+    at = m.find(b"GCOL")
+    while at >= 0:
+        if at + 16 <= size and m[at + 4] == 1:  # a version 1 collection header
+            length = int.from_bytes(m[at + 8 : at + 16], "little")
+            if 4096 <= length <= size - at:
+                why = _walk_collection(m, at, length)
+                if why is not None:
+                    return f"global heap collection at byte {at}: {why}"
+        at = m.find(b"GCOL", at + 4)
     return None
 
 

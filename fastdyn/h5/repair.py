@@ -15,7 +15,7 @@ from pathlib import Path
 import h5py
 
 from . import layout
-from .lock import WriterBusy, WriterLock
+from .lock import WriterLock, holder
 from .torn import repair_torn
 from .writer import clear_open_flags, read_checkpoint
 
@@ -34,17 +34,9 @@ def open_flags_set(path: str | os.PathLike) -> bool:
 
 
 def writer_alive(path: str | os.PathLike) -> str | None:
-    """``"pid N on HOST"`` when a live process holds the file's writer lock, else None. Taking
-    the free lock also removes what a killed writer left beside the file (its stale lock file,
-    a temporary or compaction copy); a directory we cannot write to is left as it is."""
-    try:
-        with WriterLock(path, announce=False):
-            return None
-    except WriterBusy as e:
-        msg = str(e)
-        return msg.split("being written by ", 1)[-1].split(" (", 1)[0]
-    except OSError:
-        return None
+    """``"pid N on HOST"`` when a live process writes the file, else None; asked without taking
+    the writer's locks (:func:`fastdyn.h5.lock.holder`)."""
+    return holder(path)
 
 
 def state(path: str | os.PathLike, status: str) -> str:

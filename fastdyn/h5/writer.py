@@ -44,7 +44,7 @@ from .._version import __version__
 from . import layout
 from .compact import compact
 from .failstop import ignore_sigxfsz, open_failstop
-from .lock import WriterLock
+from .lock import WriterLock, inode_key
 from .superblock import clear_open_flags, lookup3  # noqa: F401  (re-exported)
 from .torn import repair_torn
 
@@ -89,6 +89,27 @@ def _write_failed(path: Path, e: BaseException) -> WriteFailed:
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
     code = errno.ENOSPC if ("No space left" in text or "errno = 28" in text) else errno.EIO
     return WriteFailed(code, os.strerror(code) if code == errno.ENOSPC else text, str(path))
+
+
+def _not_written(e: OSError) -> OSError:
+    """``e``, marked as raised before the output was created or replaced (see write_error)."""
+    e.nothing_written = True
+    return e
+
+
+def _fsync_dir(path: Path) -> None:
+    """fsync the directory holding ``path`` after a rename into it (else a power cut can undo
+    the rename); where directories cannot be opened or synced, nothing."""
+    try:
+        fd = os.open(path.parent if str(path.parent) else ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def versions() -> dict[str, str]:
@@ -252,20 +273,24 @@ class RunWriter:
         )
         if _free_bytes(self.path) < up_front + RESERVE:
             self._lock.release()
-            raise DiskFull(self.path, up_front + RESERVE, _free_bytes(self.path))
+            raise _not_written(DiskFull(self.path, up_front + RESERVE, _free_bytes(self.path)))
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         try:
             f, self._io = open_failstop(tmp, "w")
             self._lock.hold(tmp)
             self._io.reserve(up_front + RESERVE)
         except BaseException as e:
-            if getattr(self, "_io", None) is not None:
-                f.close()
-                self._io.close()
-            self._lock.release()
-            tmp.unlink(missing_ok=True)
+            try:
+                if getattr(self, "_io", None) is not None:
+                    try:
+                        f.close()
+                    finally:
+                        self._io.close()
+            finally:
+                self._lock.release()
+                tmp.unlink(missing_ok=True)
             if isinstance(e, OSError) and e.errno in _NO_ROOM:
-                raise DiskFull(self.path, up_front + RESERVE, code=e.errno) from None
+                raise _not_written(DiskFull(self.path, up_front + RESERVE, code=e.errno)) from None
             raise
         try:
             self._create(
@@ -287,16 +312,23 @@ class RunWriter:
             self._io.sync()
             if self._io.error is not None:
                 raise _write_failed(self.path, self._io.error)
+            replaced = inode_key(self.path)  # an --overwrite: the old file, locked until now
             os.replace(tmp, self.path)
+            _fsync_dir(self.path)
+            self._lock.drop(replaced)
         except BaseException as e:
             try:
-                f.close()
-                self._io.close()
+                try:
+                    f.close()
+                finally:
+                    self._io.close()
             finally:
                 tmp.unlink(missing_ok=True)
                 self._lock.release()
+            if isinstance(e, OSError):
+                e.nothing_written = True  # the output was not replaced (see write_error)
             if isinstance(e, WriteFailed) and e.errno in _NO_ROOM:
-                raise DiskFull(self.path, up_front + RESERVE, code=e.errno) from None
+                raise _not_written(DiskFull(self.path, up_front + RESERVE, code=e.errno)) from None
             raise
         self._f = f
         self._names = [layout.TIME] + ([layout.STEP] if with_step else []) + list(series)
@@ -618,13 +650,15 @@ class RunWriter:
         self.t_resumed = self.t_start
         self._lock = WriterLock(self.path).acquire()  # WriterBusy while another process writes it
         ignore_sigxfsz()
-        copy = self.path.with_name(f".{self.path.name}.resume-{os.getpid()}")
+        real = Path(os.path.realpath(self.path))  # a symlink stays a symlink to the file
+        copy = real.with_name(f".{real.name}.resume-{os.getpid()}")
         f = None
         try:
-            need = self.path.stat().st_size + RESERVE
-            if _free_bytes(self.path) < need:
-                raise DiskFull(self.path, need, _free_bytes(self.path))
-            shutil.copyfile(self.path, copy)
+            need = real.stat().st_size + RESERVE
+            if _free_bytes(real) < need:
+                raise _not_written(DiskFull(self.path, need, _free_bytes(real)))
+            shutil.copyfile(real, copy)
+            shutil.copymode(real, copy)
             self._lock.hold(copy)
             clear_open_flags(copy)
             f, self._io = open_failstop(copy, "r+")
@@ -648,15 +682,22 @@ class RunWriter:
             self._io.sync()
             if self._io.error is not None:
                 raise _write_failed(self.path, self._io.error)
-            os.replace(copy, self.path)
+            replaced = inode_key(real)
+            os.replace(copy, real)
+            _fsync_dir(real)
+            self._lock.drop(replaced)
         except BaseException as e:
             try:
                 if f is not None:
-                    f.close()
-                    self._io.close()
+                    try:
+                        f.close()
+                    finally:
+                        self._io.close()
             finally:
                 copy.unlink(missing_ok=True)
                 self._lock.release()
+            if isinstance(e, OSError):
+                e.nothing_written = False  # the file is untouched: as it was before --resume
             if isinstance(e, OSError) and e.errno in _NO_ROOM and not isinstance(e, DiskFull):
                 raise DiskFull(self.path, RESERVE, code=e.errno) from None
             raise

@@ -225,6 +225,25 @@ def _run_here(todo, idx, result, runner, out_dir, threads, say, stop) -> None:  
         raise
 
 
+def _quiet_logs() -> None:
+    import logging
+
+    for name in ("distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _quiet(executor: Any) -> None:
+    """Before cancelling a stopped sweep's points: Dask's workers and nannies would log each
+    cancelled task (``CancelledError``) and each worker they kill on stderr, in the sweep's
+    log; they say nothing the index does not (here and, through the client, in the workers)."""
+    _quiet_logs()
+    if type(executor).__module__.startswith("distributed"):
+        try:
+            executor.run(_quiet_logs, wait=True)
+        except Exception:  # noqa: BLE001 — a worker already gone: nothing to quiet there
+            pass
+
+
 def _run_on(executor, todo, idx, result, runner, out_dir, threads, say, stop) -> None:  # noqa: ANN001
     """The points submitted to ``executor``, recorded as they finish. A SIGINT/SIGTERM cancels
     the points not started and stops waiting; the index then holds what the point files say
@@ -258,6 +277,7 @@ def _run_on(executor, todo, idx, result, runner, out_dir, threads, say, stop) ->
                 say(f"{p.name}: {idx.rows[p.id].status}")
                 idx.write()
     except KeyboardInterrupt:
+        _quiet(executor)
         for fut in futures:
             fut.cancel()
         idx.rows.update(
@@ -266,6 +286,17 @@ def _run_on(executor, todo, idx, result, runner, out_dir, threads, say, stop) ->
         idx.write()
         if not result.interrupted:
             raise
+
+
+def settle(sweep: Sweep, result: SweepResult, output: str | os.PathLike | None = None) -> None:
+    """After a stopped sweep's executor has shut down: the rows of this invocation's points as
+    their files now say. The index written when the signal came is what the files said then; a
+    worker may still have finished its point (complete) or stopped it (interrupted) before the
+    executor ended, and the index must agree with the files it describes."""
+    out_dir = output_dir(sweep, output)
+    with _index.locked(out_dir, sweep.index_name):  # other shards' rows too, as _Index.write does
+        result.rows.update(_index.scan(out_dir, result.points))
+        _index.write(out_dir, result.points, result.rows, sweep.text, sweep.index_name)
 
 
 def reindex(sweep: Sweep, output: str | os.PathLike | None = None) -> SweepResult:

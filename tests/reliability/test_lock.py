@@ -188,7 +188,8 @@ def test_a_second_writer_by_another_name_exits_2_naming_the_holder(way, tmp_path
 def test_a_kill_during_the_final_compaction_leaves_nothing_behind(tmp_path):
     """A writer killed while it rewrites the complete file without /checkpoint leaves its
     ``.NAME.compact-PID`` copy and its lock file; the file itself is the complete original, and
-    the next command that takes the lock (here ``fastdyn inspect``) removes both."""
+    the next command that takes its lock (here ``fastdyn repair``, which finds nothing to
+    repair) removes both; ``inspect``, a reader, leaves them."""
     p = tmp_path / "c.h5"
     die = textwrap.dedent(
         """
@@ -213,8 +214,10 @@ def test_a_kill_during_the_final_compaction_leaves_nothing_behind(tmp_path):
     assert r.returncode == 9, r.stderr
     left = sorted(q.name for q in tmp_path.iterdir() if q.name != "c.h5")
     assert left == [f".c.h5.compact-{_pid_of(left)}", ".c.h5.lock"], left
-    res = CliRunner().invoke(main, ["inspect", str(p)])
-    assert res.exit_code == 0, res.output
+    assert CliRunner().invoke(main, ["inspect", str(p)]).exit_code == 0
+    assert len(list(tmp_path.iterdir())) == 3  # a reader takes no lock and removes nothing
+    res = CliRunner().invoke(main, ["repair", str(p)])
+    assert res.exit_code == 0 and "nothing to repair" in res.output, res.output
     assert sorted(q.name for q in tmp_path.iterdir()) == ["c.h5"]
     assert fastdyn.load(p).status == "complete"
 

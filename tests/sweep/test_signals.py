@@ -80,3 +80,46 @@ def test_a_second_signal_ends_the_sweep_at_once(tmp_path):
     assert time.monotonic() - t0 < 2.0  # the acceptance's latency (≤ 2 s)
     assert proc.returncode == 143
     assert len(list((out / "points").glob("*.h5"))) == 1
+
+
+#: four points of a few seconds each, for two Dask worker processes
+FOUR = """
+[base]
+model = "msfr"
+task.n_tasks = 200_000
+time.n_times = 400
+solver.integrator = "rk4"
+output.times_per_segment = 4
+theory.level = "leading"
+
+[grid]
+task.psi0 = [100, 101, 102, 103]
+"""
+
+
+def test_after_a_signal_the_index_agrees_with_the_point_files(tmp_path):
+    """With ``--scheduler processes``, SIGTERM to the sweep alone (its workers run on): once the
+    executor has shut down, the index says for every point what its file says (a point a worker
+    finished after the signal used to stay ``running`` in the index)."""
+    path = write_sweep(tmp_path, FOUR)
+    out = tmp_path / "out"
+    env = dict(sub_env(), NUMBA_NUM_THREADS="2")
+    proc = subprocess.Popen(
+        [*FASTDYN, "sweep", str(path), "-o", str(out), "--scheduler", "processes", "--workers", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while len(list((out / "points").glob("*.h5"))) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _o, err = proc.communicate(timeout=180)
+    assert proc.returncode == 143, err
+    assert "CancelledError" not in err, err
+    idx = read(out / "index.h5")
+    for rel, status in zip(idx["path"], idx["status"], strict=True):
+        f = out / rel
+        if f.exists():
+            assert status == fastdyn.load(f).status, (rel, status, fastdyn.load(f).status)
+        else:
+            assert status == "pending", (rel, status)
