@@ -11,6 +11,7 @@ file) and renames it over the original atomically: a crash leaves the original, 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def _key(obj: Any) -> Any:
 
 def compact(path: str | os.PathLike, drop: tuple[str, ...] = ()) -> tuple[int, int]:
     """Rewrite ``path`` without the top-level groups ``drop``; returns (bytes before, after)."""
-    p = Path(path)
+    p = Path(os.path.realpath(path))  # through a symlink: the file it points to
     tmp = p.with_name(f".{p.name}.compact-{os.getpid()}")
     before = p.stat().st_size
     try:
@@ -43,6 +44,7 @@ def compact(path: str | os.PathLike, drop: tuple[str, ...] = ()) -> tuple[int, i
             io.close()
         if io.error is not None:
             raise io.error
+        shutil.copymode(p, tmp)
         os.replace(tmp, p)
     except BaseException:
         tmp.unlink(missing_ok=True)
