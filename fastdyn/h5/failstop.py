@@ -47,8 +47,9 @@ import h5py
 from .superblock import mark_write_access, with_end_address
 
 _FALLOC_FL_KEEP_SIZE = 1
-#: writes up to this size that rewrite bytes inside the file (metadata entries) keep the old
-#: bytes, to put them back if the write fails part-way
+#: rewrites inside the file up to this size are metadata (object headers, indexes, heaps): held
+#: until the flush's end, and their old bytes put back if one fails part-way; larger ones are
+#: chunks of rows, written at once
 _UNDO_MAX = 64 << 10
 _libc = None
 
@@ -92,8 +93,8 @@ class FailStopFile(io.RawIOBase):
     failure (module docstring). ``create``: create or truncate ``path``; else it must exist.
 
     Writes into new space (at or past the file's size at the last flush) go to the disk at once;
-    writes that change bytes already there (metadata and partly filled chunks rewritten in place)
-    are held in memory and written, in order, when HDF5 flushes. So the in-place pointers reach
+    writes up to 64 KiB that change bytes already there (metadata rewritten in place) are held
+    in memory and written, in order, when HDF5 flushes. So the in-place pointers reach
     the disk only after the new blocks they point to, whatever order HDF5 wrote them in: a
     failure in between leaves the file as of the last flush plus unreferenced new blocks."""
 
@@ -173,7 +174,10 @@ class FailStopFile(io.RawIOBase):
         if at == 0 and n >= 16:  # the superblock: flags as the sec2 driver writes them
             fixed = mark_write_access(data)
             data = data if fixed is None else memoryview(fixed)
-        if self.error is None and at >= self._base:  # new space: nothing on disk points here yet
+        if self.error is None and (at >= self._base or n > _UNDO_MAX):
+            # new space (nothing on disk points there yet), or a whole chunk of rows rewritten
+            # in place: its flushed rows do not change, and a write torn by a failure is
+            # verified and rebuilt (fastdyn.h5.torn); holding it would copy every append's chunk
             if self._put(at, data):
                 self._cover(at + n)
         else:  # a rewrite in place (held until the flush), or anything after a failure
