@@ -26,6 +26,7 @@ import zipfile
 
 import numpy as np
 
+from .npz_shape import read_npy_header
 from .schema import ConfigError
 
 #: rows per CSV index entry (the problems' block size; chunks start on its multiples)
@@ -249,13 +250,7 @@ def _check_compressed_size(path: str, zf: zipfile.ZipFile) -> None:
             continue
         try:
             with zf.open(info) as fh:
-                version = np.lib.format.read_magic(fh)
-                read_header = (
-                    np.lib.format.read_array_header_1_0
-                    if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0
-                )
-                shape, _fortran, dtype = read_header(fh)
+                shape, dtype = read_npy_header(fh)
         except (OSError, ValueError, zipfile.BadZipFile):
             continue  # reported by the read itself, in its own words
         total += int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
@@ -279,13 +274,7 @@ def _npz_member(path: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.nda
             raise ValueError("bad zip member header")
         n_name, n_extra = struct.unpack("<HH", local[26:30])
         fh.seek(info.header_offset + 30 + n_name + n_extra)
-        version = np.lib.format.read_magic(fh)
-        read_header = (
-            np.lib.format.read_array_header_1_0
-            if version == (1, 0)
-            else np.lib.format.read_array_header_2_0
-        )
-        shape, fortran, dtype = read_header(fh)
+        shape, dtype = read_npy_header(fh)
         offset = fh.tell()
     if dtype.hasobject:
         raise ValueError("object arrays are not allowed")

@@ -24,6 +24,7 @@ import errno
 import fcntl
 import os
 import socket
+import stat
 import struct
 from pathlib import Path
 
@@ -128,8 +129,11 @@ def holder(path: str | os.PathLike) -> str | None:
     found without taking anything: the inode lock by ``F_OFD_GETLK``, the name lock in
     ``/proc/locks``. A reader asking never gets in the way of a writer starting."""
     words: list[str] = []
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:  # a regular file only: opening a FIFO would block
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
     except OSError:
         fd = -1
     if fd >= 0:

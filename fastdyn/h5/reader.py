@@ -377,11 +377,12 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
 
 
 def _written_now(p: Path) -> bool:
-    """Whether a live writer holds ``p`` (its superblock says open for write and its lock is held)."""
+    """Whether a live writer holds ``p`` (its superblock says open for write and its lock is
+    held); never for anything but a regular file (opening a FIFO blocks)."""
     from .repair import open_flags_set, writer_alive
 
     try:
-        return open_flags_set(p) and writer_alive(p) is not None
+        return p.is_file() and open_flags_set(p) and writer_alive(p) is not None
     except OSError:
         return False
 

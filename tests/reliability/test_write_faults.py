@@ -95,6 +95,24 @@ def counted(shim, tmp_path_factory):
     return get
 
 
+#: a run that dies (os._exit, as a kill -9) right after its 5th appended row set
+_DIE = (
+    "import os, sys, tests.toy_logistic, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
+    "orig = w.RunWriter.append\nn = [0]\n"
+    "def append(self, *a, **k):\n    orig(self, *a, **k); n[0] += 1\n"
+    "    if n[0] == 5: os._exit(9)\n"
+    "w.RunWriter.append = append\nmain(sys.argv[1:])"
+)
+
+
+def _killed_after_5_appends(args: list[str], path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", _DIE, "-q", "simulate", *args, "-o", str(path)],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 9, r.stderr
+
+
 def _temp_left(folder: Path) -> list[str]:
     return [
         p.name
@@ -243,18 +261,7 @@ def test_resume_on_a_nearly_full_disk_leaves_the_file_untouched(small_fs, tmp_pa
     ref = tmp_path / "ref.h5"
     assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
     p = small_fs / "run.h5"
-    die = (
-        "import os, sys, tests.toy_logistic, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
-        "orig = w.RunWriter.append\nn = [0]\n"
-        "def append(self, *a, **k):\n    orig(self, *a, **k); n[0] += 1\n"
-        "    if n[0] == 5: os._exit(9)\n"
-        "w.RunWriter.append = append\nmain(sys.argv[1:])"
-    )
-    r = subprocess.run(
-        [sys.executable, "-c", die, "-q", "simulate", *args, "-o", str(p)],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 9, r.stderr
+    _killed_after_5_appends(args, p)
     before = p.read_bytes()
     with open(small_fs / "filler", "wb") as fh:  # leave 64 KiB: room for the lock file only
         free = shutil.disk_usage(small_fs).free
@@ -304,18 +311,7 @@ def test_resume_through_a_symlink_keeps_the_link_and_the_mode(tmp_path):
     args = _args("attn-m")
     real = tmp_path / "data" / "run.h5"
     real.parent.mkdir()
-    die = (
-        "import os, sys, tests.toy_logistic, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
-        "orig = w.RunWriter.append\nn = [0]\n"
-        "def append(self, *a, **k):\n    orig(self, *a, **k); n[0] += 1\n"
-        "    if n[0] == 5: os._exit(9)\n"
-        "w.RunWriter.append = append\nmain(sys.argv[1:])"
-    )
-    r = subprocess.run(
-        [sys.executable, "-c", die, "-q", "simulate", *args, "-o", str(real)],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 9, r.stderr
+    _killed_after_5_appends(args, real)
     real.chmod(0o600)
     link = tmp_path / "link.h5"
     link.symlink_to(real)
