@@ -181,27 +181,50 @@ def test_writes_failing_at_random_points(model, shim, counted, tmp_path):
         )
 
 
-def test_a_file_size_limit(tmp_path):
-    """``ulimit -f`` below the finished file's size: SIGXFSZ is ignored, the limit is a write
-    error like a full disk (exit 1, one line), and --resume finishes once it is lifted."""
-    args = [*_args("attn-m"), "--set", "schedule.save_every=1"]
-    ref = tmp_path / "ref" / "run.h5"
-    ref.parent.mkdir()
-    assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
-    size = ref.stat().st_size
+@pytest.mark.parametrize("model", sorted(CASES))
+def test_a_file_size_limit(model, counted, tmp_path):
+    """``ulimit -f`` at the 4 MiB reserve plus half the finished file, for every model: the
+    writer sees the limit before a write would cross it (SIGXFSZ is ignored besides) and stops
+    with exit 1 and one line, and --resume finishes once it is lifted. (These small runs
+    allocate their chunks at the first append, so they stop there or at creation; a limit
+    crossed after rows were flushed is ``test_a_file_size_limit_mid_run``.)"""
     from fastdyn.h5.writer import RESERVE
 
-    for i, limit in enumerate((RESERVE + size // 3, RESERVE + 2 * size // 3)):
-        p = tmp_path / f"l{i}" / "run.h5"
-        p.parent.mkdir()
+    ref, _writes = counted(model)
+    limit = RESERVE + ref.stat().st_size // 2
+    p = tmp_path / "run.h5"
 
-        def cap(limit=limit):
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    def cap():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-        proc = _popen(["-q", "simulate", *args, "-o", str(p)], _env(), preexec_fn=cap)
-        _out, err = proc.communicate(timeout=300)
-        assert "File too large" in err or proc.returncode == 0, err
-        _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
+    proc = _popen(["-q", "simulate", *_args(model), "-o", str(p)], _env(), preexec_fn=cap)
+    _out, err = proc.communicate(timeout=300)
+    assert "File too large" in err or proc.returncode == 0, err
+    what = _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
+    print(model, "ulimit -f", limit, what)
+    assert proc.returncode == 1, what
+
+
+def test_a_file_size_limit_mid_run(tmp_path):
+    """A limit crossed after rows were flushed (msfr rk4, whose rows outgrow several chunks):
+    exit 1 and one line, the flushed rows kept, --resume bit-identical."""
+    from fastdyn.h5.writer import RESERVE
+
+    from .test_disk_full import BIG as args
+
+    ref = tmp_path / "ref.h5"
+    assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
+    limit = RESERVE + ref.stat().st_size // 2
+    p = tmp_path / "run.h5"
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = _popen(["-q", "simulate", *args, "-o", str(p)], _env(), preexec_fn=cap)
+    _out, err = proc.communicate(timeout=300)
+    what = _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
+    assert proc.returncode == 1 and "File too large" in err, err
+    assert what.endswith("rows kept, resumed") and not what.startswith("0 "), what
 
 
 @pytest.fixture
