@@ -186,7 +186,7 @@ class InitSettings(Section):
 
 @dataclass(frozen=True)
 class TestSettings(Section):
-    """[test]: evaluation beyond the training distribution (issue 19)."""
+    """[test]: evaluation beyond the training distribution."""
 
     _prefix = "test."
 

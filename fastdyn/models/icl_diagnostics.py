@@ -1,4 +1,4 @@
-"""Opt-in streamed diagnostics of the ICL models (issue 19): head alignment, in-weight norms and
+"""Opt-in streamed diagnostics of the ICL models: head alignment, in-weight norms and
 weight snapshots, one row per save on the same grid as the losses.
 
 ``output.diagnostics = true``:

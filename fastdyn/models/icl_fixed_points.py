@@ -45,7 +45,7 @@ from .attn_m.theory import shrink
 from .attn_s import AttnS
 
 MODELS = ("attn-m", "attn-s")
-#: ‖∇L‖ at or below this is called a fixed point (the constructed M(S) reach ~1e-16; acceptance 1e-12)
+#: ‖∇L‖ at or below this is called a fixed point (the constructed M(S) reach ~1e-16; accepted up to 1e-12)
 FIXED_TOL = 1e-12
 
 
