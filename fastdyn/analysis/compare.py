@@ -90,18 +90,14 @@ class Theory:
 
 
 def _msfr_abg(run: Run) -> tuple[float, float, float] | None:
-    if run.model != "msfr" and config_value(run, "model") != "msfr":
-        return None
-    vals = [
-        config_value(run, f"task.{k}", d)
-        for k, d in (("alpha", None), ("beta", 0.0), ("gamma", 0.0))
-    ]
-    if vals[0] is None:
-        return None
+    """(α, β, γ) of the run's task law from its model's ``fit_theory`` hook (None without one)."""
+    from ..models.registry import get_model
+
     try:
-        return tuple(float(v) for v in vals)  # type: ignore[return-value]
-    except (TypeError, ValueError):
+        hook = get_model(run.model).fit_theory
+    except KeyError:
         return None
+    return hook(run) if hook is not None else None
 
 
 def theory_for(run: Run, x: str, regime: str = "small") -> Theory | None:

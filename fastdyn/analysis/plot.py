@@ -304,11 +304,14 @@ def plot_frontier(report: FrontierReport, out: str | os.PathLike, *, title: str 
 
 
 def _task_strengths(run: Run, index: np.ndarray) -> np.ndarray | None:
-    if run.model != "msfr":
+    """Λ_s of the tasks ``index`` from the run's model (``task_strengths`` hook), else None."""
+    from ..models.registry import get_model
+
+    try:
+        hook = get_model(run.model).task_strengths
+    except KeyError:
         return None
-    lam0 = float(config_value(run, "task.strength0", 1.0))
-    gamma = float(config_value(run, "task.gamma", 0.0))
-    return lam0 * index.astype(float) ** -gamma
+    return hook(run, index) if hook is not None else None
 
 
 @_styled

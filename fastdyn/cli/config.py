@@ -1,4 +1,5 @@
-"""``fastdyn config keys [MODEL]``: the config reference, generated from the schema."""
+"""``fastdyn config keys [MODEL]``: the config reference, generated from the schema; ``fastdyn config
+models``: every model fastdyn finds, and the package it comes from."""
 
 from __future__ import annotations
 
@@ -33,3 +34,18 @@ def keys_cmd(model: str | None, markdown: bool) -> None:
         click.echo(reference.markdown(names, summaries), nl=False)
     else:
         click.echo(reference.text(names), nl=False)
+
+
+@command.command("models")
+@guarded
+def models_cmd() -> None:
+    """Every model fastdyn finds (its own and installed plug-ins): name, kind, devices, summary and
+    the package and entry point it comes from."""
+    from .. import plugins
+
+    for name, source in plugins.sources().items():
+        e = plugins.get(name)
+        click.echo(f"{name}  [{e.kind}; {', '.join(e.devices)}]  {e.summary}")
+        click.echo(f"    from {source}")
+    for name, why in plugins.broken().items():
+        click.echo(f"{name}  [not loaded]  {why}")

@@ -4,8 +4,9 @@ A job array, or a shared read-only install, then starts warm: every later run wi
 ``NUMBA_CACHE_DIR=D`` loads its kernels from D instead of compiling them (docs/hpc.md).
 
 What is compiled is whatever a run of each shipped preset (``fastdyn/presets/*.toml``) reaches,
-shrunk to a few steps (:data:`TINY`), plus variants that reach the other integrators, closed
-forms, optimisers, attention variants and data paths of the same models (:data:`VARIANTS`), plus
+shrunk to a few steps (each model's ``warmup_sizes``), plus variants that reach the other
+integrators, closed forms, optimisers, attention variants and data paths of the same models (each
+model's ``warmup_variants``), plus
 ``fastdyn fit`` on one output (the bootstrap kernels). The plan is built from the preset folder,
 so a new preset is warmed without a change here. The runs go through the ``simulate`` command
 itself (the same code a user's run goes through), into a temporary folder, in a child process
@@ -26,90 +27,39 @@ from pathlib import Path
 
 import click
 
+from .. import plugins
 from ._common import UserError, guarded, verbosity
-
-#: per model: overrides that shrink any preset of it to a few steps on a few tasks (types, hence
-#: compiled signatures, do not depend on sizes); each preset's own values are kept otherwise
-TINY: dict[str, tuple[str, ...]] = {
-    "msfr": ("task.n_tasks=3000", "time.n_times=6", "output.track=[1, 2]"),
-    "msfr-h": ("time.n_times=6", "time.t_max=10"),
-    "msfr-attn": ("schedule.epochs=4", "schedule.n_saves=2"),
-    "attn-m": ("schedule.epochs=4", "schedule.save_every=2", "data.P=20"),
-    "attn-s": ("schedule.epochs=4", "schedule.save_every=2", "data.P=20"),
-    "mlp-cubic": ("schedule.epochs=4", "schedule.save_every=2", "data.P=20"),
-}
-
-_POP = ("data.population=true", "attention.reduced=true", "data.n_test=0")
-
-#: (label, preset, overrides on top of the preset's TINY ones): the options the presets do not
-#: reach themselves (integrators, closed-form levels, init, finite data; optimisers, attention
-#: variants, losses, the reduced/population paths, the other ICL models)
-VARIANTS: list[tuple[str, str, tuple[str, ...]]] = [
-    ("msfr rk4, leading, random init", "quickstart", (
-        'solver.integrator="rk4"', "solver.steps_per_timescale=8", 'theory.level="leading"',
-        'init.scheme="random"', "time.t_max=1e4")),
-    ("msfr gd, exact", "quickstart", (
-        'solver.integrator="gd"', "solver.lr=0.01", "time.t_max=1", 'theory.level="exact"')),
-    ("msfr dopri5, finite data, exact", "quickstart", (
-        "task.n_samples=100000", 'theory.level="exact"', "task.model_size=1000")),
-    ("msfr task families (column path)", "msfr_families", (
-        'task.strength_law="exponential"', "task.strength_decay=100")),
-    ("msfr theory only, first order", "quickstart", (
-        'solver.integrator="none"', 'theory.level="first_order"')),
-    ("msfr theory only, leading, finite data", "quickstart", (
-        'solver.integrator="none"', 'theory.level="leading"', "task.n_samples=100000")),
-    ("msfr-h dopri5-free theory", "msfr_h", ('solver.integrator="none"',)),
-    ("msfr-attn separate, adamw", "msfr_attention", (
-        'attention.kq="separate"', "attention.rank=1", 'optim.name="adamw"',
-        "optim.weight_decay=1e-5", "task.n_samples=5000")),
-    ("msfr-attn softmax, adam minibatch", "msfr_attention", (
-        "attention.softmax=true", 'optim.name="adam"', "optim.batch_size=100",
-        "task.n_samples=5000")),
-    ("msfr-attn shared embedding, sgd", "msfr_attention", (
-        'attention.embedding="shared"', 'optim.name="sgd"', "optim.batch_size=100",
-        "task.n_samples=5000")),
-    ("msfr-attn constrained", "msfr_attention", ("attention.constrained=true",)),
-    ("attn-m ic_only", "icl_fig1", ("attention.ic_only=true",)),
-    ("attn-m cumulative loss", "icl_variants", ('attention.loss="cumulative"',)),
-    ("attn-m softmax", "icl_variants", ("attention.softmax=true",)),
-    ("attn-m population", "icl_fig1", (*_POP, 'data.spectrum="white"')),
-    ("attn-m reduced, finite data", "icl_fig1", ("attention.reduced=true",)),
-    ("attn-m adam minibatch", "icl_variants", ('optim.name="adam"', "optim.batch_size=10")),
-    ("attn-m icl_fraction 0", "icl_variants", ("data.icl_fraction=0.0",)),
-    ("attn-s softmax", "icl_fig3", ("attention.softmax=true",)),
-    ("attn-s cumulative loss", "icl_fig3", ('attention.loss="cumulative"',)),
-    ("attn-s population", "icl_fig3", _POP),
-    ("attn-s population R4", "icl_fig4", (*_POP, "attention.R=4")),
-    ("mlp-cubic", "icl_fig1", ('model="mlp-cubic"',)),
-    ("mlp-cubic cumulative loss", "icl_variants", ('model="mlp-cubic"', 'attention.loss="cumulative"')),
-]  # fmt: skip
 
 
 def _preset_model(name: str) -> str:
     from ..config import presets
 
     with open(presets.resolve(name), "rb") as f:
-        return str(tomllib.load(f).get("model", "msfr"))
+        data = tomllib.load(f)
+    return str(data["model"]) if "model" in data else plugins.default()
 
 
 def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]:
     """(label, preset, --set overrides) of every warm-up run, restricted to ``models`` if given:
-    every shipped preset, then :data:`VARIANTS`. A model without :data:`TINY` sizes raises."""
+    every shipped preset, then each model's ``warmup_variants``, each shrunk by its model's
+    ``warmup_sizes`` (a preset of a model that declares none raises)."""
     from ..config import presets
+    from ..models.registry import get_model, model_names
 
     out = []
     for name in presets.names():
         out.append((name, name, (), _preset_model(name)))
-    for label, name, sets in VARIANTS:
-        model = next((s.split("=", 1)[1].strip('"') for s in sets if s.startswith("model=")), None)
-        out.append((label, name, sets, model or _preset_model(name)))
+    for model in model_names():
+        out += [
+            (label, name, sets, model) for label, name, sets in get_model(model).warmup_variants
+        ]
     runs = []
     for label, name, sets, model in out:
         if models and model not in models:
             continue
-        if model not in TINY:
-            raise KeyError(f"fastdyn.cli.warmup.TINY: no sizes for model {model!r} (preset {name})")
-        tiny = TINY[model]
+        tiny = get_model(model).warmup_sizes
+        if not tiny:
+            raise KeyError(f"model {model!r} declares no warmup_sizes (preset {name})")
         if "data.n_test=0" in sets or any(s.startswith("data.P") for s in sets):
             tiny = tuple(s for s in tiny if not s.startswith("data.P"))
         runs.append((label, name, (*tiny, *sets)))
@@ -147,7 +97,9 @@ def _writable_dir(d: Path) -> str | None:
 @guarded
 def command(ctx, cache_dir, models, threads, as_list) -> None:
     """Compile every kernel into a cache directory, so later runs start warm (docs/hpc.md)."""
-    known = sorted(TINY)
+    from ..models.registry import get_model, model_names
+
+    known = [m for m in model_names() if get_model(m).warmup_sizes]
     bad = [m for m in models if m not in known]
     if bad:
         raise UserError(f"--model: unknown model {bad[0]!r}; models: {', '.join(known)}")

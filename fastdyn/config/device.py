@@ -1,10 +1,12 @@
-"""① The ``device`` key's rules: which config paths have CUDA kernels (see fastdyn/drive/device.py,
-which also checks that a GPU is there)."""
+"""① The ``device`` key's rules: a model declares where it runs (``ModelEntry.devices``) and which of
+its config paths have no CUDA kernel (``ModelEntry.check_device``); fastdyn/drive/device.py also
+checks that a GPU is there."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .. import plugins
 from .schema import ConfigError
 
 DEVICES = ("cpu", "cuda")
@@ -14,24 +16,11 @@ def check_supported(cfg: Any) -> None:
     """ConfigError naming the field when ``cfg`` asks for cuda on a path that has no twin."""
     if getattr(cfg, "device", "cpu") != "cuda":
         return
-    model = cfg.model
-    if model == "msfr":
-        if cfg.theory.level == "exact":
-            raise ConfigError(
-                "theory.level: 'exact' has no CUDA kernel; use 'leading', 'first_order' or 'none' with device = 'cuda', or device = 'cpu'"
-            )
-        return
-    if model in ("attn-m", "attn-s"):
-        s = cfg.settings
-        if s.data.population:
-            raise ConfigError(
-                "data.population: the population path uses CPU sufficient statistics, not the per-sample kernels that run on CUDA; use device = 'cpu'"
-            )
-        if getattr(s.model, "reduced", False):
-            raise ConfigError(
-                "attention.reduced: the reduced path has no CUDA kernel; use attention.reduced = false or device = 'cpu'"
-            )
-        return
-    raise ConfigError(
-        f"device: 'cuda' is not available for model {model!r} (CUDA kernels: msfr, attn-m, attn-s); use device = 'cpu'"
-    )
+    entry = plugins.get(cfg.model)
+    if "cuda" not in entry.devices:
+        have = ", ".join(n for n in plugins.names() if "cuda" in plugins.get(n).devices)
+        raise ConfigError(
+            f"device: 'cuda' is not available for model {cfg.model!r} (CUDA kernels: {have or 'none'}); use device = 'cpu'"
+        )
+    if entry.check_device is not None:
+        entry.check_device(cfg)

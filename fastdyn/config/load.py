@@ -11,9 +11,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from .. import plugins
 from .schema import ConfigError, Rule, Section, regular_input
-
-_SCHEMAS: dict[str, type] = {}
 
 #: deepest nesting of tables and arrays a TOML input may have (a config needs 3: root, section,
 #: list); deeper input is refused before anything recurses over it
@@ -85,33 +84,25 @@ def loads_toml(text: str, where: str) -> dict:
     return data
 
 
-def register_schema(model: str, cls: type) -> None:
-    """Declare the root config dataclass of ``model``."""
-    _SCHEMAS[model] = cls
-
-
 def schema_for(model: str) -> type:
-    """The root config dataclass for ``model`` (ConfigError listing the known models otherwise)."""
-    _ensure_schemas()
-    if model not in _SCHEMAS:
+    """The root config dataclass of ``model``, as its entry point declares it (ConfigError listing
+    the known models otherwise)."""
+    try:
+        entry = plugins.get(model)
+    except KeyError as e:
+        known = ", ".join(repr(m) for m in plugins.names())
+        why = "" if model not in plugins.broken() else f" ({e.args[0]})"
+        raise ConfigError(f"model: must be one of {known}, got {model!r}{why}") from None
+    if entry.schema is None:
         raise ConfigError(
-            f"model: must be one of {', '.join(repr(m) for m in sorted(_SCHEMAS))}, got {model!r}"
+            f"model: {model!r} declares no config schema ({plugins.sources()[model]})"
         )
-    return _SCHEMAS[model]
+    return entry.schema
 
 
-def _ensure_schemas() -> None:
-    if "msfr" not in _SCHEMAS:
-        from .icl import MODELS, IclConfig
-        from .msfr import MsfrConfig
-        from .msfr_attn import MsfrAttnConfig
-        from .msfr_h import MsfrHConfig
-
-        register_schema("msfr", MsfrConfig)
-        register_schema("msfr-attn", MsfrAttnConfig)  # trained attention on sampled MSFR sequences
-        register_schema("msfr-h", MsfrHConfig)  # MSFR tasks with a general d×d H_s
-        for m in MODELS:  # in-context regression (config/icl.py)
-            register_schema(m, IclConfig)
+def model_names() -> list[str]:
+    """Every model a config may name."""
+    return plugins.names()
 
 
 def build(cls: type, data: Any, prefix: str = "") -> Any:
@@ -199,11 +190,12 @@ def read_toml(path: str | Path) -> dict:
 
 
 def from_dict(data: dict) -> Any:
-    """Validate a whole config dict (its ``model`` key picks the schema; default ``msfr``)."""
+    """Validate a whole config dict (its ``model`` key picks the schema; without one, the default
+    model's, :func:`fastdyn.plugins.default`)."""
     if not isinstance(data, dict):
         raise ConfigError("config: must be a table")
     check_depth(data, "config")
-    model = data.get("model", "msfr")
+    model = data["model"] if "model" in data else plugins.default()
     if not isinstance(model, str):
         raise ConfigError(f"model: must be a string naming the model, got {model!r}")
     return build(schema_for(model), data)

@@ -22,8 +22,8 @@ MAX_DIM = 8
 
 @dataclass(frozen=True)
 class TaskSection(msfr.TaskSection):
-    """[task]: the MSFR task distribution (spec §1); every task is integrated by RK4 at the step of
-    the fastest, so the defaults (n_tasks, psi0) are small."""
+    """[task]: the MSFR task distribution (spec §1); with RK4 every task is integrated at the step
+    of the fastest, so the defaults (n_tasks, psi0) are small."""
 
     n_tasks: int = integer(30, 1, 10**8, help="number of task types N_s")
     psi0: float = number(
@@ -161,10 +161,13 @@ class TimeSection(msfr.TimeSection):
 
 @dataclass(frozen=True)
 class SolverSection:
-    """[solver]: the generic per-task RK4 at one fixed nominal step for every task."""
+    """[solver]: the generic per-task integrators: RK4 at one fixed nominal step for every task,
+    or adaptive dopri5 with each task's own steps (``drive/integrate_soa``)."""
 
     integrator: str = choice(
-        "rk4", ("rk4", "none"), help="fixed-step RK4 of the 2d-dim (v, w) flow, or theory only"
+        "rk4",
+        ("rk4", "dopri5", "none"),
+        help="fixed-step RK4 of the 2d-dim (v, w) flow, per-task adaptive DP5(4), or theory only",
     )
     h: float | str = number(
         "auto",
@@ -181,8 +184,13 @@ class SolverSection:
         10**7,
         help="RK4 steps per 1/((#/N) λmax(H) (2|Λ| + 2|f(0)|)) of the fastest task (h = 'auto')",
     )
+    rtol: float = number(1e-8, 1e-14, 1e-2, help="dopri5 relative tolerance")
+    atol: float = number(1e-14, 0.0, 1.0, lo_open=True, help="dopri5 absolute tolerance")
     max_steps: int = integer(
-        100_000_000, 1, 10**12, help="RK4 steps allowed per task (t_max/h); more is a config error"
+        100_000_000,
+        1,
+        10**12,
+        help="steps allowed per task: RK4's t_max/h (more is a config error); dopri5's accepted steps (a task that needs more fails the run)",
     )
 
 
@@ -242,7 +250,7 @@ class MsfrHConfig:
                 raise ConfigError(
                     f"h.file: H holds {shape[0]} per-task matrices but task.n_tasks = {self.task.n_tasks}"
                 )
-        if self.solver.integrator != "none" and self.solver.h != "auto":
+        if self.solver.integrator == "rk4" and self.solver.h != "auto":
             t_end = self.time.times[-1] if self.time.grid == "explicit" else self.time.t_max
             n = t_end / float(self.solver.h)
             if n > self.solver.max_steps:

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .load import _SCHEMAS, schema_for
+from .. import plugins
+from .load import schema_for
 from .schema import Rule
 
 #: the TOML type of each kind of field
@@ -46,10 +47,9 @@ class Table:
     keys: tuple[Key, ...]
 
 
-def models() -> list[str]:
-    """The models that have a config schema, in registration order."""
-    schema_for("msfr")  # registers the built-in schemas
-    return list(_SCHEMAS)
+def models(builtin: bool = False) -> list[str]:
+    """Every model's name (``builtin``: fastdyn's own), sorted."""
+    return [m for m in plugins.names() if not builtin or plugins.is_builtin(m)]
 
 
 def groups(names: list[str] | None = None) -> list[tuple[list[str], type]]:
@@ -164,7 +164,7 @@ def _cell(s: str) -> str:
 
 
 def markdown(names: list[str] | None = None, summaries: dict[str, str] | None = None) -> str:
-    """``docs/config.md``: the keys of ``names`` (default: every model), a table per section
+    """``docs/config.md``: the keys of ``names`` (default: fastdyn's own models), a table per section
     (``summaries``: a line per model, from the model registry)."""
     summaries = summaries or {}
     out = [
@@ -182,7 +182,7 @@ def markdown(names: list[str] | None = None, summaries: dict[str, str] | None = 
         " `fastdyn config keys MODEL` prints the same reference on the terminal.",
         "",
     ]
-    for ms, _cls in groups(names):
+    for ms, _cls in groups(names if names is not None else models(builtin=True)):
         out.append("## " + ", ".join(f'`model = "{m}"`' for m in ms))
         out.append("")
         out += [f"- `{m}`: {summaries[m]}" for m in ms if summaries.get(m)]

@@ -29,6 +29,7 @@ from ..reduce import accumulate_blocks, block_partials
 from . import stop_flag
 from .checkpoint import Schedule, StopSignals, with_stop_signals, write_error
 from .integrate import keep_state_on, state_to_host
+from .ode_maths import ode_setup
 from .outcome import Outcome, RunFailed
 from .progress import Progress
 
@@ -175,7 +176,7 @@ def run_ode(
     bit-identical to an uninterrupted run's.
     ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""
     t_wall = _time.time()
-    job: OdeSetup = entry.setup(cfg, tools)
+    job: OdeSetup = ode_setup(entry, cfg, tools)
     times, steps = job.times, job.steps
     chunks = Chunks(job)
     series, static = layout(job)

@@ -39,6 +39,7 @@ from .outcome import Outcome, RunFailed
 def _setup(cfg: Any) -> tuple[Any, OdeSetup]:
     """(registry entry, OdeSetup) of an ODE config (ValueError for another kind of model)."""
     from ..models.registry import get_model
+    from .ode_maths import ode_setup
     from .run import tools
 
     entry = get_model(cfg.model)
@@ -46,7 +47,7 @@ def _setup(cfg: Any) -> tuple[Any, OdeSetup]:
         raise ValueError(
             f"split: only ODE / closed-form runs (per-task state) can be split by task, got {cfg.model!r}"
         )
-    return entry, entry.setup(cfg, tools("cpu"))
+    return entry, ode_setup(entry, cfg, tools("cpu"))
 
 
 def plan_spans(spans: list[tuple[int, int]], parts: int) -> list[tuple[int, int]]:

@@ -1,8 +1,8 @@
-"""The kernel interface, in prose, and the registry of models by name.
+"""The kernel interface, in prose, and what a model declares (:class:`ModelEntry`).
 
-Every model registers one :class:`ModelEntry` under its config name (``"msfr"``, ``"attn-m"``,
-``"attn-s"``, ``"mlp-cubic"``, ...). Drivers, writers, sweeps and the CLI look models up here and
-never special-case one.
+Every model, built in or installed, declares one :class:`ModelEntry` under its config name and
+exposes it through the ``fastdyn.models`` entry-point group (:mod:`fastdyn.plugins`). Drivers,
+writers, sweeps, the config loader and the CLI look models up by name and never special-case one.
 
 Roles (one per kind of model, identical across models):
 
@@ -27,13 +27,26 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One registered model.
+    """One model, as its package declares it (the ``fastdyn.models`` entry point's object).
 
-    ``kind`` is ``"ode"`` or ``"trained"``; ``setup(cfg, tools)`` returns a :class:`TrainedSetup`
-    or an :class:`OdeSetup` that the driver of that kind runs (``tools`` carries the device and
-    the drive-level functions a setup may need, e.g. the integrators, so models never import
-    ``drive``). ``extras`` holds model-specific callables (kernels, theory functions) that tests
-    and benchmarks reach by name.
+    - ``kind``: ``"ode"`` or ``"trained"``; ``setup(cfg, tools)`` returns the :class:`OdeSetup` or
+      :class:`TrainedSetup` that the driver of that kind runs (``tools`` carries the device and the
+      drive-level functions a setup may need, e.g. the integrators, so models never import
+      ``drive``).
+    - ``schema``: the root config dataclass (its fields declared with :mod:`fastdyn.config.schema`
+      rules), validated by :func:`fastdyn.config.load.from_dict` when ``model`` names this entry.
+    - ``devices``: where it runs (``("cpu",)`` or ``("cpu", "cuda")``); ``check_device(cfg)``
+      raises a ConfigError for a config path that has no CUDA kernel.
+    - ``warmup_sizes``: ``--set`` overrides that shrink any preset of the model to a few steps
+      (``fastdyn warmup``); ``warmup_variants``: (label, preset, overrides) runs that reach the
+      kernels its presets do not.
+    - analysis hooks: ``default_series`` (what ``fit``/``plot`` use by default), ``loss_levels``
+      (reference levels on loss plots), ``task_strengths(run, index)`` (Λ_s of tracked tasks, for
+      ``plot --kind tasks``; None when the model has none), ``fit_theory(run)`` (the exponent
+      theory of ``fit``: (alpha, beta, gamma) of an MSFR-like task law, or None).
+    - ``default``: this is the model of a config without a ``model`` key (fastdyn's own declare one).
+    - ``extras``: model-specific callables (kernels, theory functions) that tests and benchmarks
+      reach by name.
     """
 
     name: str
@@ -41,9 +54,18 @@ class ModelEntry:
     summary: str
     run: Callable[..., Any] | None = None
     setup: Callable[..., TrainedSetup | OdeSetup] | None = None
+    schema: type | None = None
+    devices: tuple[str, ...] = ("cpu",)
+    check_device: Callable[[Any], None] | None = None
+    warmup_sizes: tuple[str, ...] = ()
+    warmup_variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     extras: dict[str, Callable[..., Any]] = field(default_factory=dict)
     default_series: tuple[str, ...] = ("loss/test",)
     loss_levels: tuple[str, ...] = ()
+    task_strengths: Callable[[Any, np.ndarray], np.ndarray | None] | None = None
+    fit_theory: Callable[[Any], tuple[float, float, float] | None] | None = None
+    #: the model of a config that names none (one built-in model declares it)
+    default: bool = False
 
 
 @dataclass
@@ -137,24 +159,65 @@ class OdeSetup:
     checkpoint_every: Any = 60.0
 
 
-_REGISTRY: dict[str, ModelEntry] = {}
+@dataclass
+class OdeMaths:
+    """A per-task ODE model as its maths only: the driver owns everything else.
+
+    ``n_tasks`` independent tasks s = 1 … n_tasks, each with ``k`` parameters p and ``n_state``
+    state variables y. The model gives three ``@njit`` functions of one task (``cache=True``):
+
+    - ``rhs(p, y, dy)``: dy/dt;
+    - ``observe(p, y) -> f``: the scalar stored for tracked tasks (``tasks/f``);
+    - ``loss(p, y) -> (test_term, train_term)``: the task's terms of L_test and L_train;
+
+    and two table functions for tasks first+1 … first+n: ``params(first, n)`` → (k, n) float64
+    and ``init(first, n)`` → (n_state, n) float64 (deterministic in the task index, so a run
+    split by task index or resumed is bit-identical). ``theory(params, times)`` → (test_terms,
+    train_terms, f), each (n, T), is the closed form when there is one.
+
+    The driver (``drive/ode_maths.py``) owns the state array (n_state × n_tasks), time and the
+    output grid ``times``, the per-task step sizes and integrator counters, checkpoints and
+    ``--resume``, the stop flag, the split run and the integrator: ``solver`` is a section with
+    ``integrator`` ("rk4": classical RK4 at the nominal step ``h``; "dopri5": adaptive
+    Dormand–Prince 5(4) per task, ``rtol``, ``atol``; "none": the closed form only) and
+    ``max_steps`` (per task). ``output`` holds ``chunk_tasks``, ``times_per_segment`` and
+    ``checkpoint_every`` (``fastdyn.config.ode`` defines both sections once for every such model).
+    """
+
+    n_tasks: int
+    n_state: int
+    rhs: Callable[..., Any]
+    observe: Callable[..., Any]
+    loss: Callable[..., Any]
+    params: Callable[[int, int], np.ndarray]
+    init: Callable[[int, int], np.ndarray]
+    times: np.ndarray
+    track: np.ndarray
+    solver: Any
+    output: Any
+    theory: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, ...]] | None = None
+    tail: tuple[float, float] = (0.0, 0.0)
+    static: dict[str, np.ndarray] = field(default_factory=dict)
+    extra_attrs: dict[str, Any] = field(default_factory=dict)
 
 
 def register(entry: ModelEntry) -> ModelEntry:
-    """Add ``entry`` to the registry (re-registering the same name replaces it)."""
-    _REGISTRY[entry.name] = entry
-    return entry
+    """Add ``entry`` in this process (tests, notebooks); installed models come from entry points
+    (:mod:`fastdyn.plugins`)."""
+    from .. import plugins
+
+    return plugins.register(entry)
 
 
 def get(name: str) -> ModelEntry:
-    """The entry registered as ``name`` (KeyError naming the known models otherwise)."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
-        raise KeyError(f"unknown model {name!r}; known models: {known}") from None
+    """The entry of model ``name`` (KeyError naming the known models otherwise)."""
+    from .. import plugins
+
+    return plugins.get(name)
 
 
 def names() -> list[str]:
-    """Registered model names, sorted."""
-    return sorted(_REGISTRY)
+    """Every model's name, sorted."""
+    from .. import plugins
+
+    return plugins.names()

@@ -1,4 +1,5 @@
-"""Registers the trained ICL models "attn-m", "attn-s" and "mlp-cubic" in the model registry.
+"""The trained ICL models "attn-m", "attn-s" and "mlp-cubic" (``ATTN_M``, ``ATTN_S``, ``MLP_CUBIC``:
+what their ``fastdyn.models`` entry points name).
 
 Each entry's ``setup`` is :func:`fastdyn.models.icl_setup.setup` (config → what the trained-model
 driver runs); ``extras`` reach the model classes and theory functions.
@@ -6,6 +7,10 @@ driver runs); ``extras`` reach the model classes and theory functions.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..config.icl import IclConfig
+from ..config.schema import ConfigError
 from . import _spec
 from .attn_m import AttnM
 from .attn_m import theory as attn_m_theory
@@ -30,17 +35,64 @@ _LEVELS = {
     "mlp-cubic": ("theory/L_star",),
 }
 
-ENTRIES = {}
-for _name in ("attn-m", "attn-s", "mlp-cubic"):
-    th = _THEORY[_name]
-    ENTRIES[_name] = _spec.register(
-        _spec.ModelEntry(
-            name=_name,
-            kind="trained",
-            summary=_SUMMARIES[_name],
-            setup=setup,
-            extras={"model": _CLASSES[_name], **{f: getattr(th, f) for f in th.__all__}},
-            default_series=("loss/train",),
-            loss_levels=_LEVELS[_name],
+
+def check_device(cfg: Any) -> None:
+    """The population and reduced paths have no CUDA kernel (the per-sample kernels do)."""
+    s = cfg.settings
+    if s.data.population:
+        raise ConfigError(
+            "data.population: the population path uses CPU sufficient statistics, not the per-sample kernels that run on CUDA; use device = 'cpu'"
         )
+    if getattr(s.model, "reduced", False):
+        raise ConfigError(
+            "attention.reduced: the reduced path has no CUDA kernel; use attention.reduced = false or device = 'cpu'"
+        )
+
+
+#: ``fastdyn warmup``: sizes that shrink any ICL preset to a few epochs
+_TINY = ("schedule.epochs=4", "schedule.save_every=2", "data.P=20")
+_POP = ("data.population=true", "attention.reduced=true", "data.n_test=0")
+_VARIANTS = {
+    "attn-m": (
+        ("attn-m ic_only", "icl_fig1", ("attention.ic_only=true",)),
+        ("attn-m cumulative loss", "icl_variants", ('attention.loss="cumulative"',)),
+        ("attn-m softmax", "icl_variants", ("attention.softmax=true",)),
+        ("attn-m population", "icl_fig1", (*_POP, 'data.spectrum="white"')),
+        ("attn-m reduced, finite data", "icl_fig1", ("attention.reduced=true",)),
+        ("attn-m adam minibatch", "icl_variants", ('optim.name="adam"', "optim.batch_size=10")),
+        ("attn-m icl_fraction 0", "icl_variants", ("data.icl_fraction=0.0",)),
+    ),
+    "attn-s": (
+        ("attn-s softmax", "icl_fig3", ("attention.softmax=true",)),
+        ("attn-s cumulative loss", "icl_fig3", ('attention.loss="cumulative"',)),
+        ("attn-s population", "icl_fig3", _POP),
+        ("attn-s population R4", "icl_fig4", (*_POP, "attention.R=4")),
+    ),
+    "mlp-cubic": (
+        ("mlp-cubic", "icl_fig1", ('model="mlp-cubic"',)),
+        ("mlp-cubic cumulative loss", "icl_variants", ('model="mlp-cubic"', 'attention.loss="cumulative"')),
+    ),
+}  # fmt: skip
+_DEVICES = {"attn-m": ("cpu", "cuda"), "attn-s": ("cpu", "cuda"), "mlp-cubic": ("cpu",)}
+
+
+def _entry(name: str) -> _spec.ModelEntry:
+    th = _THEORY[name]
+    return _spec.ModelEntry(
+        name=name,
+        kind="trained",
+        summary=_SUMMARIES[name],
+        setup=setup,
+        schema=IclConfig,
+        devices=_DEVICES[name],
+        check_device=check_device if "cuda" in _DEVICES[name] else None,
+        warmup_sizes=_TINY,
+        warmup_variants=_VARIANTS[name],
+        extras={"model": _CLASSES[name], **{f: getattr(th, f) for f in th.__all__}},
+        default_series=("loss/train",),
+        loss_levels=_LEVELS[name],
     )
+
+
+ATTN_M, ATTN_S, MLP_CUBIC = _entry("attn-m"), _entry("attn-s"), _entry("mlp-cubic")
+ENTRIES = {e.name: e for e in (ATTN_M, ATTN_S, MLP_CUBIC)}

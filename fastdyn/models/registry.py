@@ -1,38 +1,29 @@
-"""Import every model package so that each registers itself; then look models up by name.
+"""Models by name: every ``fastdyn.models`` entry point, built in or installed (:mod:`fastdyn.plugins`).
 
-Only model packages are imported here (``models`` never imports ``drive``): trained models register
-a ``setup`` that the trained-model driver runs; the ODE model registers its kind, and
-``drive/run.py`` hands it to the ODE driver.
+Only the entry points name models: fastdyn's own are declared in its ``pyproject.toml`` like any
+plug-in's. Trained models register a ``setup`` that the trained-model driver runs; ODE models one
+that the ODE driver runs (``drive/run.py`` picks the driver by ``kind``).
 """
 
 from __future__ import annotations
 
+from .. import plugins
 from ._spec import ModelEntry, get, names, register
-
-_LOADED = False
-
-
-def _load() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from . import (
-        icl_registry,  # noqa: F401  (registers "attn-m", "attn-s", "mlp-cubic")
-        msfr,  # noqa: F401  (registers "msfr")
-        msfr_attn,  # noqa: F401  (registers "msfr-attn")
-        msfr_h,  # noqa: F401  (registers "msfr-h")
-    )
 
 
 def get_model(name: str) -> ModelEntry:
-    _load()
+    """The entry of model ``name`` (KeyError naming the known models otherwise)."""
     return get(name)
 
 
 def model_names() -> list[str]:
-    _load()
+    """Every model's name, sorted."""
     return names()
 
 
-__all__ = ["ModelEntry", "get_model", "model_names", "register"]
+def model_sources() -> dict[str, str]:
+    """Model name → the package (and entry point) it comes from."""
+    return plugins.sources()
+
+
+__all__ = ["ModelEntry", "get_model", "model_names", "model_sources", "register"]

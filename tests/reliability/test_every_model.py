@@ -25,7 +25,6 @@ from fastdyn.cli import main
 from fastdyn.h5.writer import read_checkpoint
 from fastdyn.models.registry import model_names
 
-from .. import toy_logistic  # noqa: F401  (the test-only ODE model of docs/adding-a-model.md)
 from .conftest import assert_same_series
 
 #: one small run per registered model, with a checkpoint at every save / segment
@@ -36,10 +35,10 @@ CASES: dict[str, list[str]] = {
     "attn-s": ["data.P=200", "schedule.epochs=300", "schedule.save_every=10", "optim.name=sgd", "optim.batch_size=50", "optim.lr=0.01", "output.checkpoint_every=0"],
     "mlp-cubic": ["data.P=200", "schedule.epochs=300", "schedule.save_every=10", "optim.lr=0.01", "output.checkpoint_every=0"],
     "msfr-h": ["task.n_tasks=6", "task.psi0=4", "h.dim=3", "h.spectrum=[1, 1, 0]", "h.eigenvectors=random", "time.t_max=20", "time.n_times=30", "output.times_per_segment=3", "output.checkpoint_every=0"],
-    "toy-logistic": ["task.n_tasks=3000", "time.n_times=40", "output.times_per_segment=2", "output.checkpoint_every=0"],
+    "logistic": ["task.n_tasks=3000", "time.n_times=40", "output.times_per_segment=2", "output.checkpoint_every=0"],
 }  # fmt: skip
 #: rows per append where it is not one (msfr: output.times_per_segment)
-ROWS_PER_APPEND = {"msfr": 3, "msfr-h": 3, "toy-logistic": 2}
+ROWS_PER_APPEND = {"msfr": 3, "msfr-h": 3, "logistic": 2}
 
 
 def _args(model: str) -> list[str]:
@@ -66,7 +65,6 @@ def test_every_registered_model_has_a_case():
 _DIE = textwrap.dedent(
     """
     import os, sys
-    import tests.toy_logistic  # registers the test-only model (cwd: the repository root)
     import fastdyn.h5.writer as w
     from click.testing import CliRunner
     from fastdyn.cli import main

@@ -26,7 +26,6 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 
-from .. import toy_logistic  # noqa: F401  (registers the test-only ODE model)
 from .conftest import assert_same_series
 from .test_every_model import _DIE, CASES, _args
 
@@ -37,7 +36,6 @@ SEED = os.environ.get("FASTDYN_KILL_SEED", "20261205")
 _RESUME = textwrap.dedent(
     """
     import sys
-    import tests.toy_logistic
     import fastdyn.h5.writer as w
     from fastdyn.cli import main
     orig = w.RunWriter.reopen.__func__

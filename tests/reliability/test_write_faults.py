@@ -32,13 +32,12 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 
-from .. import toy_logistic  # noqa: F401  (registers the test-only ODE model)
 from .conftest import assert_same_series
 from .test_every_model import CASES, _args
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIM = Path(__file__).with_name("faultfs") / "fault_write.c"
-_MAIN = "import sys, tests.toy_logistic; from fastdyn.cli import main; main(sys.argv[1:])"
+_MAIN = "import sys; from fastdyn.cli import main; main(sys.argv[1:])"
 SEED = os.environ.get("FASTDYN_FAULT_SEED", "20261205")
 #: fault points per model (7 models: 21 in all), and the errors they cycle through
 POINTS = 3
@@ -97,7 +96,7 @@ def counted(shim, tmp_path_factory):
 
 #: a run that dies (os._exit, as a kill -9) right after its 5th appended row set
 _DIE = (
-    "import os, sys, tests.toy_logistic, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
+    "import os, sys, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
     "orig = w.RunWriter.append\nn = [0]\n"
     "def append(self, *a, **k):\n    orig(self, *a, **k); n[0] += 1\n"
     "    if n[0] == 5: os._exit(9)\n"
@@ -251,7 +250,7 @@ def test_a_disk_filled_by_another_process(small_fs, tmp_path):
     assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
     p = small_fs / "run.h5"
     slow = (
-        "import sys, time, tests.toy_logistic, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
+        "import sys, time, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
         "orig = w.RunWriter.append\n"
         "def append(self, *a, **k):\n    orig(self, *a, **k); time.sleep(0.01)\n"
         "w.RunWriter.append = append\nmain(sys.argv[1:])"

@@ -1,14 +1,19 @@
 """MSFR with a general per-task d×d H_s (docs/msfr-h.md): the (v, w) gradient flow in R^d by the
-generic RK4, beside the Riccati closed form with μ, Π from H_s's eigen-decomposition."""
+driver's generic integrators, beside the Riccati closed form with μ, Π from H_s's eigen-decomposition.
 
+``ENTRY`` is what the ``fastdyn.models`` entry point ``msfr-h`` names.
+"""
+
+from ...config.msfr_h import MsfrHConfig
 from .. import _spec
 from .setup import setup
 
-_spec.register(
-    _spec.ModelEntry(
-        name="msfr-h",
-        kind="ode",
-        summary="MSFR tasks with a general d×d H_s per task: (v, w) flow in R^d and the Riccati closed form",
-        setup=setup,
-    )
+ENTRY = _spec.ModelEntry(
+    name="msfr-h",
+    kind="ode",
+    summary="MSFR tasks with a general d×d H_s per task: (v, w) flow in R^d and the Riccati closed form",
+    setup=setup,
+    schema=MsfrHConfig,
+    warmup_sizes=("time.n_times=6", "time.t_max=10"),
+    warmup_variants=(("msfr-h dopri5-free theory", "msfr_h", ('solver.integrator="none"',)),),
 )

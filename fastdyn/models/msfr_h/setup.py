@@ -1,10 +1,12 @@
-"""msfr-h's setup for the ODE driver: MSFR's task tables, per-task H_s, the generic RK4 and the
-Riccati closed form (docs/msfr-h.md).
+"""msfr-h's setup for the ODE driver: MSFR's task tables, per-task H_s, the generic RK4 or
+dopri5 and the Riccati closed form (docs/msfr-h.md).
 
 Each chunk holds the kernels' parameter block (3 + d², n) = (#/N, Λ, P(s), H_s row-major), the
 initial (v, w) and the closed form's per-task constants (μ, P0, Q0) and H's defect
 ‖H² − μH‖_F/‖H‖_F². Chunks are cached when they fit in ``TABLE_CACHE_BYTES``. The RK4 step is one
 for all tasks: ``solver.h``, or with 'auto' 1/(steps_per_timescale · the fastest task's rate).
+dopri5 (``solver.rtol``, ``atol``, ``max_steps``) keeps each task's next step and its step counters
+(accepted, rejected, failed) in the state and in checkpoints, so a resumed run takes the same steps.
 """
 
 from __future__ import annotations
@@ -43,10 +45,14 @@ class Chunk:
 
 @dataclass
 class State:
-    """(v, w) of every task and each chunk's clock (time of its last output)."""
+    """(v, w) of every task and each chunk's clock (time of its last output); with dopri5 each
+    task's next step ``h`` (0: not chosen yet) and its counters ``counts`` (3, n) (accepted,
+    rejected steps, failed 0/1: ``integrate_soa.advance_dopri5``)."""
 
     y: np.ndarray
     t_at: dict
+    h: np.ndarray | None = None
+    counts: np.ndarray | None = None
 
 
 def build_chunk(
@@ -111,7 +117,8 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         fastest = max(fastest, float(np.max(ch.rate_scale)))
         m = (track > first) & (track <= first + n)
         tracked_defect[m] = ch.defect[track[m] - 1 - first]
-    sim = cfg.solver.integrator != "none"
+    integrator = cfg.solver.integrator
+    sim, dopri5 = integrator != "none", integrator == "dopri5"
     step = cfg.solver.h
     if step == "auto":
         step = (
@@ -120,7 +127,7 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
             else float(times[-1]) or 1.0
         )
     step = float(step)
-    if sim and float(times[-1]) / step > cfg.solver.max_steps:
+    if integrator == "rk4" and float(times[-1]) / step > cfg.solver.max_steps:
         raise ConfigError(
             f"solver.h: RK4 at h = {step:.3g} needs {float(times[-1]) / step:.3g} steps per task to t = {float(times[-1]):g}, more than solver.max_steps = {cfg.solver.max_steps}; lower time.t_max or solver.steps_per_timescale, or raise solver.max_steps"
         )
@@ -130,14 +137,26 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         for ch in chunks:
             y[:d, ch.first : ch.first + ch.n] = ch.v0
             y[d:, ch.first : ch.first + ch.n] = ch.w0
+        if dopri5:
+            return State(y, {}, np.zeros(size), np.zeros((3, size), dtype=np.int64))
         return State(y, {})
 
     def advance(ch: Chunk, state: State, tt, _steps, loc, pt, pr, ft) -> None:
-        y = state.y[:, ch.first : ch.first + ch.n]
-        tools.integrate_soa.advance_rk4(
-            kernels.rhs, kernels.observe, kernels.loss, ch.params, y,
-            state.t_at.get(ch.first, 0.0), tt, step, loc, pt, pr, ft,
-        )  # fmt: skip
+        a, b = ch.first, ch.first + ch.n
+        t0 = state.t_at.get(ch.first, 0.0)
+        soa = tools.integrate_soa
+        if dopri5:
+            s = cfg.solver
+            soa.advance_dopri5(
+                kernels.rhs, kernels.observe, kernels.loss, ch.params, state.y[:, a:b],
+                state.h[a:b], state.counts[:, a:b], t0, tt, s.rtol, s.atol, s.max_steps,
+                loc, pt, pr, ft,
+            )  # fmt: skip
+        else:
+            soa.advance_rk4(
+                kernels.rhs, kernels.observe, kernels.loss, ch.params, state.y[:, a:b],
+                t0, tt, step, loc, pt, pr, ft,
+            )  # fmt: skip
         state.t_at[ch.first] = float(tt[-1])
 
     def theory(ch: Chunk, tt, loc):
@@ -162,15 +181,39 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         )
         return pt, pr, ft
 
+    names = ("y", "h", "counts") if dopri5 else ("y",)
+
+    def save_state(state: State) -> dict[str, np.ndarray]:
+        return {k: getattr(state, k) for k in names}
+
     def restore(state: State, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
-        if ck["y"].shape != state.y.shape:
-            raise ValueError(
-                f"checkpoint: y has shape {ck['y'].shape}, the config needs {state.y.shape}"
-            )
-        state.y[...] = ck["y"]
+        for k in names:
+            arr = getattr(state, k)
+            if ck[k].shape != arr.shape:
+                raise ValueError(
+                    f"checkpoint: {k} has shape {ck[k].shape}, the config needs {arr.shape}"
+                )
+        for k in names:
+            getattr(state, k)[...] = ck[k]
         if rows > 0:
             for first, _m in chunks.spans:
                 state.t_at[first] = float(times[rows - 1])
+
+    def summary(state: State) -> dict[str, int]:
+        out = {"tasks": int(state.y.shape[1])}
+        if dopri5:
+            c = state.counts
+            out |= {"steps": int(c[0].sum()), "rejected": int(c[1].sum()),
+                    "failed": int(c[2].sum())}  # fmt: skip
+        return out
+
+    def failure(counts: dict[str, int]) -> str | None:
+        if not counts.get("failed", 0):
+            return None
+        return (
+            f"{counts['failed']} tasks did not finish (dopri5 used up solver.max_steps = {cfg.solver.max_steps} "
+            "accepted steps, or its step fell below the resolution of t): raise solver.max_steps or loosen solver.rtol"
+        )
 
     def zero_loss(ch: Chunk) -> float:
         f0 = np.einsum(
@@ -179,21 +222,29 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         with np.errstate(over="ignore"):
             return float(np.sum(ch.params[2] * (np.abs(ch.params[1]) + np.abs(f0)) ** 2)) / 2
 
+    def cause(_chunks: Any) -> str:
+        if dopri5:
+            return "gradient flow never raises a task's loss, so dopri5 lost accuracy; tighten solver.rtol"
+        return f"the RK4 step h = {step:.3g} is too large for the fastest task; lower solver.h or raise solver.steps_per_timescale"
+
+    n_state = d_tasks if sim else 0
+    checkpoint = {"y": ((2 * d, n_state), "f8")}
+    if dopri5:
+        checkpoint |= {"h": ((n_state,), "f8"), "counts": ((3, n_state), "i8")}
     th = cfg.theory.level != "none"
     exact = defect_max <= hmat.EXACT_DEFECT
+    attrs = {"theory_exact": int(exact), "theory_defect_max": defect_max}
+    if integrator == "rk4":
+        attrs["rk4_h"] = step
+    attrs["theory_note"] = (
+        "exact: H = μΠ to 1e-12 (simulation = closed form to integrator tolerance)" if exact
+        else f"leading order: max ‖H² − μH‖_F/‖H‖_F² = {defect_max:.3g} (error O(‖H − μΠ‖))"
+    )  # fmt: skip
     return OdeSetup(
         n_tasks=d_tasks, spans=spans, chunk=chunk, times=times, steps=None, track=track,
         tail=problem.tail_losses(), simulate=sim, advance=advance, new_state=new_state,
-        save_state=lambda state: {"y": state.y}, restore=restore,
-        summary=lambda state: {"tasks": int(state.y.shape[1])}, failure=lambda counts: None,
-        zero_loss=zero_loss,
-        cause=lambda chunks: f"the RK4 step h = {step:.3g} is too large for the fastest task; lower solver.h or raise solver.steps_per_timescale",
-        checkpoint={"y": ((2 * d, d_tasks if sim else 0), "f8")}, theory=theory if th else None,
-        static={"tasks/h_defect": tracked_defect},
-        extra_attrs={
-            "theory_exact": int(exact), "theory_defect_max": defect_max, "rk4_h": step,
-            "theory_note": "exact: H = μΠ to 1e-12 (simulation = closed form to integrator tolerance)" if exact
-            else f"leading order: max ‖H² − μH‖_F/‖H‖_F² = {defect_max:.3g} (error O(‖H − μΠ‖))",
-        },
+        save_state=save_state, restore=restore, summary=summary, failure=failure,
+        zero_loss=zero_loss, cause=cause, checkpoint=checkpoint, theory=theory if th else None,
+        static={"tasks/h_defect": tracked_defect}, extra_attrs=attrs,
         times_per_segment=cfg.output.times_per_segment, checkpoint_every=cfg.output.checkpoint_every,
     )  # fmt: skip

@@ -1,0 +1,204 @@
+"""④ A model given as maths only (:class:`fastdyn.models._spec.OdeMaths`) made into a run.
+
+The model supplies ``rhs``, ``observe``, ``loss`` (``@njit`` functions of one task), its parameter
+and initial-state tables by task range, and its closed form. This module owns the rest, so that
+every such model gets the same machinery (and :mod:`fastdyn.drive.ode_run` the same
+:class:`~fastdyn.models._spec.OdeSetup` it runs for every ODE model):
+
+- the state array y (n_state × n_tasks), the per-task dopri5 step sizes and counters, and each
+  chunk's clock (the time of its last output row);
+- the integrator, from ``solver.integrator``: :func:`fastdyn.drive.integrate_soa.advance_rk4` or
+  :func:`~fastdyn.drive.integrate_soa.advance_dopri5`;
+- what a checkpoint holds (y; for dopri5 also h and the counters) and how it is restored, so
+  ``--resume`` and the split run are bit-identical to an uninterrupted run;
+- the closed form's block partials (per-task terms added in task order within a block);
+- the divergence reference (the test loss at the start) and the integrator counts of the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from ..config.schema import ConfigError
+from ..models._spec import OdeMaths, OdeSetup
+from ..reduce import BLOCK, block_partials
+from . import integrate_soa
+
+#: chunks' tables are cached when every chunk's parameters and initial state fit in this many bytes
+TABLE_CACHE_BYTES = 1 << 30
+
+
+@dataclass
+class Chunk:
+    """Tasks first+1 … first+n: the kernels' parameters (k, n) and the initial state (n_state, n)."""
+
+    first: int
+    n: int
+    params: np.ndarray
+    y0: np.ndarray
+
+
+@dataclass
+class State:
+    """y of every task; dopri5's per-task step h and counters [accepted, rejected, failed]
+    (width 0 for rk4); each chunk's clock (the time of its last output)."""
+
+    y: np.ndarray
+    h: np.ndarray
+    counts: np.ndarray
+    t_at: dict
+
+
+@njit(nogil=True, error_model="numpy")
+def _test_loss_sum(loss, params, y):
+    """Σ_s test_term(p_s, y_s) in task order (the divergence reference; not cached: ``loss`` is a
+    compile-time argument)."""
+    total = 0.0
+    for i in range(y.shape[1]):
+        te, _tr = loss(params[:, i].copy(), y[:, i].copy())
+        total += abs(te)
+    return total
+
+
+def _block_sums(terms: np.ndarray) -> np.ndarray:
+    """Per-block partials (n_blocks, T) of per-task terms (n, T), tasks added in order."""
+    n, T = terms.shape
+    out = block_partials(n, T)
+    for b in range(out.shape[0]):
+        for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
+            out[b] += terms[i]
+    return out
+
+
+def _check(m: OdeMaths, integrator: str) -> None:
+    s = m.solver
+    if integrator == "rk4" and len(m.times):
+        n = float(m.times[-1]) / float(s.h)
+        if n > s.max_steps:
+            raise ConfigError(
+                f"solver.h: rk4 needs t_max / h = {n:.3g} steps per task, more than solver.max_steps = {s.max_steps}; raise h or max_steps, lower the last output time, or use solver.integrator = 'dopri5'"
+            )
+    if integrator != "none" and m.n_state < 1:
+        raise ConfigError(f"solver.integrator: the model has no state (n_state = {m.n_state})")
+
+
+def setup_from_maths(m: OdeMaths) -> OdeSetup:
+    """The :class:`OdeSetup` the ODE driver runs for the model ``m``."""
+    integrator = str(m.solver.integrator)
+    _check(m, integrator)
+    sim = integrator != "none"
+    adaptive = integrator == "dopri5"
+    n, ns = int(m.n_tasks), int(m.n_state)
+    times = np.ascontiguousarray(m.times, dtype=np.float64)
+    step = max(BLOCK, int(m.output.chunk_tasks) // BLOCK * BLOCK)
+    spans = [(a, min(step, n - a)) for a in range(0, n, step)]
+    track = np.asarray(m.track, dtype=np.int64)
+    track = track[(track >= 1) & (track <= n)]
+    cache: dict | None = {}
+
+    def chunk(first: int, k: int) -> Chunk:
+        nonlocal cache
+        if cache is not None and (first, k) in cache:
+            return cache[(first, k)]
+        p = np.ascontiguousarray(m.params(first, k), dtype=np.float64)
+        y0 = np.ascontiguousarray(m.init(first, k), dtype=np.float64).reshape(ns, k)
+        if p.ndim != 2 or p.shape[1] != k:
+            raise ValueError(f"params({first}, {k}): shape {p.shape}, expected (k, {k})")
+        ch = Chunk(first, k, p, y0)
+        if cache is not None:
+            if (p.nbytes + y0.nbytes) * (n / max(k, 1)) > TABLE_CACHE_BYTES:
+                cache = None
+            else:
+                cache[(first, k)] = ch
+        return ch
+
+    def new_state(chunks: Any, size: int) -> State:
+        y = np.zeros((ns, size))
+        for ch in chunks:
+            y[:, ch.first : ch.first + ch.n] = ch.y0
+        w = size if adaptive else 0
+        return State(y, np.zeros(w), np.zeros((3, w), dtype=np.int64), {})
+
+    def advance(ch: Chunk, state: State, tt, _steps, loc, pt, pr, ft) -> None:
+        a, b = ch.first, ch.first + ch.n
+        y = state.y[:, a:b]
+        t0 = state.t_at.get(ch.first, 0.0)
+        s = m.solver
+        if adaptive:
+            integrate_soa.advance_dopri5(
+                m.rhs, m.observe, m.loss, ch.params, y, state.h[a:b], state.counts[:, a:b], t0, tt,
+                float(s.rtol), float(s.atol), int(s.max_steps), loc, pt, pr, ft,
+            )  # fmt: skip
+        else:
+            integrate_soa.advance_rk4(
+                m.rhs, m.observe, m.loss, ch.params, y, t0, tt, float(s.h), loc, pt, pr, ft
+            )
+        state.t_at[ch.first] = float(tt[-1])
+
+    def theory(ch: Chunk, tt, loc):
+        te, tr, f = m.theory(ch.params, np.ascontiguousarray(tt, dtype=np.float64))
+        return _block_sums(np.asarray(te)), _block_sums(np.asarray(tr)), np.asarray(f)[loc]
+
+    def save_state(state: State) -> dict[str, np.ndarray]:
+        out = {"y": state.y}
+        if adaptive:
+            out |= {"h": state.h, "counts": state.counts}
+        return out
+
+    def restore(state: State, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
+        for name, arr in save_state(state).items():
+            if ck[name].shape != arr.shape:
+                raise ValueError(
+                    f"checkpoint: {name} has shape {ck[name].shape}, the config needs {arr.shape}"
+                )
+            arr[...] = ck[name]
+        if rows > 0:
+            for first, _k in chunks.spans:
+                state.t_at[first] = float(times[rows - 1])
+
+    def summary(state: State) -> dict[str, int]:
+        out = {"tasks": int(state.y.shape[1])}
+        if adaptive:
+            acc, rej, failed = (int(x) for x in state.counts.sum(axis=1))
+            out |= {"steps": acc, "rejected": rej, "failed": failed}
+        return out
+
+    def failure(counts: dict[str, int]) -> str | None:
+        if counts.get("failed", 0):
+            return f"{counts['failed']} tasks used up solver.max_steps = {m.solver.max_steps} dopri5 steps; raise solver.max_steps or solver.rtol"
+        return None
+
+    def cause(_chunks: Any) -> str:
+        if adaptive:
+            return "dopri5 did not control the error; lower solver.rtol or solver.atol"
+        return f"the rk4 step h = {m.solver.h:g} is too large for the fastest task; lower solver.h or use solver.integrator = 'dopri5'"
+
+    checkpoint = {"y": ((ns, n if sim else 0), "f8")}
+    if adaptive:
+        checkpoint |= {"h": ((n,), "f8"), "counts": ((3, n), "i8")}
+    attrs = dict(m.extra_attrs)
+    if integrator == "rk4":
+        attrs["rk4_h"] = float(m.solver.h)
+    elif adaptive:
+        attrs |= {"dopri5_rtol": float(m.solver.rtol), "dopri5_atol": float(m.solver.atol)}
+    return OdeSetup(
+        n_tasks=n, spans=spans, chunk=chunk, times=times, steps=None, track=track, tail=m.tail,
+        simulate=sim, advance=advance, new_state=new_state, save_state=save_state,
+        restore=restore, summary=summary, failure=failure,
+        zero_loss=lambda ch: float(_test_loss_sum(m.loss, ch.params, ch.y0)),
+        cause=cause, checkpoint=checkpoint, theory=theory if m.theory is not None else None,
+        static=dict(m.static), extra_attrs=attrs,
+        times_per_segment=int(m.output.times_per_segment),
+        checkpoint_every=m.output.checkpoint_every,
+    )  # fmt: skip
+
+
+def ode_setup(entry: Any, cfg: Any, tools: Any) -> OdeSetup:
+    """What the ODE driver runs for ``cfg``: the model's own :class:`OdeSetup`, or one built here
+    from its :class:`OdeMaths`."""
+    job = entry.setup(cfg, tools)
+    return setup_from_maths(job) if isinstance(job, OdeMaths) else job

@@ -1,0 +1,103 @@
+"""Model discovery: every model, built in or installed, comes from the ``fastdyn.models`` entry points.
+
+A package adds a model to fastdyn by declaring, in its ``pyproject.toml``::
+
+    [project.entry-points."fastdyn.models"]
+    logistic = "fastdyn_logistic:ENTRY"
+
+where ``ENTRY`` is a :class:`fastdyn.models.ModelEntry` named ``logistic`` (the entry point's name
+is the config's ``model``). fastdyn's own models are declared the same way in its own
+``pyproject.toml``, so the CLI, the config loader, the drivers and the analysis find every model
+through this module and name none (as xarray finds its backends). Entry points are loaded on the
+first lookup; a plug-in that fails to import is reported by name (``fastdyn config models``) and
+does not stop the others. :func:`register` adds an entry in-process (tests, notebooks).
+
+This module sits outside the layered packages (it imports none of them), so ``config`` may ask it
+for a model's schema and ``drive`` for its setup without importing any model.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any
+
+GROUP = "fastdyn.models"
+
+_ENTRIES: dict[str, Any] = {}
+#: model name → where it comes from ("fastdyn 0.1.0", "fastdyn-logistic 0.1.0", "in-process")
+_SOURCES: dict[str, str] = {}
+#: model name → why its entry point could not be loaded
+_BROKEN: dict[str, str] = {}
+_DISCOVERED = False
+
+
+def register(entry: Any, source: str = "in-process") -> Any:
+    """Add ``entry`` (an object with ``name``) under its name; a later registration replaces it."""
+    _ENTRIES[entry.name] = entry
+    _SOURCES[entry.name] = source
+    _BROKEN.pop(entry.name, None)
+    return entry
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        if ep.name in _ENTRIES:  # registered in-process already: that one wins
+            continue
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown package"
+        try:
+            entry = ep.load()
+        except Exception as e:  # noqa: BLE001 — one broken plug-in must not hide the others
+            _BROKEN[ep.name] = f"{dist}: {ep.value} failed to load ({type(e).__name__}: {e})"
+            continue
+        if getattr(entry, "name", None) != ep.name:
+            _BROKEN[ep.name] = (
+                f"{dist}: {ep.value} is not a model entry named {ep.name!r} "
+                f"(got {getattr(entry, 'name', type(entry).__name__)!r})"
+            )
+            continue
+        register(entry, f"{dist} ({ep.value})")
+
+
+def get(name: str) -> Any:
+    """The entry of model ``name``; KeyError naming the known models (or why it is broken)."""
+    _discover()
+    if name in _ENTRIES:
+        return _ENTRIES[name]
+    if name in _BROKEN:
+        raise KeyError(f"model {name!r}: {_BROKEN[name]}")
+    raise KeyError(f"unknown model {name!r}; known models: {', '.join(names()) or 'none'}")
+
+
+def names() -> list[str]:
+    """The names of every loadable model, sorted."""
+    _discover()
+    return sorted(_ENTRIES)
+
+
+def default() -> str:
+    """The model of a config that names none: the built-in model whose entry says ``default``."""
+    found = [n for n in names() if getattr(get(n), "default", False) and is_builtin(n)]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} built-in models declare themselves the default; expected one")
+    return found[0]
+
+
+def is_builtin(name: str) -> bool:
+    """Whether model ``name`` comes from fastdyn itself (not a plug-in or an in-process entry)."""
+    return sources().get(name, "").startswith("fastdyn ")
+
+
+def sources() -> dict[str, str]:
+    """Model name → the package (and entry point) it comes from, for every loadable model."""
+    _discover()
+    return {n: _SOURCES[n] for n in names()}
+
+
+def broken() -> dict[str, str]:
+    """Model name → why its entry point could not be loaded."""
+    _discover()
+    return dict(_BROKEN)
