@@ -118,7 +118,7 @@ def _power_law_tasks(n: int):
 
 
 def _integrator(name: str, n: int, **kw):
-    from fastdyn.drive import integrate
+    from fastdyn.models.msfr import integrate
 
     lam, psi, rate, wt, v0 = _power_law_tasks(n)
     times = np.geomspace(1e-1, 1e3, 16)

@@ -60,8 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=float, default=1e7)
     a = ap.parse_args(argv)
     n = int(a.n)
-    from fastdyn.drive import integrate, integrate_cuda
-    from fastdyn.models.msfr import theory, theory_cuda
+    from fastdyn.models.msfr import integrate, integrate_cuda, theory, theory_cuda
 
     bench = runpy.run_path(str(HERE / "gpu.py"))
     lam, psi, rate, wt, v0 = bench["_power_law_tasks"](n)

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from fastdyn.drive import integrate as I
+from fastdyn.models.msfr import integrate as I
 
 
 def _problem(n):

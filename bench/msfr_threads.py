@@ -4,7 +4,7 @@ closed form through the CLI (issue 20).
     python bench/msfr_threads.py [n_tasks=1e5] [t_max=1e4] [repeats=3] [closed_form_tasks=1e7] [n_times=128]
 
 Integrators: the quickstart table (P(s) ∝ s^-2, Λ = 1, ψ = 100, balanced init 1e-3) with n_tasks
-tasks, n_times log-spaced output times up to t_max, one :func:`fastdyn.drive.integrate.advance` call
+tasks, n_times log-spaced output times up to t_max, one :func:`fastdyn.models.msfr.integrate.advance` call
 over all tasks and times (rk4 at 200 steps per timescale, dopri5 at rtol 1e-8, settling on), timed
 in-process with ``numba.set_num_threads(1)`` and ``(2)`` alternating (the process is started with
 NUMBA_NUM_THREADS ≥ 2); also checks that both give bit-identical partials and states. Closed form:
@@ -30,8 +30,8 @@ import numba
 import numpy as np
 
 from fastdyn.config.load import load_config
-from fastdyn.drive import integrate as I
-from fastdyn.drive import saveat
+from fastdyn.core import saveat
+from fastdyn.models.msfr import integrate as I
 from fastdyn.problems.msfr import MsfrProblem
 
 ROOT = Path(__file__).resolve().parent.parent

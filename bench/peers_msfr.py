@@ -13,7 +13,7 @@ Workloads (float64 everywhere, every peer checked against fastdyn's output in th
 - ``rk4``: n tasks × S fixed RK4 steps of the 4-dim v/w flow (task table of bench/msfr_ode.py,
   σ = 1 for every task, T = 20). fastdyn: ``integrate_rk4``. JAX: ``jit(vmap(task))`` with a
   ``lax.fori_loop`` over the steps, once in the textbook form and once factored as fastdyn's lanes
-  (dy/dt = rate·(Λ − f)·A, one scale per stage: fastdyn.drive.steppers.rk4_gain_step). Count:
+  (dy/dt = rate·(Λ − f)·A, one scale per stage: fastdyn.core.steppers.rk4_gain_step). Count:
   124 flops per task·step in the textbook form (4 rhs × 20 + 24 for the stage inputs + 20 for
   the update; rhs: uv, uw 2 each, f 4, c 2, a, b 1 each, 4 components × 2); the factored form
   executes 122 (FMA = 2) in 78 arithmetic instructions (FMA = 1) instead of 98.
@@ -174,7 +174,7 @@ def jax_rk4(jax, steps: int, h: float):
 
 
 def jax_rk4_factored(jax, steps: int, h: float):
-    """:func:`jax_rk4` in fastdyn's factored form (fastdyn.drive.steppers.rk4_gain_step): dy/dt =
+    """:func:`jax_rk4` in fastdyn's factored form (fastdyn.core.steppers.rk4_gain_step): dy/dt =
     rate·(Λ − f)·A with A = (Hw, Hv); one scale s = rate·h/2·(Λ − f) per stage instead of four
     products; fastdyn's factoring, for XLA (A is recomputed at the start of each step rather than
     carried over, and s/3 is a division)."""
@@ -218,7 +218,7 @@ def bench_rk4(n: int, steps: int, repeats: int, jax) -> None:
     import numba
     import numpy as np
 
-    from fastdyn.drive import integrate as I
+    from fastdyn.models.msfr import integrate as I
 
     lam, psi, rate, v = rk4_table(n)
     T = 20.0
@@ -293,7 +293,7 @@ def bench_dopri5(n: int, repeats: int, jax, dfx) -> None:
     import numba
     import numpy as np
 
-    from fastdyn.drive import integrate as I
+    from fastdyn.models.msfr import integrate as I
 
     lam, psi, rate, v = rk4_table(n)
     T = 20.0

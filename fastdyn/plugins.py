@@ -3,9 +3,9 @@
 A package adds a model to fastdyn by declaring, in its ``pyproject.toml``::
 
     [project.entry-points."fastdyn.models"]
-    logistic = "fastdyn_logistic:ENTRY"
+    mymodel = "mypackage:ENTRY"
 
-where ``ENTRY`` is a :class:`fastdyn.models.ModelEntry` named ``logistic`` (the entry point's name
+where ``ENTRY`` is a :class:`fastdyn.models.ModelEntry` named ``mymodel`` (the entry point's name
 is the config's ``model``). fastdyn's own models are declared the same way in its own
 ``pyproject.toml``, so the CLI, the config loader, the drivers and the analysis find every model
 through this module and name none (as xarray finds its backends). Entry points are loaded on the
@@ -24,7 +24,7 @@ from typing import Any
 GROUP = "fastdyn.models"
 
 _ENTRIES: dict[str, Any] = {}
-#: model name → where it comes from ("fastdyn 0.1.0", "fastdyn-logistic 0.1.0", "in-process")
+#: model name → where it comes from ("fastdyn 0.1.0 (…)", "mypackage 1.0 (…)", "in-process")
 _SOURCES: dict[str, str] = {}
 #: model name → why its entry point could not be loaded
 _BROKEN: dict[str, str] = {}

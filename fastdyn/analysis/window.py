@@ -5,8 +5,8 @@ Explicit: the points with lo <= x <= hi (inclusive; None for an open end).
 Automatic (:func:`auto_window`), with u = ln x and v = ln y (mean of ln y over runs):
 
 1. plateau skipping: drop the points before the first i with |v_i - v_0| > plateau_tol;
-2. cutoff: drop x > cutoff_x, with a warning (for MSFR the time where the learned-task cutoff
-   s_c(t) reaches a fraction of the represented tasks);
+2. cutoff: drop x > cutoff_x, with a warning (for a model with a task law, the time where the
+   learned-task cutoff s_c(t) reaches a fraction of the represented tasks);
 3. local slopes on n_centres centres c_k evenly spaced in u:
    s_k = sum (u - mean u)(v - mean v) / sum (u - mean u)^2 over the points with |u - c_k| <= h;
 4. the window is the longest run of centres [c_i, c_j] with max s - min s <= tol,
@@ -71,7 +71,7 @@ def auto_window_explained(
 
     1. sort by x; drop the initial plateau: the points before the first one with
        |v_i - v_0| > plateau_tol (y still within a factor e^plateau_tol of its start value);
-    2. if ``cutoff_x`` is given, drop x > cutoff_x and warn, naming the cutoff (for MSFR: the
+    2. if ``cutoff_x`` is given, drop x > cutoff_x and warn, naming the cutoff (a task law's
        time where the learned-task cutoff s_c(t) reaches a fraction of the represented tasks);
     3. on ``n_centres`` centres c_k evenly spaced in u over what remains, the local slope
        s_k is the least-squares slope of v against u over points with |u - c_k| <= h

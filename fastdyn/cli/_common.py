@@ -72,3 +72,15 @@ def guarded(fn):
 def verbosity(ctx: click.Context) -> int:
     """-1 quiet, 0 normal, ≥1 verbose."""
     return int((ctx.obj or {}).get("verbosity", 0))
+
+
+def set_threads(threads: int) -> None:
+    """``--threads``: numba's thread count for this run, 1 … NUMBA_NUM_THREADS (UserError else)."""
+    import numba
+
+    top = numba.config.NUMBA_NUM_THREADS
+    if not 1 <= threads <= top:
+        raise UserError(
+            f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}"
+        )
+    numba.set_num_threads(threads)

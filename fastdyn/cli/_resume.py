@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from ..h5.reader import FileFormatError
-from ._common import UserError, verbosity
+from ._common import UserError, set_threads, verbosity
 
 #: config fields that change how a run is cut up or saved, never its numbers
 NEUTRAL = ("output.checkpoint_every", "output.times_per_segment", "output.keep_checkpoint")
@@ -177,14 +177,7 @@ def _resume_locked(
                     f"--resume {file}: the config differs from the file's in {n}: {shown}; none changes the results: pass --force to resume with it"
                 )
     if threads is not None:
-        import numba
-
-        top = numba.config.NUMBA_NUM_THREADS
-        if not 1 <= threads <= top:
-            raise UserError(
-                f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}"
-            )
-        numba.set_num_threads(threads)
+        set_threads(threads)
     try:
         with StopSignals(acknowledge=progress is not False):
             outcome = simulate(cfg, file, progress=progress, resume=True)

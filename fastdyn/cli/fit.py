@@ -142,7 +142,7 @@ def _one(ys: list[str]) -> str:
 @click.option("--x", "x", type=click.Choice(X_CHOICES), default="time", show_default=True,
               help="Resource to fit the loss against.")  # fmt: skip
 @click.option("--y", "y", default=None,
-              help="Series to fit [default: the model's, e.g. loss/test for MSFR, loss/train for ICL].")  # fmt: skip
+              help="Series to fit [default: the model's default series, e.g. loss/test or loss/train].")  # fmt: skip
 @click.option("--window", default=None,
               help="auto, all, or LO:HI in x units [default: auto for --x time, else all].")  # fmt: skip
 @click.option("--offset", is_flag=True, help="Fit L = A x^-p + L_inf (irreducible offset).")
@@ -153,7 +153,7 @@ def _one(ys: list[str]) -> str:
 @click.option("--at", "at", type=float, default=None,
               help="model_size/n_samples scans: the loss at this time instead of the final loss.")  # fmt: skip
 @click.option("--cutoff-fraction", type=click.FloatRange(0, 1, min_open=True), default=None,
-              help="MSFR auto windows end where s_c(t) reaches this fraction of D [default 0.1].")  # fmt: skip
+              help="Auto windows of models with a task law end where s_c(t) reaches this fraction of D [default 0.1].")  # fmt: skip
 @click.option("--ci", "ci_level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=0.95, show_default=True, help="Confidence level.")  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")

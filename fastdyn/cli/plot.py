@@ -3,7 +3,7 @@
 ``loss``: loss curves (theory dashed). ``scaling``: a power-law fit with its exponent ± CI and the
 theory slope (``--x time`` per file; ``--x model_size|n_samples`` across files). ``frontier``: the
 compute-optimal frontier of files at different model sizes. ``tasks``: per-task f_s/Λ_s curves and
-emergence times. ``weights``: ATTN value weights and eigen-projections over time.
+emergence times. ``weights``: attention value weights and eigen-projections over time.
 
 Each file has its own colour (its theory curves and reference levels in the same colour), legend
 labels from ``--label``, the time axis in the units the files state, and ``--style paper`` sizes
@@ -38,8 +38,7 @@ KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
     "--y",
     "series",
     default=None,
-    help="Series to plot (e.g. loss/train) [default: each model's, loss/test for MSFR, "
-    "loss/train for ICL].",
+    help="Series to plot (e.g. loss/train) [default: each model's default series].",
 )
 @click.option("--label", "labels", multiple=True,
               help="Legend label of each file, in order (repeat once per file) [default: file names].")  # fmt: skip

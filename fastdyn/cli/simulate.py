@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ._common import UserError, guarded, verbosity
+from ._common import UserError, guarded, set_threads, verbosity
 
 
 @click.command("simulate")
@@ -101,14 +101,7 @@ def command(
         click.echo(f"{config or 'defaults'}: valid {cfg.model} config")
         return
     if threads is not None:
-        import numba
-
-        top = numba.config.NUMBA_NUM_THREADS
-        if not 1 <= threads <= top:
-            raise UserError(
-                f"--threads: must be between 1 and {top} (NUMBA_NUM_THREADS), got {threads}"
-            )
-        numba.set_num_threads(threads)
+        set_threads(threads)
     stem = Path(path).stem if path else "fastdyn"
     out = Path(output) if output else Path("results") / f"{stem}.h5"
     _check_output(out, overwrite)
@@ -118,10 +111,11 @@ def command(
         outcome = simulate(cfg, out, progress=progress)
     if verbosity(ctx) >= 0:
         click.echo(f"{out}: {outcome}", err=True)
-    if not outcome.startswith("complete"):
-        from ..drive.checkpoint import exit_code
+    from ..drive.outcome import Status
 
-        sys.exit(exit_code(outcome))
+    status = Status.parse(outcome)
+    if status.exit_code:
+        sys.exit(status.exit_code)
 
 
 def _progress(ctx: click.Context, quiet: bool, every: str | None) -> bool | float:

@@ -69,7 +69,7 @@ _RES_FLAGS = ("jobs", "cores", "memory", "walltime", "queue", "account")
     "--split-tasks",
     "split_parts",
     type=click.IntRange(min=1),
-    help="Run the sweep's single config as one MSFR run split into this many task-index parts (overrides [split] parts).",
+    help="Run the sweep's single config as one ODE run split into this many task-index parts (overrides [split] parts).",
 )
 @click.option(
     "--list", "list_points", is_flag=True, help="Print the points (name and swept values) and exit."
@@ -112,7 +112,7 @@ def command(
     """Run the points of SWEEP (a sweep TOML file), one HDF5 file each, plus an index file.
 
     With a [split] table or --split-tasks K: run SWEEP's single config (or SWEEP itself, when it
-    is a plain config file) as one MSFR run split by task index, bit-identical to simulate."""
+    is a plain config file) as one ODE run split by task index, bit-identical to simulate."""
     from ..sweep import cluster, runner, spec
 
     quiet = verbosity(ctx) < 0

@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from . import common
+from .device import check_supported
 from .schema import (
-    OPTIMIZERS,
     ConfigError,
     Section,
     check_memory,
     choice,
-    every,
     flag,
     integer,
     integers,
@@ -48,13 +48,13 @@ from .schema import (
 MODELS = ("attn-m", "attn-s", "mlp-cubic")
 #: the token covariance spectra of ``problems/icl.py``
 SPECTRA = ("linear", "white", "power", "explicit")
+#: the help of ``seed`` (the run's, in the file and in :class:`ICLSettings`)
+SEED_HELP = "seed of every random draw (data, init, minibatches)"
 
 
 @dataclass(frozen=True)
-class DataSettings(Section):
+class DataSettings(Section, prefix="data."):
     """[data]: the data set (spec icl.md §1)."""
-
-    _prefix = "data."
 
     D: int = integer(4, 1, 10**6, help="token dimension: x ∈ R^D")
     N: int = integer(
@@ -108,10 +108,8 @@ class DataSettings(Section):
 
 
 @dataclass(frozen=True)
-class AttentionSettings(Section):
+class AttentionSettings(Section, prefix="attention."):
     """[attention]: the architecture (spec icl.md §2); the model itself is the top-level ``model``."""
-
-    _prefix = "attention."
 
     H: int = integer(8, 1, 10**6, help="heads (hidden units for mlp-cubic)")
     R: int = integer(1, 1, 10**6, help="key/query rank of every head (attn-s)")
@@ -151,10 +149,8 @@ class ModelSettings(AttentionSettings):
 
 
 @dataclass(frozen=True)
-class InitSettings(Section):
+class InitSettings(Section, prefix="init."):
     """[init]: initial weights (spec icl.md §2)."""
-
-    _prefix = "init."
 
     scheme: str = choice(
         "reference",
@@ -185,10 +181,8 @@ class InitSettings(Section):
 
 
 @dataclass(frozen=True)
-class TestSettings(Section):
+class TestSettings(Section, prefix="test."):
     """[test]: evaluation beyond the training distribution."""
-
-    _prefix = "test."
 
     context_lengths: tuple | None = integers(
         None,
@@ -200,19 +194,17 @@ class TestSettings(Section):
 
 
 @dataclass(frozen=True)
-class OptimSettings(Section):
+class OptimSettings(Section, prefix="optim."):
     """[optim]: drive/optim.py optimisers."""
 
-    _prefix = "optim."
-
-    name: str = choice("gd", OPTIMIZERS, help="optimiser")
+    name: str = common.optimizer()
     lr: float = number(1e-3, 0.0, lo_open=True, help="learning rate η (paper time t/τ = 2η·step)")
     batch_size: int | None = integer(
         None, 1, 10**10, optional=True, help="sgd: sequences per minibatch; omitted = full batch"
     )
-    momentum: float = number(0.0, 0.0, 1.0, hi_open=True, help="sgd heavy-ball μ")
-    beta1: float = number(0.9, 0.0, 1.0, hi_open=True, help="adam β1")
-    beta2: float = number(0.999, 0.0, 1.0, hi_open=True, help="adam β2")
+    momentum: float = common.momentum()
+    beta1: float = common.beta1()
+    beta2: float = common.beta2()
     eps: float = number(1e-8, 0.0, lo_open=True, help="adam ε")
     weight_decay: float = number(
         0.0, 0.0, help="adam: L2 in the gradient; adamw: decoupled decay λ"
@@ -220,11 +212,9 @@ class OptimSettings(Section):
 
 
 @dataclass(frozen=True)
-class ScheduleSettings(Section):
+class ScheduleSettings(Section, prefix="schedule."):
     """[schedule]: saves at steps 0, ``save_every``, … and at ``epochs`` (the weights after that
     many updates), or at ``save_steps`` when given."""
-
-    _prefix = "schedule."
 
     epochs: int = integer(
         6001, 1, 10**12, help="optimiser updates (full batch: epochs)", units="steps"
@@ -233,11 +223,7 @@ class ScheduleSettings(Section):
     save_steps: tuple[int, ...] = integers((), 0, help="explicit save steps (override save_every)")
 
     def check(self) -> None:
-        bad = [s for s in self.save_steps if s > self.epochs]
-        if bad:
-            raise ConfigError(
-                f"schedule.save_steps: must be ≤ schedule.epochs ({self.epochs}), got {bad[0]}"
-            )
+        common.check_save_steps(self)
 
     def steps(self) -> np.ndarray:
         """The save steps, increasing."""
@@ -246,21 +232,21 @@ class ScheduleSettings(Section):
         s = np.arange(0, self.epochs + 1, self.save_every, dtype=np.int64)
         return np.unique(np.append(s, self.epochs))
 
+    @property
+    def save_count(self) -> int:
+        """How many saves :meth:`steps` makes, at most (counted, not built: what the memory
+        estimate charges for)."""
+        return len(self.save_steps) or self.epochs // self.save_every + 2
+
 
 @dataclass(frozen=True)
-class OutputSettings(Section):
+class OutputSettings(Section, prefix="output."):
     """[output]: resume state and the opt-in streamed diagnostics and weight snapshots."""
 
-    _prefix = "output."
-
-    checkpoint_every: float | str = every(
-        60.0,
-        help='resume state written at the first save this many seconds (60, "60s") or optimiser steps ("500 steps") after the last one; 0 = at every save; "off" = only when a signal stops the run',
+    checkpoint_every: float | str = common.checkpoint_every(
+        'resume state written at the first save this many seconds (60, "60s") or optimiser steps ("500 steps") after the last one; 0 = at every save; "off" = only when a signal stops the run'
     )
-    keep_checkpoint: bool = flag(
-        False,
-        help="keep /checkpoint in a complete file (else the finished file is rewritten without it)",
-    )
+    keep_checkpoint: bool = common.keep_checkpoint()
     diagnostics: bool | None = flag(
         None,
         optional=True,
@@ -409,8 +395,7 @@ def bytes_needed(
         top = max(lengths)  # the tokens of one length, drawn and packed at once
         terms.append((f8 * nt * (top + 1) * (4 * D + 2), ("test.context_lengths", "data.n_test")))
     if schedule is not None:
-        saves = len(schedule.save_steps) or schedule.epochs // schedule.save_every + 2
-        terms.append((4 * f8 * saves, ("schedule.save_every",)))
+        terms.append((4 * f8 * schedule.save_count, ("schedule.save_every",)))
     return terms
 
 
@@ -425,9 +410,7 @@ def _check_memory(
     need = _PROCESS + sum(b for b, _ in terms)
     _, fields = max(terms)
     lengths = tuple(getattr(test, "context_lengths", None) or ())
-    saves = 0
-    if schedule is not None:
-        saves = len(schedule.save_steps) or schedule.epochs // schedule.save_every + 2
+    saves = schedule.save_count if schedule is not None else 0
     value = {
         "data.P": data.P,
         "data.N": data.N,
@@ -463,7 +446,7 @@ class ICLSettings(Section):
     init: InitSettings = InitSettings()
     optim: OptimSettings = OptimSettings()
     schedule: ScheduleSettings = ScheduleSettings()
-    seed: int = integer(0, 0, help="seed of every random draw (data, init, minibatches)")
+    seed: int = common.seed(SEED_HELP, hi=None)
     output: OutputSettings = OutputSettings()
     test: TestSettings = TestSettings()
 
@@ -476,10 +459,8 @@ class IclConfig(Section):
     """A whole ICL config file; :attr:`settings` is the run it describes."""
 
     model: str = choice("attn-m", MODELS, help="the model")
-    seed: int = integer(0, 0, help="seed of every random draw (data, init, minibatches)")
-    device: str = choice(
-        "cpu", ("cpu", "cuda"), help="where the kernels run (cuda: attn-m, attn-s; docs/cuda.md)"
-    )
+    seed: int = common.seed(SEED_HELP, hi=None)
+    device: str = common.device("where the kernels run (cuda: attn-m, attn-s; docs/cuda.md)")
     data: DataSettings = DataSettings()
     attention: AttentionSettings = AttentionSettings()
     init: InitSettings = InitSettings()
@@ -498,8 +479,6 @@ class IclConfig(Section):
             raise ConfigError(
                 "test.context_lengths: needs data.n_test > 0 (fresh in-context sequences per N′) or data.population = true"
             )
-        from .device import check_supported
-
         check_supported(self)
 
     @property

@@ -1,29 +1,42 @@
-"""Config sections of an MSFR run (``model = "msfr"``); symbols as in spec/msfr.md."""
+"""Config sections of an MSFR run (``model = "msfr"``); symbols as in spec/msfr.md.
+
+msfr-h and msfr-attn reuse these sections (subclassed where a default or help differs); the keys every
+model shares (seed, device, output) come from :mod:`fastdyn.config.common`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from .schema import (
-    ConfigError,
-    check_memory,
-    choice,
-    every,
-    flag,
-    integer,
-    integers,
-    number,
-    numbers,
-    text,
-)
+from . import common
+from .device import check_supported
+from .schema import ConfigError, Section, check_memory, choice, flag, integer, number, numbers, text
 from .task_families import FAMILY_KEYS, FREQUENCY_LAWS, STRENGTH_LAWS, check_given, is_default
 
 #: task fields a table replaces (setting one beside ``task.table`` is an error)
 TABLE_REPLACES = ("alpha", "strength0", "gamma", "psi0", "beta", "psi_min", *FAMILY_KEYS)
 
 
+def _decay(formula: str, law: str) -> Any:
+    """The scale s0 of an exponential law (``formula``: where s0 enters; ``law``: its key)."""
+    return number(
+        100.0,
+        0.0,
+        1e12,
+        lo_open=True,
+        help=f"s0 in {formula} ({law} = 'exponential')",
+        units="tasks",
+    )
+
+
+def _break(law: str) -> Any:
+    """The break s_b of a broken power law (``law``: its key)."""
+    return number(100.0, 1.0, 1e10, help=f"s_b of {law} = 'broken-power'", units="tasks")
+
+
 @dataclass(frozen=True)
-class TaskSection:
+class TaskSection(Section, prefix="task."):
     """[task]: the MSFR task distribution (spec §1)."""
 
     n_tasks: int = integer(10_000, 1, 10**10, help="number of task types N_s")
@@ -56,17 +69,8 @@ class TaskSection:
         FREQUENCY_LAWS,
         help="family of P(s): power (s^-α), exponential (e^-(s−1)/s0), broken-power (s^-α up to s_b, s^-α2 beyond); docs/task-tables.md",
     )
-    frequency_decay: float = number(
-        100.0,
-        0.0,
-        1e12,
-        lo_open=True,
-        help="s0 in P(s) ∝ e^-(s−1)/s0 (frequency_law = 'exponential')",
-        units="tasks",
-    )
-    frequency_break: float = number(
-        100.0, 1.0, 1e10, help="s_b of frequency_law = 'broken-power'", units="tasks"
-    )
+    frequency_decay: float = _decay("P(s) ∝ e^-(s−1)/s0", "frequency_law")
+    frequency_break: float = _break("frequency_law")
     alpha2: float = number(
         2.0,
         0.0,
@@ -79,17 +83,8 @@ class TaskSection:
         STRENGTH_LAWS,
         help="family of Λ_s: power (Λ0 s^-γ), exponential (Λ0 e^-(s−1)/s0), broken-power (s^-γ up to s_b, s^-γ2 beyond), lognormal (Λ0 s^-γ e^(σ z_s), z_s ~ N(0,1) per task from the seed)",
     )
-    strength_decay: float = number(
-        100.0,
-        0.0,
-        1e12,
-        lo_open=True,
-        help="s0 in Λ_s = Λ0 e^-(s−1)/s0 (strength_law = 'exponential')",
-        units="tasks",
-    )
-    strength_break: float = number(
-        100.0, 1.0, 1e10, help="s_b of strength_law = 'broken-power'", units="tasks"
-    )
+    strength_decay: float = _decay("Λ_s = Λ0 e^-(s−1)/s0", "strength_law")
+    strength_break: float = _break("strength_law")
     gamma2: float = number(
         1.0, -5.0, 20.0, help="exponent γ2 of Λ_s beyond s_b (strength_law = 'broken-power')"
     )
@@ -120,8 +115,6 @@ class TaskSection:
         if self.table is None:
             check_given(self, given)
             return self
-        from dataclasses import replace
-
         from .task_table import open_table
 
         for k in TABLE_REPLACES:
@@ -137,7 +130,7 @@ class TaskSection:
                 f"task.n_tasks: task.table {self.table} has {tab.n} rows (tasks); leave n_tasks out or set it to {tab.n}, got {self.n_tasks}"
             )
         if not tab.has_counts:
-            return replace(self, n_tasks=tab.n)
+            return self.derived(n_tasks=tab.n)
         total = tab.counts_total()
         if "n_samples" in given and (
             self.n_samples == "inf" or int(float(self.n_samples)) != total
@@ -145,7 +138,7 @@ class TaskSection:
             raise ConfigError(
                 f"task.n_samples: task.table {self.table} has a counts column, which fixes N = Σ counts = {total}; leave n_samples out or set it to {total}, got {self.n_samples!r}"
             )
-        return replace(self, n_tasks=tab.n, n_samples=float(total))
+        return self.derived(n_tasks=tab.n, n_samples=float(total))
 
     @property
     def d(self) -> int:
@@ -154,7 +147,7 @@ class TaskSection:
 
 
 @dataclass(frozen=True)
-class InitSection:
+class InitSection(Section, prefix="init."):
     """[init]: initial v_s, w_s (spec §3)."""
 
     scheme: str = choice(
@@ -166,7 +159,7 @@ class InitSection:
 
 
 @dataclass(frozen=True)
-class TimeSection:
+class TimeSection(Section, prefix="time."):
     """[time]: the output time grid (gradient-flow time t; gd: t = η·step)."""
 
     grid: str = choice("log", ("log", "linear", "explicit"), help="spacing of the output times")
@@ -193,9 +186,19 @@ class TimeSection:
                 f"time.t_min: must be < time.t_max ({self.t_max:g}), got {self.t_min:g}"
             )
 
+    @property
+    def t_end(self) -> float:
+        """The last output time."""
+        return self.times[-1] if self.grid == "explicit" else self.t_max
+
+    @property
+    def n_grid(self) -> int:
+        """The number of output times after 0 (t = 0 itself not counted)."""
+        return len(self.times) if self.grid == "explicit" else self.n_times
+
 
 @dataclass(frozen=True)
-class SolverSection:
+class SolverSection(Section, prefix="solver."):
     """[solver]: how the v/w dynamics are integrated (spec §3)."""
 
     integrator: str = choice(
@@ -203,8 +206,8 @@ class SolverSection:
         ("dopri5", "rk4", "gd", "none"),
         help="per-task adaptive DP5(4), per-task fixed-step RK4, discrete GD, or theory only",
     )
-    rtol: float = number(1e-8, 1e-14, 1e-2, help="dopri5 relative tolerance")
-    atol: float = number(1e-14, 0.0, 1.0, lo_open=True, help="dopri5 absolute tolerance")
+    rtol: float = common.rtol()
+    atol: float = common.atol()
     steps_per_timescale: int = integer(200, 4, 10**7, help="rk4 steps per 1/(a_s R_s) of each task")
     lr: float = number(1e-2, 0.0, 1e6, lo_open=True, help="gd learning rate η (t = η·step)")
     settle_tol: float = number(
@@ -216,7 +219,7 @@ class SolverSection:
 
 
 @dataclass(frozen=True)
-class TheorySection:
+class TheorySection(Section, prefix="theory."):
     """[theory]: the closed form written beside the simulation (spec §4–5)."""
 
     level: str = choice(
@@ -227,13 +230,11 @@ class TheorySection:
 
 
 @dataclass(frozen=True)
-class OutputSection:
+class OutputSection(Section, prefix="output."):
     """[output]: what is stored besides the losses."""
 
-    track: tuple = integers(
-        (),
-        1,
-        help="task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size",
+    track: tuple = common.track(
+        "task indices s whose f_s(t) are stored; [] = 1, 3, 10, 30, … up to the model size"
     )
     chunk_tasks: int = integer(
         262_144, 1024, 2**31, help="tasks per kernel call (rounded down to a multiple of 1024)"
@@ -241,26 +242,20 @@ class OutputSection:
     times_per_segment: int = integer(
         16, 1, 10**6, help="output times computed (and flushed) per pass over the tasks"
     )
-    checkpoint_every: float | str = every(
-        60.0,
-        help='resume state written to /checkpoint every this many seconds (60, "60s") or output times ("100 steps"); 0 = after every segment; "off" = only when a signal stops the run',
+    checkpoint_every: float | str = common.checkpoint_every(
+        'resume state written to /checkpoint every this many seconds (60, "60s") or output times ("100 steps"); 0 = after every segment; "off" = only when a signal stops the run'
     )
-    keep_checkpoint: bool = flag(
-        False,
-        help="keep /checkpoint in a complete file (else the finished file is rewritten without it, a fraction of the size)",
-    )
+    keep_checkpoint: bool = common.keep_checkpoint(", a fraction of the size")
 
 
 @dataclass(frozen=True)
-class MsfrConfig:
+class MsfrConfig(Section):
     """A whole MSFR run."""
 
-    model: str = choice("msfr", ("msfr",))
-    seed: int = integer(0, 0, 2**63 - 1, help="seed of every random draw (counts, init)")
-    device: str = choice(
-        "cpu",
-        ("cpu", "cuda"),
-        help="where the kernels run: cpu, or cuda (rk4/gd/dopri5 and the leading/first-order closed form; docs/cuda.md)",
+    model: str = common.model_key("msfr")
+    seed: int = common.seed("seed of every random draw (counts, init)")
+    device: str = common.device(
+        "where the kernels run: cpu, or cuda (rk4/gd/dopri5 and the leading/first-order closed form; docs/cuda.md)"
     )
     task: TaskSection = TaskSection()
     init: InitSection = InitSection()
@@ -270,30 +265,19 @@ class MsfrConfig:
     output: OutputSection = OutputSection()
 
     def check(self) -> None:
-        from .device import check_supported
-
         check_supported(self)
         if self.solver.integrator == "gd":
-            t_end = self.time.times[-1] if self.time.grid == "explicit" else self.time.t_max
-            n = t_end / self.solver.lr
-            if n > self.solver.max_steps:
-                raise ConfigError(
-                    f"solver.lr: gd needs t_max / lr = {n:.3g} steps, more than solver.max_steps = {self.solver.max_steps}; raise lr or max_steps, or lower time.t_max"
-                )
+            common.check_step_budget(self, "lr", "gd")
         if self.task.x_dist != "rademacher":
             raise ConfigError(
                 f"task.x_dist: {self.task.x_dist!r} is not modelled by model = 'msfr' (its expected dynamics use Rademacher tokens, E x⁴ = 1; Gaussian tokens move the fixed point at O(1/ψ)); use 'rademacher', or model = 'msfr-attn' to train on Gaussian sequences"
             )
-        if self.solver.integrator == "none" and self.theory.level == "none":
-            raise ConfigError(
-                "solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)"
-            )
+        common.check_computes(self)
         grid = _grid_bytes(self)
         if grid > _bytes_needed(self) / 2:  # the closed form's per-block partials dominate
-            n_times = len(self.time.times) if self.time.grid == "explicit" else self.time.n_times
             check_memory(
                 _bytes_needed(self), "time.n_times",
-                f"{n_times} output times × {self.output.chunk_tasks} tasks per chunk (the closed form's per-block partial sums)",
+                f"{self.time.n_grid} output times × {self.output.chunk_tasks} tasks per chunk (the closed form's per-block partial sums)",
                 "lower time.n_times or output.chunk_tasks",
             )  # fmt: skip
         check_memory(
@@ -301,11 +285,7 @@ class MsfrConfig:
             f"D = {self.task.d} represented tasks (state, tables, checkpoint)",
             "lower task.model_size or task.n_tasks",
         )  # fmt: skip
-        bad = [s for s in self.output.track if s > self.task.n_tasks]
-        if bad:
-            raise ConfigError(
-                f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}"
-            )
+        common.check_track(self)
 
 
 def _bytes_needed(cfg: MsfrConfig) -> float:
@@ -317,7 +297,7 @@ def _bytes_needed(cfg: MsfrConfig) -> float:
     the output grid and its closed form (≈ 4 float64 per time per tracked series), and the
     closed form's per-block partial sums over the whole grid (:func:`_grid_bytes`); the process
     itself (Python, numba, h5py: 256 MiB)."""
-    n_times = len(cfg.time.times) if cfg.time.grid == "explicit" else cfg.time.n_times
+    n_times = cfg.time.n_grid
     d = cfg.task.d
     per_task = (
         8.0 * 28 * d
@@ -334,6 +314,6 @@ def _grid_bytes(cfg: MsfrConfig) -> float:
     per output time, the test and train partial sums (2 float64), summed in block order."""
     if cfg.theory.level == "none":
         return 0.0
-    n_times = len(cfg.time.times) if cfg.time.grid == "explicit" else cfg.time.n_times
+    n_times = cfg.time.n_grid
     per_chunk = min(cfg.task.n_tasks, cfg.output.chunk_tasks)
     return 2 * 8.0 * -(-per_chunk // 1024) * n_times

@@ -21,12 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import common
+from .device import check_supported
 from .msfr import InitSection, TaskSection
 from .schema import (
     ConfigError,
+    Section,
     check_memory,
     choice,
-    every,
     flag,
     integer,
     integers,
@@ -36,7 +38,7 @@ from .schema import (
 
 
 @dataclass(frozen=True)
-class DataSection:
+class DataSection(Section, prefix="data."):
     """[data]: the sampled sequences (spec §1, §7)."""
 
     feature_noise: float = number(
@@ -63,7 +65,7 @@ class DataSection:
 
 
 @dataclass(frozen=True)
-class AttentionSection:
+class AttentionSection(Section, prefix="attention."):
     """[attention]: the model variant."""
 
     kq: str = choice("merged", ("merged", "separate"), help="W_KQ, or W_Kᵀ W_Q of rank `rank`")
@@ -81,21 +83,21 @@ class AttentionSection:
 
 
 @dataclass(frozen=True)
-class OptimSection:
+class OptimSection(Section, prefix="optim."):
     """[optim]: drive/optim.py optimisers."""
 
-    name: str = choice("gd", ("gd", "sgd", "adam", "adamw"), help="optimiser")
+    name: str = common.optimizer()
     lr: float = number(1e-2, 0.0, 1e6, lo_open=True, help="learning rate η (gd: t = η·step)")
     batch_size: int = integer(0, 0, 10**12, help="sequences per minibatch; 0 = full batch")
     weight_decay: float = number(0.0, 0.0, 1e3, help="adam: L2, adamw: decoupled decay λ")
-    beta1: float = number(0.9, 0.0, 1.0, hi_open=True, help="adam β1")
-    beta2: float = number(0.999, 0.0, 1.0, hi_open=True, help="adam β2")
+    beta1: float = common.beta1()
+    beta2: float = common.beta2()
     eps: float = number(1e-8, 0.0, 1.0, lo_open=True, help="adam ε")
-    momentum: float = number(0.0, 0.0, 1.0, hi_open=True, help="sgd heavy-ball μ")
+    momentum: float = common.momentum()
 
 
 @dataclass(frozen=True)
-class ScheduleSection:
+class ScheduleSection(Section, prefix="schedule."):
     """[schedule]: how long, and when to record."""
 
     epochs: int = integer(1000, 1, 10**10, help="optimiser steps")
@@ -106,7 +108,7 @@ class ScheduleSection:
 
 
 @dataclass(frozen=True)
-class TheorySection:
+class TheorySection(Section, prefix="theory."):
     """[theory]: comparison curves of the same configuration (block, Rademacher H)."""
 
     compare: bool = flag(
@@ -116,7 +118,7 @@ class TheorySection:
 
 
 @dataclass(frozen=True)
-class AdaptSection:
+class AdaptSection(Section, prefix="adapt."):
     """[adapt]: in-context adaptation (spec msfr.md §2): the trained weights tested on sequences of
     task s whose context tokens carry another strength Λ̃_s = c·Λ_s (query target Λ̃_s x_q)."""
 
@@ -130,32 +132,24 @@ class AdaptSection:
 
 
 @dataclass(frozen=True)
-class OutputSection:
+class OutputSection(Section, prefix="output."):
     """[output]: what is stored besides the losses."""
 
-    track: tuple = integers((), 1, help="tasks s whose f_s(t) are stored; [] = 1, 3, 10, 30, … ≤ D")
+    track: tuple = common.track("tasks s whose f_s(t) are stored; [] = 1, 3, 10, 30, … ≤ D")
     save_weights: bool = flag(True, help="store the final flat parameter vector /params/theta")
-    checkpoint_every: float | str = every(
-        60.0,
-        help='resume state (weights, optimiser state) written to /checkpoint at a save step every this many seconds (60, "60s") or optimiser steps ("100 steps"); 0 = at every save; "off" = only when a signal stops the run',
+    checkpoint_every: float | str = common.checkpoint_every(
+        'resume state (weights, optimiser state) written to /checkpoint at a save step every this many seconds (60, "60s") or optimiser steps ("100 steps"); 0 = at every save; "off" = only when a signal stops the run'
     )
-    keep_checkpoint: bool = flag(
-        False,
-        help="keep /checkpoint in a complete file (else the finished file is rewritten without it)",
-    )
+    keep_checkpoint: bool = common.keep_checkpoint()
 
 
 @dataclass(frozen=True)
-class MsfrAttnConfig:
+class MsfrAttnConfig(Section):
     """A whole msfr-attn run."""
 
-    model: str = choice("msfr-attn", ("msfr-attn",))
-    seed: int = integer(
-        0, 0, 2**63 - 1, help="seed of every random draw (counts, data, init, minibatches)"
-    )
-    device: str = choice(
-        "cpu", ("cpu", "cuda"), help="where the kernels run (msfr-attn: cpu only; docs/cuda.md)"
-    )
+    model: str = common.model_key("msfr-attn")
+    seed: int = common.seed("seed of every random draw (counts, data, init, minibatches)")
+    device: str = common.device("where the kernels run (msfr-attn: cpu only; docs/cuda.md)")
     task: TaskSection = TaskSection(n_tasks=1000, n_samples=10_000.0)
     init: InitSection = InitSection()
     data: DataSection = DataSection()
@@ -167,8 +161,6 @@ class MsfrAttnConfig:
     output: OutputSection = OutputSection()
 
     def check(self) -> None:
-        from .device import check_supported
-
         check_supported(self)
         if self.task.n_samples == "inf":
             raise ConfigError(
@@ -194,15 +186,8 @@ class MsfrAttnConfig:
             raise ConfigError(
                 f"optim.batch_size: must be ≤ task.n_samples ({int(float(self.task.n_samples))}), got {self.optim.batch_size}"
             )
-        if any(s > self.schedule.epochs for s in self.schedule.save_steps):
-            raise ConfigError(
-                f"schedule.save_steps: must be ≤ schedule.epochs ({self.schedule.epochs})"
-            )
-        bad = [s for s in self.output.track if s > self.task.n_tasks]
-        if bad:
-            raise ConfigError(
-                f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}"
-            )
+        common.check_save_steps(self.schedule, name_step=False)
+        common.check_track(self)
         _check_memory(self)
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import msfr
-from .schema import ConfigError, choice, integer, number, numbers, regular_input, text
+from . import common, msfr
+from .schema import ConfigError, Section, choice, integer, number, numbers, regular_input, text
 
 #: largest d (state 2d per task)
 MAX_DIM = 8
@@ -35,14 +35,9 @@ class TaskSection(msfr.TaskSection):
         help="unused: H_s is given by [h] (kept so that MSFR task sections validate unchanged)",
     )
 
-    @property
-    def d(self) -> int:
-        """Resolved model size D = min(model_size, n_tasks)."""
-        return self.n_tasks if self.model_size == "all" else min(int(self.model_size), self.n_tasks)
-
 
 @dataclass(frozen=True)
-class HSection:
+class HSection(Section, prefix="h."):
     """[h]: the per-task d×d matrix H_s, in units of κ_s = ψ_s(1 + Λ_s²)."""
 
     dim: int = integer(2, 1, MAX_DIM, help="d: v_s, w_s ∈ R^d, H_s is d×d")
@@ -140,7 +135,7 @@ def read_h_file(path: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class InitSection:
+class InitSection(msfr.InitSection):
     """[init]: initial v_s, w_s ∈ R^d."""
 
     scheme: str = choice(
@@ -148,7 +143,6 @@ class InitSection:
         ("balanced", "random"),
         help="balanced: v = w = σ0 x_1 (the top eigenvector of H_s); random: i.i.d. N(0, σ0²) entries, seeded per task (MSFR's streams)",
     )
-    scale: float = number(1e-3, 0.0, 1e3, lo_open=True, help="σ0")
 
 
 @dataclass(frozen=True)
@@ -160,7 +154,7 @@ class TimeSection(msfr.TimeSection):
 
 
 @dataclass(frozen=True)
-class SolverSection:
+class SolverSection(Section, prefix="solver."):
     """[solver]: the generic per-task integrators: RK4 at one fixed nominal step for every task,
     or adaptive dopri5 with each task's own steps (``drive/integrate_soa``)."""
 
@@ -184,8 +178,8 @@ class SolverSection:
         10**7,
         help="RK4 steps per 1/((#/N) λmax(H) (2|Λ| + 2|f(0)|)) of the fastest task (h = 'auto')",
     )
-    rtol: float = number(1e-8, 1e-14, 1e-2, help="dopri5 relative tolerance")
-    atol: float = number(1e-14, 0.0, 1.0, lo_open=True, help="dopri5 absolute tolerance")
+    rtol: float = common.rtol()
+    atol: float = common.atol()
     max_steps: int = integer(
         100_000_000,
         1,
@@ -195,7 +189,7 @@ class SolverSection:
 
 
 @dataclass(frozen=True)
-class TheorySection:
+class TheorySection(Section, prefix="theory."):
     """[theory]: the closed form written beside the simulation."""
 
     level: str = choice(
@@ -216,16 +210,11 @@ class OutputSection(msfr.OutputSection):
 
 
 @dataclass(frozen=True)
-class MsfrHConfig:
+class MsfrHConfig(Section):
     """A whole MSFR run with a general H_s."""
 
-    model: str = choice("msfr-h", ("msfr-h",))
-    seed: int = integer(
-        0,
-        0,
-        2**63 - 1,
-        help="seed of every random draw (counts, eigenvectors, perturbations, init)",
-    )
+    model: str = common.model_key("msfr-h")
+    seed: int = common.seed("seed of every random draw (counts, eigenvectors, perturbations, init)")
     task: TaskSection = TaskSection()
     h: HSection = HSection()
     init: InitSection = InitSection()
@@ -235,15 +224,8 @@ class MsfrHConfig:
     output: OutputSection = OutputSection()
 
     def check(self) -> None:
-        if self.solver.integrator == "none" and self.theory.level == "none":
-            raise ConfigError(
-                "solver.integrator: 'none' needs theory.level other than 'none' (nothing would be computed)"
-            )
-        bad = [s for s in self.output.track if s > self.task.n_tasks]
-        if bad:
-            raise ConfigError(
-                f"output.track: task indices must be ≤ task.n_tasks ({self.task.n_tasks}), got {bad[0]}"
-            )
+        common.check_computes(self)
+        common.check_track(self)
         if self.h.file is not None:
             shape = read_h_file(self.h.file).shape
             if len(shape) == 3 and shape[0] != self.task.n_tasks:
@@ -251,9 +233,4 @@ class MsfrHConfig:
                     f"h.file: H holds {shape[0]} per-task matrices but task.n_tasks = {self.task.n_tasks}"
                 )
         if self.solver.integrator == "rk4" and self.solver.h != "auto":
-            t_end = self.time.times[-1] if self.time.grid == "explicit" else self.time.t_max
-            n = t_end / float(self.solver.h)
-            if n > self.solver.max_steps:
-                raise ConfigError(
-                    f"solver.h: RK4 needs t_max / h = {n:.3g} steps per task, more than solver.max_steps = {self.solver.max_steps}; raise h or max_steps, or lower time.t_max"
-                )
+            common.check_step_budget(self, "h", "RK4", " per task")

@@ -4,11 +4,14 @@ A field is declared with one of :func:`number`, :func:`integer`, :func:`choice`,
 :func:`numbers`, :func:`integers`, :func:`text`; :func:`fastdyn.config.load.build` turns a TOML
 table into the dataclass, rejecting unknown keys, wrong types, non-finite numbers and values out of
 range with one line that names the field (``task.n_tasks: must be an integer ≥ 1, got 0``).
-Cross-field rules live in each section's ``check()`` method and raise :class:`ConfigError`.
+Cross-field rules live in each section's ``check()`` method and raise :class:`ConfigError`; the
+keys and rules several models share are declared once in :mod:`fastdyn.config.common`.
 
-A section that derives from :class:`Section` also validates when constructed directly in Python
-(``DataSettings(P=0)`` raises the same one-line ConfigError as ``--set data.P=0``): its
-``__post_init__`` runs every field's rule, stores the canonical value and calls ``check()``.
+Every section of fastdyn's own models derives from :class:`Section`, and so validates the same way
+when constructed directly in Python (``DataSettings(P=0)`` raises the same one-line ConfigError as
+``--set data.P=0``): its ``__post_init__`` runs every field's rule, stores the canonical value and
+calls ``check()``. A plug-in's schema may still be plain frozen dataclasses: ``build`` runs their
+rules and then their ``check()``.
 """
 
 from __future__ import annotations
@@ -341,12 +344,18 @@ class Section:
     """Base of config sections that validate on construction, from TOML or directly in Python.
 
     Subclasses are frozen dataclasses whose fields are declared with the rules above (or hold a
-    nested section, whose default is an instance of its class). ``_prefix`` is the section's TOML
-    name with a dot (``"data."``; ``""`` at the top level): errors name ``<prefix><field>``, or a
-    field's own ``key``. Cross-field rules go in :meth:`check`.
+    nested section, whose default is an instance of its class). The class keyword ``prefix`` is
+    the section's TOML name with a dot (``class DataSettings(Section, prefix="data.")``; none at
+    the top level; a subclass keeps its base's), kept as ``_prefix``: errors name
+    ``<prefix><field>``, or a field's own ``key``. Cross-field rules go in :meth:`check`.
     """
 
     _prefix = ""
+
+    def __init_subclass__(cls, prefix: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if prefix is not None:
+            cls._prefix = prefix
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
@@ -363,3 +372,13 @@ class Section:
 
     def check(self) -> None:
         """Cross-field rules (ConfigError naming the field); none by default."""
+
+    def derived(self, **values: Any) -> Any:
+        """A copy with ``values`` that ``resolve()`` derived from a file (a task table's length),
+        stored as they are: they are checked where they are read, not against the key's range."""
+        import copy
+
+        new = copy.copy(self)
+        for name, value in values.items():
+            object.__setattr__(new, name, value)
+        return new

@@ -1,8 +1,8 @@
 """④ When to checkpoint, stopping on SIGINT/SIGTERM, and resuming a file (docs/reliability.md).
 
 - :func:`fastdyn.config.schema.parse_every` reads ``output.checkpoint_every``: a number or ``"<x>s"`` is seconds of wall
-  time, ``"<n> steps"`` counts the run's own steps (MSFR: output times written; ICL: optimiser
-  steps); ``0`` checkpoints after every chunk (an MSFR segment, an ICL save). A checkpoint is only
+  time, ``"<n> steps"`` counts the run's own steps (ODE runs: output times written; trained
+  models: optimiser steps); ``0`` checkpoints after every chunk (a segment, a save). A checkpoint is only
   ever taken at a chunk boundary, where the whole state is consistent and on disk.
 - :class:`Schedule` decides at each chunk boundary whether a checkpoint is due.
 - :class:`StopSignals` turns the first SIGINT or SIGTERM into a request the run loop polls after
@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..config.schema import parse_every
-from . import stop_flag
-from .outcome import Outcome
+from ..core import stop_flag
+from .outcome import EXIT_CODES, Outcome, Status
 
 __all__ = [
     "EXIT_CODES",
@@ -36,9 +36,6 @@ __all__ = [
     "with_stop_signals",
     "write_error",
 ]
-
-#: exit status of a run stopped by a signal (128 + signal number, as a shell reports it)
-EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 
 
 class Schedule:
@@ -72,7 +69,7 @@ class StopSignals:
     inside a long numba kernel neither the flag nor the default action would change. The C-level
     handler also writes each signal's number to a wakeup pipe (:func:`signal.set_wakeup_fd`); a
     watcher thread reads it, so the flag is set at once (the kernels release the GIL), the long
-    kernels see :data:`fastdyn.drive.stop_flag.FLAG` and return early, and a second
+    kernels see :data:`fastdyn.core.stop_flag.FLAG` and return early, and a second
     signal ends the process at once with 128 + its number, even inside a kernel. The file is then
     as a kill -9 leaves it: readable up to its last flush, resumable from its checkpoint."""
 
@@ -183,7 +180,7 @@ class StopSignals:
     def status(self, where: str, path: Any = "FILE") -> str:
         """``interrupted: SIGTERM …`` for the file and the CLI."""
         return Outcome.INTERRUPTED.text(
-            f"{self.name} {where}; continue with fastdyn simulate --resume {path}"
+            f"{self.name} {where}; continue with fastdyn simulate --resume {path}", self.name
         )
 
 
@@ -212,15 +209,8 @@ def with_stop_signals(body: Any) -> Any:
 
 
 def exit_code(status: str) -> int:
-    """0 complete; 130/143 interrupted by SIGINT/SIGTERM; 1 otherwise."""
-    if status.startswith(Outcome.COMPLETE.value):
-        return 0
-    if status.startswith(Outcome.INTERRUPTED.value):
-        for name, code in EXIT_CODES.items():
-            if name in status:
-                return code
-        return 130
-    return 1
+    """0 complete; 130/143 interrupted by SIGINT/SIGTERM; 1 otherwise (:attr:`Status.exit_code`)."""
+    return Status.parse(status).exit_code
 
 
 def write_error(path: Any, e: OSError) -> str:

@@ -1,16 +1,10 @@
 """④ Which device a run's kernels use: the ``device`` config key / ``--device`` (docs/cuda.md).
 
-``device = "cpu"`` (default) runs the numba CPU kernels. ``device = "cuda"`` runs the hot paths on
-their numba.cuda twins, each beside its CPU kernel with the same arguments:
-
-| hot path | CPU kernel | CUDA twin |
-|---|---|---|
-| MSFR closed-form loss (levels leading, first_order) | models/msfr/theory.py ``loss_partials`` | models/msfr/theory_cuda.py |
-| MSFR RK4, GD and dopri5 integrators | drive/integrate.py ``rk4_kernel``, ``gd_kernel``, ``dopri5_kernel`` | drive/integrate_cuda.py |
-| ICL per-sample attention (ATTN_M, ATTN_S; linear and softmax) | models/attn_m/kernels.py | models/attn_m/kernels_cuda.py |
-
-Everything else (task tables, optimiser updates, HDF5) stays on the CPU. Paths without a twin
-are refused before anything is written, naming the field: MSFR ``theory.level = "exact"``, ICL's reduced and population paths and the MLP, msfr-attn.
+``device = "cpu"`` (default) runs the numba CPU kernels. ``device = "cuda"`` runs a model's hot
+paths on their numba.cuda twins, each beside its CPU kernel with the same arguments; docs/cuda.md
+lists them. A model declares whether it has twins (``ModelEntry.devices``) and which of its config
+paths have none (``ModelEntry.check_device``): those are refused before anything is written,
+naming the field. Everything else (task tables, optimiser updates, HDF5) stays on the CPU.
 """
 
 from __future__ import annotations

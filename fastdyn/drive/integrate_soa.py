@@ -19,8 +19,8 @@ output-time clipping of the lane-vectorised dopri5, so segments and resumes cont
 sequence).
 
 The kernels are specialised per model (the model's functions are compile-time arguments), so they
-are not cached on disk (``cache=False``); the lane-vectorised, cached integrators of
-:mod:`fastdyn.drive.integrate` are one model's fast path.
+are not cached on disk (``cache=False``); a model may bring its own cached, lane-vectorised
+integrators as its fast path instead (an ``OdeSetup`` of its own).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..reduce import BLOCK
-from . import stop_flag
-from .steppers import (
+from ..core import stop_flag
+from ..core.steppers import (
     DP_A21,
     DP_A31,
     DP_A32,
@@ -53,6 +52,7 @@ from .steppers import (
     MIN_FACTOR,
     SAFETY,
 )
+from ..reduce import BLOCK
 
 _FLAGS = {"cache": False, "nogil": True, "error_model": "numpy"}
 
@@ -324,7 +324,7 @@ def advance_dopri5(
     ‖err‖ / (atol + rtol·max(‖y‖, ‖y_new‖)), ‖·‖ the RMS over the n_state components; a step is
     accepted iff that is ≤ 1, and the next step is h·clip(0.9·err^(−1/5), 0.2, 10) (no growth
     right after a rejection; 0.2 for a non-finite err): the lane-vectorised dopri5's
-    (:mod:`fastdyn.drive.lanes_dopri5`, :func:`fastdyn.drive.steppers.dopri5_controller`). A step
+    (:func:`fastdyn.core.steppers.dopri5_controller`). A step
     that would pass the next output time t_j is shortened to land on it exactly, and after it
     the larger of its own proposal and the unshortened step is kept.
 
@@ -337,7 +337,7 @@ def advance_dopri5(
     A task that has made ``max_steps`` accepted steps (cumulative) with an output time still
     ahead fails the run at once, as the lane-vectorised dopri5: its counters are stored (failed = 1),
     ``stop_flag.FLAG[1]`` is set and every block returns with its outputs incomplete
-    (:func:`fastdyn.drive.stop_flag.halted`; the ODE driver then reports
+    (:func:`fastdyn.core.stop_flag.halted`; the ODE driver then reports
     ``failure(summary(state))``). A task whose step falls below the resolution of t stops
     (failed = 1, no halt); its state and outputs stay frozen, in this and later calls. Blocks
     run in ``prange`` and poll the stop flag before every step and output time; a task's

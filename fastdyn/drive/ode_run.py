@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from ..config.load import to_toml
+from ..core import stop_flag
 from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
-from . import stop_flag
-from .checkpoint import Schedule, StopSignals, with_stop_signals, write_error
-from .integrate import keep_state_on, state_to_host
+from .checkpoint import Schedule, StopSignals, with_stop_signals
+from .lifecycle import Ended, guarded
 from .ode_maths import ode_setup
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -117,30 +117,49 @@ def theory_all(job: OdeSetup, chunks: Any, stop: Any = None) -> dict[str, np.nda
     return {"test": tot_t + job.tail[0], "train": tot_r + job.tail[1], "f": f}
 
 
-def advance_segment(
-    job: OdeSetup, chunks: Any, state: Any, a: int, k: int, stop: Any = None
-) -> dict[str, np.ndarray]:
-    """Advance every chunk through output times a … a+k−1; the segment's loss and f rows
-    (block partials summed in block order, plus the tail). With ``stop``, a stop requested
-    during the segment abandons it (``_Stopped``): the kernels poll the stop flag and return
-    early, and the run ends at its last checkpoint instead of finishing a long segment first."""
+def segment_partials(
+    job: OdeSetup,
+    chunks: Any,
+    state: Any,
+    a: int,
+    k: int,
+    stop: Any = None,
+    state_chunks: Any = None,
+):
+    """The one chunk loop of a segment, for the single run and for a part of a split run: advance
+    every chunk through output times a … a+k−1 and yield, chunk after chunk, the chunk's
+    (local track, block partials of L_test and L_train, tracked f). ``state_chunks`` are the same
+    chunks with ``first`` counted from the state's first task (a part's own state), default
+    ``chunks``. With ``stop``, a stop requested during the segment abandons it (``_Stopped``):
+    the kernels poll the stop flag and return early, and the run ends at its last checkpoint
+    instead of finishing a long segment first. A task that used up its step budget fails the
+    run at once (RunFailed)."""
     tt = job.times[a : a + k]
     st = None if job.steps is None else job.steps[a : a + k]
-    tot_t, tot_r = np.zeros(k), np.zeros(k)
-    f = np.full((k, len(job.track)), np.nan)
-    for ch in chunks:
+    for ch, sch in zip(chunks, chunks if state_chunks is None else state_chunks, strict=True):
         loc = local_track(job.track, ch)
         pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
         ft = np.zeros((len(loc[0]), k))
-        job.advance(ch, state, tt, st, loc[0], pt, pr, ft)
+        job.advance(sch, state, tt, st, loc[0], pt, pr, ft)
         if stop is not None and stop.requested:  # the kernel may have returned early
             raise _Stopped
         if stop_flag.halted():  # a task used up its step budget: the kernel gave up
-            state_to_host()
+            job.to_host()
             raise RunFailed(
                 f"{job.failure(job.summary(state)) or 'a task used up its step budget'} "
                 f"(the run stopped at once, during output times {a + 1}…{a + k})"
             )
+        yield loc, pt, pr, ft
+
+
+def advance_segment(
+    job: OdeSetup, chunks: Any, state: Any, a: int, k: int, stop: Any = None
+) -> dict[str, np.ndarray]:
+    """The segment's loss and f rows (:func:`segment_partials`' block partials summed in block
+    order, plus the tail)."""
+    tot_t, tot_r = np.zeros(k), np.zeros(k)
+    f = np.full((k, len(job.track)), np.nan)
+    for loc, pt, pr, ft in segment_partials(job, chunks, state, a, k, stop):
         accumulate_blocks(tot_t, pt)
         accumulate_blocks(tot_r, pr)
         f[:, loc[1]] = ft.T
@@ -213,74 +232,60 @@ def run_ode(
         k_last = int(steps[rows - 1]) if steps is not None and rows > 0 else 0
         arrays = {"position": np.array([rows, k_last])}
         if job.simulate:
-            state_to_host()  # from the GPU, when the state lives there (keep_state_on)
+            job.to_host()  # from the GPU, when the state lives there (job.resident)
             arrays |= job.save_state(state)
         writer.checkpoint(slot_arrays(arrays, ck_spec, job.simulate))
         sched.done(rows)
 
-    with keep_state_on(getattr(tools, "device", "cpu")):  # the state's home between calls
+    def loop() -> None:
+        nonlocal t_kernel
+        if not resume:
+            checkpoint(0)
+        t0 = _time.time()
         try:
-            if not resume:
-                checkpoint(0)
-            t0 = _time.time()
-            try:
-                th_all = theory_all(job, chunks, stop) if job.theory is not None else None
-            except _Stopped:
-                status = stop.status(f"during the closed form, before output time {a0 + 1}", output)
-                writer.close(status, timings())
-                return status
-            t_kernel += _time.time() - t0
-            for a in range(a0, len(times), seg):
-                tt = times[a : a + seg]
-                k = len(tt)
-                rows: dict[str, np.ndarray] = {}
-                if job.simulate:
-                    t0 = _time.time()
-                    try:
-                        rows = advance_segment(job, chunks, state, a, k, stop)
-                    except _Stopped:
-                        where = f"during output times {a + 1}…{a + k} of {len(times)}; rows after the checkpoint at row {sched.p_last} are recomputed"
-                        status = stop.status(where, output)
-                        writer.close(status, timings())
-                        return status
-                    t_kernel += _time.time() - t0
-                    check_finite(job, chunks, rows["loss/test"], tt, loss_ref)
-                if th_all is not None:
-                    rows |= {
-                        "theory/loss/test": th_all["test"][a : a + k],
-                        "theory/loss/train": th_all["train"][a : a + k],
-                        "theory/tasks/f": th_all["f"][a : a + k],
-                    }
-                writer.append(tt, rows, None if steps is None else steps[a : a + seg])
-                bar.update(k, float(tt[-1]), None if steps is None else int(steps[a + k - 1]))
-                if a + k < len(times) and (stop.requested or sched.due(a + k)):
-                    checkpoint(a + k)
-                if stop.requested and a + k < len(times):
-                    status = stop.status(
+            th_all = theory_all(job, chunks, stop) if job.theory is not None else None
+        except _Stopped:
+            raise Ended(
+                stop.status(f"during the closed form, before output time {a0 + 1}", output)
+            ) from None
+        t_kernel += _time.time() - t0
+        for a in range(a0, len(times), seg):
+            tt = times[a : a + seg]
+            k = len(tt)
+            rows: dict[str, np.ndarray] = {}
+            if job.simulate:
+                t0 = _time.time()
+                try:
+                    rows = advance_segment(job, chunks, state, a, k, stop)
+                except _Stopped:
+                    where = f"during output times {a + 1}…{a + k} of {len(times)}; rows after the checkpoint at row {sched.p_last} are recomputed"
+                    raise Ended(stop.status(where, output)) from None
+                t_kernel += _time.time() - t0
+                check_finite(job, chunks, rows["loss/test"], tt, loss_ref)
+            if th_all is not None:
+                rows |= {
+                    "theory/loss/test": th_all["test"][a : a + k],
+                    "theory/loss/train": th_all["train"][a : a + k],
+                    "theory/tasks/f": th_all["f"][a : a + k],
+                }
+            writer.append(tt, rows, None if steps is None else steps[a : a + seg])
+            bar.update(k, float(tt[-1]), None if steps is None else int(steps[a + k - 1]))
+            if a + k < len(times) and (stop.requested or sched.due(a + k)):
+                checkpoint(a + k)
+            if stop.requested and a + k < len(times):
+                raise Ended(
+                    stop.status(
                         f"after output time {a + k} of {len(times)} (t = {tt[-1]:g})", output
                     )
-                    writer.close(status, timings())
-                    return status
-        except OSError as e:  # the disk is full or the file system went away: keep what was flushed
-            writer.abandon()
-            raise RunFailed(write_error(output, e)) from None
-        except KeyboardInterrupt:
-            writer.close(Outcome.INTERRUPTED.text(), timings())
-            raise
-        except RunFailed as e:
-            status = Outcome.FAILED.text(str(e))
-            writer.close(status, timings())
-            return status
-        except BaseException as e:
-            writer.close(
-                Outcome.FAILED.text(
-                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                ),
-                {"kernels": t_kernel},
-            )
-            raise
+                )
+
+    with job.resident():  # the state's home between calls (the device, for a GPU fast path)
+        try:
+            ended = guarded(writer, output, timings, loop)
         finally:
             bar.close()
+    if ended is not None:
+        return ended
     return finish(job, writer, job.summary(state) if state is not None else {}, timings())
 
 

@@ -23,13 +23,11 @@ def supports_resume(model: str) -> bool:
 
 def tools(device: str = "cpu") -> SimpleNamespace:
     """What a model's setup gets from the driver (models never import ``drive``): the device its
-    kernels run on and drive-level functions it may call (a reference integrator)."""
-    from . import integrate, integrate_soa, saveat
+    kernels run on, the generic per-task integrators and the time grids."""
+    from ..core import saveat
+    from . import integrate_soa
 
-    return SimpleNamespace(
-        device=device, integrate=integrate, integrate_gd=integrate.integrate_gd,
-        integrate_soa=integrate_soa, saveat=saveat,
-    )  # fmt: skip
+    return SimpleNamespace(device=device, integrate_soa=integrate_soa, saveat=saveat)
 
 
 def simulate(

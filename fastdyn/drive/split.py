@@ -32,8 +32,8 @@ from ..config.load import from_dict, to_toml
 from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
-from .ode_run import Chunks, check_finite, finish, layout, local_track
-from .outcome import Outcome, RunFailed
+from .lifecycle import guarded
+from .ode_run import Chunks, check_finite, finish, layout, local_track, segment_partials
 
 
 def _setup(cfg: Any) -> tuple[Any, OdeSetup]:
@@ -83,7 +83,7 @@ def run_part(config_toml: str, first: int, n: int, threads: int | None = None) -
             f"run_part: tasks {first}…{first + n} are not a run of whole chunks within the {job.n_tasks} tasks"
         )
     chunks = [job.chunk(f, m) for f, m in spans]
-    times, steps, track = job.times, job.steps, job.track
+    times, track = job.times, job.track
     T = len(times)
     nb = sum(block_partials(ch.n, 0).shape[0] for ch in chunks)
     out: dict[str, Any] = {"first": first, "n": n}
@@ -94,23 +94,9 @@ def run_part(config_toml: str, first: int, n: int, threads: int | None = None) -
         state = job.new_state(local, n)
         seg = max(1, int(job.times_per_segment))
         for a in range(0, T, seg):
-            tt = times[a : a + seg]
-            k = len(tt)
+            k = len(times[a : a + seg])
             b0 = 0
-            for ch, lch in zip(chunks, local, strict=True):
-                loc = local_track(track, ch)
-                pt, pr = block_partials(ch.n, k), block_partials(ch.n, k)
-                ft = np.zeros((len(loc[0]), k))
-                job.advance(
-                    lch,
-                    state,
-                    tt,
-                    None if steps is None else steps[a : a + seg],
-                    loc[0],
-                    pt,
-                    pr,
-                    ft,
-                )
+            for loc, pt, pr, ft in segment_partials(job, chunks, state, a, k, state_chunks=local):
                 sim_t[b0 : b0 + pt.shape[0], a : a + k] = pt
                 sim_r[b0 : b0 + pt.shape[0], a : a + k] = pr
                 b0 += pt.shape[0]
@@ -184,7 +170,8 @@ def run_split(
     )  # fmt: skip
     seg = max(1, int(job.times_per_segment))
     timings = lambda: {"total": _time.time() - t_wall}  # noqa: E731
-    try:
+
+    def loop() -> None:
         for a in range(0, T, seg):
             tt = times[a : a + seg]
             k = len(tt)
@@ -203,14 +190,8 @@ def run_split(
                     "theory/tasks/f": f_th[a : a + k],
                 }
             writer.append(tt, rows, None if steps is None else steps[a : a + seg])
-    except RunFailed as e:
-        status = Outcome.FAILED.text(str(e))
-        writer.close(status, timings())
-        return status
-    except BaseException as e:
-        writer.close(
-            Outcome.FAILED.text(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"),
-            timings(),
-        )
-        raise
+
+    ended = guarded(writer, output, timings, loop)
+    if ended is not None:
+        return ended
     return finish(job, writer, stats, timings())

@@ -1,18 +1,16 @@
-"""The generic training loop for the trained ICL models (and any model with the same interface).
+"""The training loop of every trained model.
 
 A model object provides ``n_params``, ``loss_and_grad(theta, prep, grad, idx=None) -> loss``,
-``loss_value(theta, prep)``, ``to_arrays(theta)``, ``gamma(theta)``, ``value_weights(theta)``,
-``kappa`` and optionally ``fused_gd(theta, prep, lr, n_steps, losses)`` (several GD steps inside one
-compiled call, used for the reduced path). ``train`` runs ``n_steps`` optimiser updates, and at
-each save step s (0 ≤ s ≤ n_steps, the weights after s updates) calls
+``loss_value(theta, prep)``, ``to_arrays(theta)`` and optionally ``observer(tests, eigvecs)``
+(what is measured at a save, when the caller passes no ``observe``) and ``fused_gd(theta, prep,
+lr, n_steps, losses)`` (several GD steps inside one compiled call, used for the reduced path).
+``train`` runs ``n_steps`` optimiser updates, and at each save step s (0 ≤ s ≤ n_steps, the
+weights after s updates) calls
 
     on_save(step, losses, weights)
 
-with ``losses = {"train": L, "test_ic": …, "test_iw": …}`` (floats, the test sets present) and
-``weights`` a dict of arrays: the model's arrays in the paper layout (``to_arrays``) plus the
-diagnostics ``value_weights`` (H,), ``Gamma`` (D, D) = κ Σ_i v_i U_i (the in-context predictor
-ŷ ≈ βᵀ Γ x_q in paper units) and ``Gamma_eig`` (D,) = e_dᵀ Γ e_d on the eigenvectors of Λ (columns
-of ``eigvecs``, eigenvalues decreasing), so the order in which components are learned can be read.
+with ``losses = {"train": L, "test_<name>": …}`` (floats, one per test set) and ``weights`` a dict
+of arrays (the model's weights in its own layout, and what its observer adds).
 """
 
 from __future__ import annotations
@@ -21,10 +19,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..models.icl_setup import diagnostics, observer
 from .optim import Optimizer, minibatch_indices
 
-__all__ = ["EXPLODE", "DivergedError", "diagnostics", "hessian_lambda_max", "train"]
+__all__ = ["EXPLODE", "DivergedError", "hessian_lambda_max", "train"]
 
 #: a training loss above this many times its value at the first save is taken as exploding (GD
 #: below its stability bound does not raise the loss; past it the loss grows geometrically and
@@ -90,6 +87,18 @@ def hessian_lambda_max(
     return lam
 
 
+def _default_observer(model, tests: dict, eigvecs: np.ndarray | None):
+    """The model's own ``observer(tests, eigvecs)``, else the test-set losses and ``to_arrays``."""
+    if hasattr(model, "observer"):
+        return model.observer(tests, eigvecs)
+
+    def observe(theta: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        losses = {f"test_{name}": model.loss_value(theta, tp) for name, tp in tests.items()}
+        return losses, model.to_arrays(theta)
+
+    return observe
+
+
 def train(
     model,
     prep: dict,
@@ -121,7 +130,7 @@ def train(
     non-finite loss or gradient, or a loss above EXPLODE × the first recorded one.
 
     ``observe(theta) -> (losses, weights)`` replaces what is measured at a save (default: the
-    ``tests`` losses and the ICL weights and diagnostics above); its losses are recorded as
+    ``tests`` losses and the model's weights, :func:`_default_observer`); its losses are recorded as
     ``loss/<name>`` and its weights passed to ``on_save``.
     """
     save_steps = np.unique(np.asarray(save_steps, dtype=np.int64))
@@ -140,7 +149,7 @@ def train(
         full and optimizer.name == "gd" and hasattr(model, "fused_gd") and prep["kind"] == "stats"
     )
 
-    look = observer(model, tests, eigvecs) if observe is None else observe
+    look = observe if observe is not None else _default_observer(model, tests, eigvecs)
 
     def save(step: int, train_loss: float) -> None:
         extra, w = look(theta)

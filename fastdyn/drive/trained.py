@@ -25,15 +25,12 @@ import numpy as np
 from ..config.load import to_toml
 from ..h5.writer import RunWriter
 from ..models._spec import TrainedSetup
-from .checkpoint import Schedule, StopSignals, with_stop_signals, write_error
+from .checkpoint import Schedule, StopSignals, with_stop_signals
+from .lifecycle import Ended, guarded
 from .optim import Optimizer, make_optimizer
 from .outcome import Outcome, RunFailed
 from .progress import Progress
 from .train import DivergedError, train
-
-
-class _Stop(Exception):
-    """Raised from the checkpoint hook to end training after a signal (status in args[0])."""
 
 
 def optimizer_for(job: TrainedSetup) -> Optimizer:
@@ -99,7 +96,7 @@ def run_trained(
             writer.checkpoint({"theta": th, "position": np.array([step, writer.n_rows]), **state})
             sched.done(step)
         if stop.requested:
-            raise _Stop(stop.status(f"after step {step} of {total}", output))
+            raise Ended(stop.status(f"after step {step} of {total}", output))
 
     def on_save(step: int, losses: dict[str, float], weights: dict[str, np.ndarray]) -> None:
         i = row["i"]
@@ -109,32 +106,22 @@ def run_trained(
         bar.update(1, job.time_per_step * step, step)
 
     timings = lambda: {"total": _time.time() - t_wall}  # noqa: E731
+
+    def loop() -> None:
+        try:
+            train(
+                job.model, job.prep, theta, opt, job.epochs, steps, on_save,
+                batch_size=job.batch_size, seed=job.seed, first_step=first,
+                on_checkpoint=on_checkpoint, resumed=ck is not None, observe=job.observe,
+            )  # fmt: skip
+        except DivergedError as e:
+            raise RunFailed(str(e).splitlines()[0]) from None
+
     try:
-        train(
-            job.model, job.prep, theta, opt, job.epochs, steps, on_save, batch_size=job.batch_size,
-            seed=job.seed, first_step=first, on_checkpoint=on_checkpoint, resumed=ck is not None,
-            observe=job.observe,
-        )  # fmt: skip
-    except _Stop as e:
-        status = str(e)
-        writer.close(status, timings())
-        return status
-    except OSError as e:  # the disk is full or the file system went away: keep what was flushed
-        writer.abandon()
-        raise RunFailed(write_error(output, e)) from None
-    except DivergedError as e:
-        status = Outcome.FAILED.text(str(e).splitlines()[0])
-        writer.close(status, timings())
-        return status
-    except KeyboardInterrupt:
-        writer.close(Outcome.INTERRUPTED.text(), timings())
-        raise
-    except BaseException as e:
-        writer.close(
-            Outcome.FAILED.text(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-        )
-        raise
+        ended = guarded(writer, output, timings, loop)
     finally:
         bar.close()
+    if ended is not None:
+        return ended
     writer.close(Outcome.COMPLETE.text(), timings(), datasets=job.final(theta))
     return Outcome.COMPLETE.text()

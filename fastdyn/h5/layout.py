@@ -8,17 +8,17 @@ Root attributes
 Datasets (every time series is 1-d or 2-d with time as axis 0, chunked and resizable along it, and
 ``/time`` attached to axis 0 as an HDF5 dimension scale)
     ``/time``                  output times; its ``units`` and ``long_name`` state the convention:
-                               MSFR models gradient-flow time t (gd: t = η·step), in-context
-                               models paper time t/τ = 2η·step (``units = "tau"``)
+                               gradient-flow time t by default (gd: t = η·step); a trained
+                               model may state its own (e.g. t/τ = 2η·step, ``units = "tau"``)
     ``/step``                  optimiser step of each output (discrete runs only)
-    ``/loss/<name>``           test, train (and test_ic, test_iw for in-context runs)
+    ``/loss/<name>``           test, train (and the model's other test sets, e.g. test_ic, test_iw)
     ``/theory/loss/<name>``    the analytic curve on the same grid
     ``/tasks/index``           1-based indices s of the tracked tasks (dimension scale of axis 1)
     ``/tasks/f``               f_s(t) of the tracked tasks, shape (T, n_tracked)
     ``/theory/tasks/f``        the closed form of the same
     ``/tasks/emergence``       theory half-rise times t_s of the tracked tasks
     ``/params/<name>``         parameter snapshots, axis 0 = time
-    ``/diagnostics/<name>``    opt-in ICL diagnostics (head alignment, in-weight norms)
+    ``/diagnostics/<name>``    opt-in model diagnostics (e.g. head alignment, in-weight norms)
     ``/checkpoint/``           the state to resume (reliability)
 Units live in each dataset's ``units`` attribute; ``long_name`` says what it is.
 """
@@ -53,7 +53,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     ),
     "diagnostics/in_weight_norm_u": (
         "1",
-        "|u_i|: norm of head i's key-query label row (ATTN_S: the keys' label entries)",
+        "|u_i|: norm of head i's key-query label row (separate key and query: the keys' label entries)",
     ),
     "tasks/index": ("1", "1-based task index s"),
     "tasks/f": ("1", "task output f_s(t)"),

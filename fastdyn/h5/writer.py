@@ -572,7 +572,7 @@ class RunWriter:
         f, self._f = self._f, None
         failed = None
         try:
-            f.attrs["status"] = status
+            f.attrs["status"] = str(status)  # a plain str (h5py stores no str subclass)
             t = dict(timings or {})
             t.setdefault("wall", _time.time() - self.t_start)
             if self.t_resumed:

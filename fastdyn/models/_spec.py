@@ -18,6 +18,7 @@ allocate nothing that outlives the call and hold no Python objects.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,6 +158,11 @@ class OdeSetup:
     extra_attrs: dict[str, Any] = field(default_factory=dict)
     times_per_segment: int = 1
     checkpoint_every: Any = 60.0
+    #: a context for the whole run inside which the state may live on the device between calls
+    #: of ``advance`` (MSFR's CUDA path), and the call that copies it back into the host arrays
+    #: before the driver reads them (checkpoints, summaries); no-ops by default
+    resident: Callable[[], Any] = contextlib.nullcontext
+    to_host: Callable[[], None] = lambda: None
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Settings of one in-context-regression training run, the model it builds and its theory series
-(runs: :func:`fastdyn.drive.icl_run.run_icl` in memory, the trained-model driver into a file).
+(runs go through the trained-model driver into a file).
 
 The settings are the config sections of :mod:`fastdyn.config.icl` (re-exported here): frozen
 dataclasses declared with the config schema's rules (defaults: spec §5, Fig. 1 — ATTN_M, D = 4,

@@ -18,14 +18,18 @@ from pathlib import Path
 import numpy as np
 
 import fastdyn
+from tests._child_events import CHILD, ChildEvents
 
 #: small MSFR run: 171 rows (t = 0 and 170 log-spaced times), one row per segment
 SMALL = ["--set", "task.n_tasks=4096", "--set", "time.t_max=1e9", "--set", "time.n_times=170",
          "--set", "output.times_per_segment=1", "--set", "theory.level=leading"]  # fmt: skip
 ROWS = 171
 
-#: ``fastdyn ARGS`` with a pause of PAUSE seconds after every appended row
-_PAUSED = """
+#: ``fastdyn ARGS`` with a pause of PAUSE seconds after every appended row, each row reported as
+#: event ``r`` once it is written
+_PAUSED = (
+    CHILD
+    + """
 import sys, time
 import fastdyn.h5.writer as w
 from fastdyn.cli import main
@@ -33,17 +37,22 @@ pause = float(sys.argv[1])
 orig = w.RunWriter.append
 def append(self, *a, **k):
     orig(self, *a, **k)
+    event(b"r")
     time.sleep(pause)
 w.RunWriter.append = append
 main(sys.argv[2:])
 """
+)
 
 #: ``fastdyn ARGS`` with a compiled (nogil) busy loop of SECONDS before every chunk: no Python
-#: signal handler runs in the main thread meanwhile, as inside a long kernel
-_SPIN = """
+#: signal handler runs in the main thread meanwhile, as inside a long kernel; event ``k`` once
+#: the main thread is inside it (tests/_child_events.py)
+_SPIN = (
+    CHILD
+    + """
 import sys, time
 import numba
-import fastdyn.drive.integrate as integ
+import fastdyn.models.msfr.integrate as integ
 from fastdyn.cli import main
 
 @numba.njit(nogil=True, cache=False)
@@ -58,48 +67,59 @@ t0 = time.perf_counter(); spin(10**7); per = (time.perf_counter() - t0) / 10**7
 n = int(float(sys.argv[1]) / per)
 orig = integ.advance_chunk
 def advance_chunk(*a, **k):
-    spin(n)
+    inside(b"k", spin, n)
     return orig(*a, **k)
 integ.advance_chunk = advance_chunk
 main(sys.argv[2:])
 """
+)
 
 LINE = re.compile(
     r"^fastdyn: simulate: (\d+)/(\d+) rows written \(([0-9.]+)%\)(?:, t = (\S+))?, (\S+) rows/s,"
-    r" elapsed [^,]+, ETA .+$"
+    r" elapsed ([^,]+), ETA .+$"
 )
+ELAPSED = re.compile(r"^(?:(\d+) min )?(\d+) s$")  # under an hour: "7 s", "1 min 05 s"
 
 
-def _start(script: str, arg: float, args: list[str], err: Path) -> subprocess.Popen:
+def _seconds(elapsed: str) -> int:
+    m = ELAPSED.match(elapsed)
+    assert m, elapsed
+    return 60 * int(m.group(1) or 0) + int(m.group(2))
+
+
+def _start(
+    script: str, arg: float, args: list[str], err: Path, ev: ChildEvents
+) -> subprocess.Popen:
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
     with err.open("w") as fh:  # stderr is a file, as in a batch job
-        return subprocess.Popen(
+        return ev.popen(
             [sys.executable, "-c", script, str(arg), *args],
-            stdout=subprocess.DEVNULL, stderr=fh, env=env,
+            env, stdout=subprocess.DEVNULL, stderr=fh,
         )  # fmt: skip
-
-
-def _wait_for(path: Path, proc: subprocess.Popen, limit: float = 600.0) -> None:
-    t0 = time.monotonic()
-    while not path.exists():
-        assert proc.poll() is None and time.monotonic() - t0 < limit, f"{path} never appeared"
-        time.sleep(0.01)
 
 
 def test_a_batch_run_of_10_s_writes_progress_lines_that_match_the_file(tmp_path):
     out, err = tmp_path / "run.h5", tmp_path / "stderr.txt"
-    t0 = time.monotonic()
-    proc = _start(_PAUSED, 0.06, ["simulate", *SMALL, "-o", str(out), "--progress-every", "2"], err)
-    assert proc.wait(timeout=900) == 0, err.read_text()
-    took = time.monotonic() - t0
-    assert took >= 10.0  # the run the acceptance asks for: ≥ 171 pauses of 60 ms, so always true
+    every = 2.0
+    args = ["simulate", *SMALL, "-o", str(out), "--progress-every", str(every)]
+    with ChildEvents() as ev:
+        proc = _start(_PAUSED, 0.06, args, err, ev)
+        assert proc.wait(timeout=900) == 0, err.read_text()
     lines = err.read_text().splitlines()
     assert lines[-1] == f"{out}: complete"  # the final status line stays last
     progress = [LINE.match(ln) for ln in lines[:-1]]
     assert all(progress), lines  # nothing else on stderr
-    assert len(progress) >= 2, lines
     run = fastdyn.load(out)
     assert len(run.time) == ROWS
+    # a line every 2 s of the run's wall time: the i-th one after i intervals (the elapsed time
+    # it shows, rounded to seconds, counts from the start of the progress display), and none
+    # missing: ROWS pauses of 60 ms make the run last ≥ 10.26 s, so 5 lines are due (4 leave
+    # the ticker thread 2 s of wake-up delays on a loaded machine)
+    elapsed = [_seconds(m.group(6)) for m in progress]
+    assert all(e >= every * i for i, e in enumerate(elapsed, 1)), elapsed
+    assert len(progress) >= 4, lines
+    # against the run's own clock: no more lines than 2 s intervals in its total wall time
+    assert every * len(progress) <= run.attrs["timings"]["total"], (elapsed, run.attrs)
     rows = [int(m.group(1)) for m in progress]
     assert rows == sorted(rows) and rows[-1] > rows[0] and all(0 <= r <= ROWS for r in rows)
     for m in progress:
@@ -116,30 +136,35 @@ def test_a_batch_run_of_10_s_writes_progress_lines_that_match_the_file(tmp_path)
 def test_quiet_prints_nothing_not_even_for_a_signal(tmp_path):
     out, err = tmp_path / "q.h5", tmp_path / "stderr.txt"
     args = ["-q", "simulate", *SMALL, "-o", str(out), "--progress-every", "0.2"]
-    proc = _start(_PAUSED, 0.03, args, err)
-    _wait_for(out, proc)
-    time.sleep(1.5)  # ≥ 7 intervals of 0.2 s, ≤ 50 of the 171 pauses of 30 ms
-    assert proc.poll() is None
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=120) == 130
+    with ChildEvents() as ev:
+        proc = _start(_PAUSED, 0.03, args, err, ev)
+        # 50 rows written: ≥ 49 pauses of 30 ms since the display would have started, ≥ 7 of its
+        # 0.2 s intervals; 121 rows (≥ 3.6 s) are left for the signal to land mid-run
+        ev.wait(b"r", 50)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
     assert err.read_text() == ""
-    assert fastdyn.load(out).status.startswith("interrupted: SIGINT")
+    r = fastdyn.load(out)
+    assert r.status.startswith("interrupted: SIGINT"), r.status
+    assert 50 <= len(r.time) < ROWS
 
 
 def test_the_first_sigint_is_acknowledged_at_once_inside_a_kernel(tmp_path):
     out, err = tmp_path / "k.h5", tmp_path / "stderr.txt"
-    proc = _start(_SPIN, 60.0, ["simulate", *SMALL, "-o", str(out)], err)  # 60 s in the first chunk
-    _wait_for(out, proc)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    t0 = time.monotonic()
-    want = "fastdyn: SIGINT received: stopping at the next chunk boundary"
-    while want not in err.read_text():
-        # a latency the acceptance asks for ("at once"): the watcher thread writes it as the
-        # signal arrives (measured ~1 ms); the main thread stays in the 60 s loop meanwhile
-        assert time.monotonic() - t0 < 5.0, err.read_text()
-        time.sleep(0.01)
-    assert proc.poll() is None  # acknowledged while the kernel runs on
-    proc.send_signal(signal.SIGINT)  # the second one ends it at once
-    assert proc.wait(timeout=60) == 130
+    with ChildEvents() as ev:
+        proc = _start(_SPIN, 60.0, ["simulate", *SMALL, "-o", str(out)], err, ev)  # 60 s / chunk
+        ev.wait(b"k")  # the main thread is inside the busy loop of the first chunk
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        want = "fastdyn: SIGINT received: stopping at the next chunk boundary"
+        # stderr is a file here (the point of the test), which gives no event to wait on: read it
+        while want not in err.read_text():
+            # a latency the acceptance asks for ("at once"): the watcher thread writes it as the
+            # signal arrives (measured ~1 ms); the main thread stays in the 60 s loop meanwhile
+            assert time.monotonic() - t0 < 5.0, err.read_text()
+            time.sleep(0.01)
+        assert proc.poll() is None  # acknowledged while the kernel runs on
+        proc.send_signal(signal.SIGINT)  # the second one ends it at once
+        assert proc.wait(timeout=60) == 130
     assert err.read_text().splitlines() == [want + " (a second SIGINT/SIGTERM ends at once)"]

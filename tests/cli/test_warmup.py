@@ -102,13 +102,15 @@ def test_kernels_compile_one_signature_per_run(tmp_path):
     """Issue 20 "fewer specialisations": a dopri5 run with the exact closed form and a random init
     compiles each of these kernels for at most one signature (they were compiled twice or more: a prange
     index is uint64 in the parallel loop and int64 while typed; literal constants got their own)."""
-    from fastdyn.drive import lanes_dopri5
-    from fastdyn.models.msfr import _closed_form, theory
+    from fastdyn.models.msfr import _closed_form, lanes_dopri5, theory
     from fastdyn.problems import rng
 
     sets = ["task.n_tasks=3000", "time.n_times=6", "output.track=[1]", 'theory.level="exact"',
             'init.scheme="random"', "time.t_max=1e4"]  # fmt: skip
-    args = ["-q", "simulate", "quickstart", "-o", str(tmp_path / "q.h5"), "--threads", "2"]
+    import numba
+
+    threads = str(min(2, numba.config.NUMBA_NUM_THREADS))  # NUMBA_NUM_THREADS=1 (docs/hpc.md) too
+    args = ["-q", "simulate", "quickstart", "-o", str(tmp_path / "q.h5"), "--threads", threads]
     r = CliRunner().invoke(main, args + [a for s in sets for a in ("--set", s)])
     assert r.exit_code == 0, r.output
     kernels = {

@@ -22,10 +22,9 @@ assert REAL or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", (
     "run through tests/cuda/test_cuda_sim.py"
 )
 
-from fastdyn.drive import integrate  # noqa: E402
 from fastdyn.models.attn_m import AttnM  # noqa: E402
 from fastdyn.models.attn_s import AttnS  # noqa: E402
-from fastdyn.models.msfr import theory, theory_cuda  # noqa: E402
+from fastdyn.models.msfr import integrate, theory, theory_cuda  # noqa: E402
 from fastdyn.problems.icl import generate  # noqa: E402
 from fastdyn.reduce import n_blocks  # noqa: E402
 
@@ -228,7 +227,7 @@ def test_dopri5(query):
 
 def test_dopri5_step_limit_halts_on_cuda():
     """A task that uses up max_steps stops every task and raises the halt flag, as on the CPU."""
-    from fastdyn.drive import stop_flag
+    from fastdyn.core import stop_flag
 
     lam, psi, rate, wt, v0 = _tasks(300, 4, scale=1e-2)
     rate *= 5.0
@@ -391,7 +390,7 @@ def test_resident_state_reaches_the_checkpoints(tmp_path, integrator, cap, monke
             "output.times_per_segment=2", "output.checkpoint_every=0",
             "output.keep_checkpoint=true"]  # fmt: skip
     args = [a for s in sets for a in ("--set", s)]
-    from fastdyn.drive import integrate_cuda
+    from fastdyn.models.msfr import integrate_cuda
 
     # cap: room for one chunk's state (1024 tasks × 72 bytes), so the three chunks take turns
     monkeypatch.setattr(integrate_cuda, "RESIDENT_BYTES", cap)

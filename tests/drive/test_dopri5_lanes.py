@@ -1,12 +1,12 @@
-"""dopri5 runs DP_LANES tasks in lock-step lanes (drive/lanes_dopri5.py): a task's result must not
+"""dopri5 runs DP_LANES tasks in lock-step lanes (models/msfr/lanes_dopri5.py): a task's result must not
 depend on its lane, its group, or the other tasks of the group (the lanes share no arithmetic)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fastdyn.drive import integrate as I
-from fastdyn.drive.lanes_dopri5 import DP_LANES
+from fastdyn.models.msfr import integrate as I
+from fastdyn.models.msfr.lanes_dopri5 import DP_LANES
 from tests.drive.test_integrate import _tasks
 
 
@@ -51,7 +51,7 @@ def test_start_of_call_norm_and_slope_equal_a_steps():
     run has them from its last step. Both are contracted into FMAs and must agree bit for bit (or
     a run in segments would differ from one call): a step of size 0 leaves y as it is, and its
     k7 = rhs(y), f and ‖y_new‖ must equal what _dp_rhs_lanes gives."""
-    from fastdyn.drive import lanes_dopri5 as L
+    from fastdyn.models.msfr import lanes_dopri5 as L
 
     rng = np.random.default_rng(3)
     n = L.DP_LANES

@@ -1,4 +1,4 @@
-"""FMA contraction stays inside the kernels that ask for it (drive/lanes.py, drive/lanes_dopri5.py).
+"""FMA contraction stays inside the kernels that ask for it (models/msfr/lanes.py, models/msfr/lanes_dopri5.py).
 
 numba compiles a jitted callee that is not inlined with the fastmath flags of the caller that first
 needs it, and every later caller (in the process, or through the cache) gets that version: the
@@ -17,7 +17,7 @@ def test_contracted_kernels_leave_shared_functions_alone(tmp_path):
     script = textwrap.dedent(
         """
         import numpy as np
-        from fastdyn.drive import lanes, lanes_dopri5 as L
+        from fastdyn.models.msfr import lanes, lanes_dopri5 as L
         from fastdyn.models._fastexp import exp_nonpos, log_pos
 
         W = np.zeros(L.DP_NW * L.DP_LANES)

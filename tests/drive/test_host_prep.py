@@ -1,4 +1,4 @@
-"""The host side of a segment (fastdyn.drive.integrate): per-task parameters already in the
+"""The host side of a segment (fastdyn.models.msfr.integrate): per-task parameters already in the
 kernels' form pass through as the same objects (the GPU twins find their device copies by
 identity) and are checked once per array; tracked-position arrays are reused between segments;
 bad input is still refused."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdyn.drive import integrate
+from fastdyn.models.msfr import integrate
 
 
 def test_parameters_pass_through_and_are_checked():

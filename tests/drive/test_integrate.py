@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from fastdyn.drive import integrate as I
+from fastdyn.models.msfr import integrate as I
 from fastdyn.models.msfr import theory
 from fastdyn.reduce import BLOCK
 from tests.reference import msfr_ode_reference as ref
@@ -248,7 +248,7 @@ def test_segments_equal_one_run():
 _DET_SCRIPT = textwrap.dedent(
     """
     import sys, numpy as np
-    from fastdyn.drive import integrate as I
+    from fastdyn.models.msfr import integrate as I
     from tests.drive.test_integrate import _det_problem
     out = []
     for method, kw in (("rk4", {}), ("dopri5", {"rtol": 1e-9}), ("gd", {"eta": 1e-3})):

@@ -13,8 +13,8 @@ import pytest
 import scipy.linalg
 from numba import njit
 
+from fastdyn.core import stop_flag
 from fastdyn.drive import integrate_soa as soa
-from fastdyn.drive import stop_flag
 from fastdyn.reduce import BLOCK, accumulate_blocks, block_partials
 from tests._threads import assert_bit_identical, outputs_per_thread_count
 

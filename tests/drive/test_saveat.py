@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdyn.drive import saveat
+from fastdyn.core import saveat
 
 
 def test_grids():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fastdyn.drive import steppers as S
+from fastdyn.core import steppers as S
 from fastdyn.models.msfr.ode import task_dir, task_dir_q1
 from tests.reference import msfr_ode_reference as ref
 

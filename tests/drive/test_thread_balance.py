@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdyn.drive import integrate as I
-from fastdyn.drive import integrate_kernels as K
+from fastdyn.models.msfr import integrate as I
+from fastdyn.models.msfr import integrate_kernels as K
 from fastdyn.reduce import BLOCK
 from tests._threads import assert_bit_identical, outputs_per_thread_count
 
@@ -50,7 +50,7 @@ def test_bit_identical_threads_power_law(tmp_path):
     script = (
         _TABLE
         + """
-from fastdyn.drive import integrate as I
+from fastdyn.models.msfr import integrate as I
 n = 3 * 1024 + 100
 lam, psi, rate, v = power_table(n)
 times = np.geomspace(1.0, 3e3, 300)  # block 0 split into work items, blocks 1-3 whole

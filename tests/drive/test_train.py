@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastdyn.drive.icl_run import run_icl
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import DivergedError, train
 from fastdyn.models import _spec
@@ -27,6 +26,8 @@ from fastdyn.models.icl_settings import (
     ScheduleSettings,
 )
 from fastdyn.problems.icl import generate
+
+from ._icl_run import run_icl
 
 ROOT = Path(__file__).resolve().parents[2]
 

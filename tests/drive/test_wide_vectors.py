@@ -15,8 +15,7 @@ from llvmlite import binding as llvm
 from numba import njit
 
 from fastdyn._jit import SERIAL, WIDE_VECTORS_ATTRIBUTE, prefer_wide_vectors
-from fastdyn.drive import lanes, lanes_dopri5
-from fastdyn.models.msfr import theory
+from fastdyn.models.msfr import lanes, lanes_dopri5, theory
 
 
 def _axpy_wide(a, b, c):

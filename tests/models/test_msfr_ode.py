@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdyn.drive import integrate as I
+from fastdyn.models.msfr import integrate as I
 from fastdyn.models.msfr import ode
 from tests.reference import msfr_ode_reference as ref
 

@@ -6,6 +6,7 @@ integration stands in for a slow kernel, so the timing does not depend on the ma
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -15,18 +16,23 @@ from click.testing import CliRunner
 
 import fastdyn
 from fastdyn.cli import main
+from tests._child_events import CHILD, ChildEvents
 
-from .conftest import assert_same_series, wait_for
+from .conftest import assert_same_series
 
 #: one segment over all 121 output times (t = 0 and 120 more), 8 chunks of 1024 tasks
 ONE_SEGMENT = ["--set", "time.t_max=1e9", "--set", "time.n_times=120", "--set", "output.times_per_segment=1000",
                "--set", "output.checkpoint_every=0", "--set", "theory.level=leading", "--set", "output.chunk_tasks=1024",
                "--set", "task.n_tasks=8192"]  # fmt: skip
 
-_SPIN = """
+#: ``fastdyn ARGS`` with a compiled (nogil) busy loop of SECONDS before each chunk's integration;
+#: event ``k`` once the main thread is inside it (tests/_child_events.py)
+_SPIN = (
+    CHILD
+    + """
 import sys, time
 import numba
-import fastdyn.drive.integrate as integ
+import fastdyn.models.msfr.integrate as integ
 from fastdyn.cli import main
 
 @numba.njit(nogil=True, cache=False)
@@ -41,40 +47,67 @@ t0 = time.perf_counter(); spin(10**7); per = (time.perf_counter() - t0) / 10**7
 N = int(float(sys.argv[1]) / per)  # iterations for the requested seconds
 orig = integ.advance_chunk
 def advance_chunk(*a, **k):
-    spin(N)
+    inside(b"k", spin, N)
     return orig(*a, **k)
 integ.advance_chunk = advance_chunk
 main(sys.argv[2:])
 """
+)
+
+#: ``fastdyn ARGS`` whose dopri5 kernel calls report event ``k`` once the main thread is inside
+#: the compiled call (tests/_child_events.py)
+_KERNEL = (
+    CHILD
+    + """
+import sys
+import fastdyn.models.msfr.integrate as integ
+from fastdyn.cli import main
+orig = integ.dopri5_kernel
+def dopri5_kernel(*a):
+    return inside(b"k", orig, *a)
+integ.dopri5_kernel = dopri5_kernel
+main(sys.argv[1:])
+"""
+)
 
 
-def _spinning(seconds: float, *args: str) -> subprocess.Popen:
+def _spinning(ev: ChildEvents, seconds: float, *args: str) -> subprocess.Popen:
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
-    return subprocess.Popen(
+    return ev.popen(
         [sys.executable, "-c", _SPIN, str(seconds), *args],
+        env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
     )
+
+
+def _read_stderr_until(proc: subprocess.Popen, want: str, limit: float = 60.0) -> str:
+    """Block on the child's stderr pipe until a line holds ``want``; what was read."""
+    got, deadline = b"", time.monotonic() + limit
+    fd = proc.stderr.fileno()
+    while want.encode() not in got:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        data = os.read(fd, 4096) if ready else b""
+        assert data, f"no {want!r} on stderr (rc={proc.poll()}): {got.decode()}"
+        got += data
+    return got.decode()
 
 
 def test_a_second_signal_ends_a_process_inside_a_kernel_at_once(tmp_path):
     p = tmp_path / "k.h5"
-    proc = _spinning(
-        30.0, "-q", "simulate", *ONE_SEGMENT, "-o", str(p)
-    )  # 30 s inside the first chunk
-    wait_for(p, proc)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
-    assert proc.poll() is None  # the first one only asks: the kernel runs on
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=60)
-    assert (
-        time.monotonic() - t0 < 2.0
-    )  # a latency the acceptance asks for (≤ 2 s): os._exit from the watcher thread
+    with ChildEvents() as ev:
+        proc = _spinning(ev, 30.0, "simulate", *ONE_SEGMENT, "-o", str(p))  # 30 s in chunk 1
+        ev.wait(b"k")  # the main thread is inside the busy loop
+        proc.send_signal(signal.SIGTERM)
+        # the first one only asks: acknowledged (by the watcher thread) while the kernel runs on
+        _read_stderr_until(proc, "fastdyn: SIGTERM received: stopping at the next chunk boundary")
+        assert proc.poll() is None
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        # a latency the acceptance asks for (≤ 2 s): os._exit from the watcher thread
+        assert time.monotonic() - t0 < 2.0
     assert proc.returncode == 143, proc.returncode  # os._exit(128 + SIGTERM) from the watcher
     r = fastdyn.load(p)  # as after kill -9: readable, resumable from its checkpoint
     assert r.status == "running" and len(r.time) == 0
@@ -84,12 +117,13 @@ def test_the_first_signal_stops_at_the_next_chunk_and_resumes_identically(tmp_pa
     ref = tmp_path / "ref.h5"
     assert CliRunner().invoke(main, ["-q", "simulate", *ONE_SEGMENT, "-o", str(ref)]).exit_code == 0
     p = tmp_path / "t.h5"
-    proc = _spinning(1.0, "simulate", *ONE_SEGMENT, "-o", str(p))  # ≥ 8 s: 1 s before each chunk
-    wait_for(p, proc)
-    time.sleep(0.3)
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    _out, err = proc.communicate(timeout=120)
+    with ChildEvents() as ev:
+        # ≥ 8 s: 1 s before each of the 8 chunks
+        proc = _spinning(ev, 1.0, "simulate", *ONE_SEGMENT, "-o", str(p))
+        ev.wait(b"k")  # inside the first chunk's busy loop
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=120)
     # a latency the acceptance asks for (≤ 10 s), not a speed: about one chunk (a 1 s busy loop
     # plus its integration), against ≥ 8 s for finishing the segment first
     assert time.monotonic() - t0 < 10.0
@@ -134,9 +168,9 @@ def test_sigterm_inside_a_long_dopri5_kernel_stops_it_within_seconds(tmp_path):
     cfg.write_text(STIFF)
     p = tmp_path / "stiff.h5"
     env = dict(os.environ, NUMBA_NUM_THREADS="2")
-    proc = subprocess.Popen([sys.executable, "-m", "fastdyn", "simulate", str(cfg), "-o", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-    wait_for(p, proc)
-    time.sleep(1.0)  # into the kernel (nothing else is left to do before it)
+    with ChildEvents() as ev:
+        proc = ev.popen([sys.executable, "-c", _KERNEL, "simulate", str(cfg), "-o", str(p)], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        ev.wait(b"k")  # the main thread is inside the dopri5 kernel
     assert proc.poll() is None
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)

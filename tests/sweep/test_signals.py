@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
 import fastdyn
 from fastdyn.sweep import read
+from tests._child_events import CHILD, ChildEvents
 
 from .conftest import FASTDYN, sub_env, write_sweep
 
@@ -39,16 +41,30 @@ task.psi0 = [100, 101, 102]
 """
 
 
+#: ``fastdyn ARGS`` whose dopri5 kernel calls report event ``k`` once the main thread is inside
+#: the compiled call (tests/_child_events.py); the local scheduler runs the points in this process
+_KERNEL = (
+    CHILD
+    + """
+import sys
+import fastdyn.models.msfr.integrate as integ
+from fastdyn.cli import main
+orig = integ.dopri5_kernel
+def dopri5_kernel(*a):
+    return inside(b"k", orig, *a)
+integ.dopri5_kernel = dopri5_kernel
+main(sys.argv[1:])
+"""
+)
+
+
 def _start(tmp_path):
     path = write_sweep(tmp_path, STIFF3)
     out = tmp_path / "out"
     env = dict(sub_env(), NUMBA_NUM_THREADS="2")
-    proc = subprocess.Popen([*FASTDYN, "sweep", str(path), "-o", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not any((out / "points").glob("*.h5")):  # the first point's file: its run has started
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-        time.sleep(0.02)
-    time.sleep(2.0)  # into the point's kernel
+    with ChildEvents() as ev:
+        proc = ev.popen([sys.executable, "-c", _KERNEL, "sweep", str(path), "-o", str(out)], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        ev.wait(b"k")  # the first point's run is inside its kernel
     return path, out, proc
 
 

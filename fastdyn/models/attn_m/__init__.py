@@ -43,6 +43,14 @@ class ICLModel:
     name = "icl"
     has_softmax = True
 
+    def observer(self, tests: dict, eigvecs: np.ndarray | None):
+        """``observe(theta) -> (losses, weights)`` at a save (the training loop's default): the
+        test-set losses, the weights in paper layout and their diagnostics
+        (:func:`fastdyn.models.icl_setup.observer`)."""
+        from ..icl_setup import observer
+
+        return observer(self, tests, eigvecs)
+
     def __init__(
         self,
         D: int,

@@ -13,8 +13,8 @@ t is gradient-flow time (dimensionless; for gd t = η · step). The per-task los
 
 Scalar kernels (``task_*``) take the task parameters as one tuple ``p = (lam, psi, q, rate)`` and the
 state as a 4-tuple, so that steppers can be written once for any small ODE (see
-:mod:`fastdyn.drive.steppers`); they are inlined at the numba IR level, which lets LLVM vectorise
-the lane loops of :mod:`fastdyn.drive.integrate`. :func:`rhs` and :func:`loss` are the array
+:mod:`fastdyn.core.steppers`); they are inlined at the numba IR level, which lets LLVM vectorise
+the lane loops of :mod:`fastdyn.models.msfr.integrate`. :func:`rhs` and :func:`loss` are the array
 versions of the kernel interface (``models/_spec.py``).
 """
 
@@ -73,7 +73,7 @@ def task_rhs_q1(p, y):
 def task_dir(p, y):
     """``(A, f)`` of one task with dy/dt = rate·(Λ − f)·A: the direction A = (H w, H v) =
     (ψ u·w + q w_x, ψΛ u·w, ψ u·v + q v_x, ψΛ u·v) and f = vᵀHw, p = (Λ, ψ, q, rate). The factored
-    :func:`task_rhs` that RK4 steps with (:func:`fastdyn.drive.steppers.rk4_gain_step`); ψΛ is
+    :func:`task_rhs` that RK4 steps with (:func:`fastdyn.core.steppers.rk4_gain_step`); ψΛ is
     one product per step once the stages are inlined."""
     lam, psi, q, rate = p
     vx, vy, wx, wy = y

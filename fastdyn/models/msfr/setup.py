@@ -109,11 +109,12 @@ class TableCache:
 
 
 def setup(cfg: Any, tools: Any) -> OdeSetup:
-    """The ODE driver's view of a validated MSFR config (``fastdyn.config.msfr``). ``tools``:
-    ``device``, ``integrate`` (the driver's integrators) and ``saveat`` (its time grids)."""
-    from . import theory
+    """The ODE driver's view of a validated MSFR config (``fastdyn.config.msfr``), with MSFR's
+    lane-vectorised integrators (:mod:`fastdyn.models.msfr.integrate`: its fast path, CPU and
+    CUDA). ``tools``: ``device`` and ``saveat`` (the driver's time grids)."""
+    from . import integrate, theory
 
-    integrate, device = tools.integrate, getattr(tools, "device", "cpu")
+    device = getattr(tools, "device", "cpu")
     problem = MsfrProblem(cfg.task, cfg.init, cfg.seed)
     d = problem.d
     integrator, level = cfg.solver.integrator, cfg.theory.level
@@ -204,4 +205,5 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         theory=theory_partials if th else None, static=static,
         times_per_segment=cfg.output.times_per_segment, checkpoint_every=cfg.output.checkpoint_every,
         extra_attrs={"emergence_level": em_level} if th else {},
+        resident=lambda: integrate.keep_state_on(device), to_host=integrate.state_to_host,
     )  # fmt: skip

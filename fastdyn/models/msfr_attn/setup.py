@@ -12,7 +12,7 @@ Series (time t = η·step, the msfr-core gd clock; /step holds the optimiser ste
 - ``theory/loss/test``: the closed form (exact level) and ``ode/loss/test`` (+ ``ode/tasks/f``):
   the msfr-core gd map with η = optim.lr, of the same task table, counts and init (these assume
   block embedding and Rademacher H; they are written for any variant as the reference curve).
-  The gd map is the driver's integrator, handed in as ``tools.integrate_gd``.
+  The gd map is MSFR's lane-vectorised gd (:func:`fastdyn.models.msfr.integrate.integrate_gd`).
 - ``adapt/loss/test``, ``adapt/tasks/f`` (with ``adapt.factors``): in-context adaptation, the same
   weights tested on sequences whose context tokens carry Λ̃_s = c·Λ_s (exact population values),
   beside ``adapt/theory/tasks/f``: f_s(t) (1 + Λ̃Λ)²/(1 + Λ²)² from the leading-order closed form
@@ -201,7 +201,9 @@ def setup(cfg: Any, tools: Any) -> TrainedSetup:
     ref: dict[str, np.ndarray] = {}
     if cfg.theory.compare and pairs is None:
         series |= {"theory/loss/test": (), "ode/loss/test": (), "ode/tasks/f": (len(track),)}
-        ref = comparison(ch, ev.tail, times, o.lr, track, tools.integrate_gd)
+        from ..msfr.integrate import integrate_gd
+
+        ref = comparison(ch, ev.tail, times, o.lr, track, integrate_gd)
     elif cfg.theory.compare:
         from ..msfr import theory
 

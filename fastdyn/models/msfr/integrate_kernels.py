@@ -1,4 +1,4 @@
-"""The numba kernels of :mod:`fastdyn.drive.integrate`: one chunk of tasks, state updated in place.
+"""The numba kernels of :mod:`fastdyn.models.msfr.integrate`: one chunk of tasks, state updated in place.
 
 ``@njit(parallel=True)`` kernels (:func:`lanes_kernel` behind :func:`rk4_kernel` and
 :func:`gd_kernel`, and :func:`dopri5_kernel`)
@@ -6,8 +6,8 @@ run one parallel region per call with one worker per numba thread; the workers t
 from an atomic counter (:func:`_take`) until none is left (dynamic scheduling):
 
 1. the lane groups (rk4, gd: LANES tasks in lock-step, :func:`_lane_group`,
-   :mod:`fastdyn.drive.lanes`; dopri5: DP_LANES tasks, each with its own adaptive steps,
-   :func:`~fastdyn.drive.lanes_dopri5.dopri5_group`) of the chunk's first :func:`head_blocks` blocks, each storing its tasks' f at every output time in a
+   :mod:`fastdyn.models.msfr.lanes`; dopri5: DP_LANES tasks, each with its own adaptive steps,
+   :func:`~fastdyn.models.msfr.lanes_dopri5.dopri5_group`) of the chunk's first :func:`head_blocks` blocks, each storing its tasks' f at every output time in a
    buffer; the worker that finishes a block's last item adds the block's loss terms from the
    buffer in task order into its row of the partials (:func:`_finish_block`);
 2. then every other block whole, by one worker, its loss terms added in task order as it goes.
@@ -29,9 +29,15 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .._jit import PARALLEL, SERIAL
-from ..models.msfr.ode import rate_scale, task_loss
-from ..reduce import BLOCK
+from ..._jit import PARALLEL, SERIAL
+from ...core.task_status import (
+    STATUS_DIVERGED,
+    STATUS_FROZEN,
+    STATUS_RUNNING,
+    STATUS_SETTLED,
+    STATUS_STEP_LIMIT,
+)
+from ...reduce import BLOCK
 from .lanes import (
     _NW,
     _OALIVE,
@@ -57,13 +63,7 @@ from .lanes import (
     _lanes_rhs_rk4,
 )
 from .lanes_dopri5 import DP_LANES, DP_NW, dopri5_group
-from .task_status import (
-    STATUS_DIVERGED,
-    STATUS_FROZEN,
-    STATUS_RUNNING,
-    STATUS_SETTLED,
-    STATUS_STEP_LIMIT,
-)
+from .ode import rate_scale, task_loss
 
 # ----------------------------------------------------------------------------------------------
 # serial kernels: one lane group
@@ -139,7 +139,7 @@ def _lane_group(
     """Tasks g0 … g0+m−1 (m ≤ LANES) of rk4 (marks = output times, mark0 = start time) or gd
     (marks = output step indices as floats, mark0 = start step) in lock-step; f of task i at
     output j goes to ``fbuf[i − lo, j]``. Returns early, leaving the outputs incomplete, once
-    ``stop[0] != 0`` (see :mod:`fastdyn.drive.stop_flag`). ``W`` (_NW·LANES floats) and ``limit``
+    ``stop[0] != 0`` (see :mod:`fastdyn.core.stop_flag`). ``W`` (_NW·LANES floats) and ``limit``
     (LANES bools) are the caller's scratch arrays. With ``direct`` the loss terms are added into
     row b of the partials instead (task order when the caller runs a block's groups in order)."""
     nt = marks.shape[0]

@@ -1,11 +1,11 @@
-"""CUDA twins of :func:`fastdyn.drive.integrate_kernels.rk4_kernel`, :func:`~.gd_kernel` and
+"""CUDA twins of :func:`fastdyn.models.msfr.integrate_kernels.rk4_kernel`, :func:`~.gd_kernel` and
 :func:`~.dopri5_kernel`.
 
 Same arguments in the same order, same in-place updates of the task state, the per-block
 partials and ``f_track``. Two launches per call:
 
 1. one thread per task runs that task exactly as the CPU does: rk4/gd as one lane of the CPU's
-   lock-step lanes (:func:`fastdyn.drive.integrate_kernels._lane_block`: the same start-up, frozen
+   lock-step lanes (:func:`fastdyn.models.msfr.integrate_kernels._lane_block`: the same start-up, frozen
    tasks, nominal step 1/(spt·σ_s) or η, sub-steps per output interval, settling rule, step limit
    and divergence check), dopri5 as :func:`~.lanes_dopri5.dopri5_group` does per lane (its own adaptive
    steps, the same controller). The right-hand side, rate scale, loss terms and Dormand–Prince
@@ -35,11 +35,8 @@ from contextlib import contextmanager
 import numpy as np
 from numba import cuda
 
-from .. import _cuda_memory as _mem
-from ..models.msfr.ode import rate_scale, task_dir, task_dir_q1, task_loss, task_rhs, task_rhs_q1
-from ..reduce import BLOCK
-from .integrate_kernels import STOP_POLL
-from .steppers import (
+from ... import _cuda_memory as _mem
+from ...core.steppers import (
     DP_A21,
     DP_A31,
     DP_A32,
@@ -64,7 +61,7 @@ from .steppers import (
     error_norm,
     rk4_gain_weights,
 )  # fmt: skip
-from .task_status import (
+from ...core.task_status import (
     STATUS_DIVERGED,
     STATUS_FROZEN,
     STATUS_RUNNING,
@@ -72,6 +69,9 @@ from .task_status import (
     STATUS_STALLED,
     STATUS_STEP_LIMIT,
 )
+from ...reduce import BLOCK
+from .integrate_kernels import STOP_POLL
+from .ode import rate_scale, task_dir, task_dir_q1, task_loss, task_rhs, task_rhs_q1
 
 _kernels: dict[str, object] = {}
 
@@ -104,7 +104,7 @@ def _build():
 
     @cuda.jit(device=True)
     def start(is_gd, p, y):
-        """(k, f) for gd, (A, f) for rk4 (the lanes' rows 4–7, see fastdyn.drive.lanes)."""
+        """(k, f) for gd, (A, f) for rk4 (the lanes' rows 4–7, see fastdyn.models.msfr.lanes)."""
         if is_gd:
             return rhs(p, y)
         return direction(p, y)
@@ -493,7 +493,7 @@ def resident_state():
 
 def _tpos(tpos: np.ndarray):
     """Device copy of the tracked positions (−1, or the task's row in f_track): one per host
-    array, which fastdyn.drive.integrate reuses from segment to segment."""
+    array, which fastdyn.models.msfr.integrate reuses from segment to segment."""
     return _mem.resident(_SPACE, f"tpos{id(tpos)}", tpos)
 
 
@@ -548,7 +548,7 @@ def _run(is_gd, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, step
 
 def rk4_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times,
                spt, settle_tol, max_steps, tpos, test_part, train_part, f_track):  # fmt: skip
-    """GPU twin of :func:`fastdyn.drive.integrate_kernels.rk4_kernel` (same arguments, same
+    """GPU twin of :func:`fastdyn.models.msfr.integrate_kernels.rk4_kernel` (same arguments, same
     results)."""
     _run(False, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, t0, times,
          spt, 0.0, settle_tol, max_steps, tpos, test_part, train_part, f_track)  # fmt: skip
@@ -556,7 +556,7 @@ def rk4_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps
 
 def gd_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout, eta,
               settle_tol, max_steps, tpos, test_part, train_part, f_track):  # fmt: skip
-    """GPU twin of :func:`fastdyn.drive.integrate_kernels.gd_kernel` (same arguments, same
+    """GPU twin of :func:`fastdyn.models.msfr.integrate_kernels.gd_kernel` (same arguments, same
     results)."""
     _run(True, lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps, q, k0, kout,
          0.0, eta, settle_tol, max_steps, tpos, test_part, train_part, f_track)  # fmt: skip
@@ -565,7 +565,7 @@ def gd_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hnom, rprev, status, steps,
 def dopri5_kernel(lam, psi, rate, wtest, vx, vy, wx, wy, hstate, rprev, status, steps, rejected,
                   q, t0, times, rtol, atol, settle_tol, max_steps, tpos, test_part, train_part,
                   f_track, stop):  # fmt: skip
-    """GPU twin of :func:`fastdyn.drive.integrate_kernels.dopri5_kernel` (same arguments but the
+    """GPU twin of :func:`fastdyn.models.msfr.integrate_kernels.dopri5_kernel` (same arguments but the
     worker count; ``stop[1]`` is set when a task used up its step budget, as on the CPU)."""
     host_state = (vx, vy, wx, wy, hstate, rprev, status, steps, rejected)
     d_state, (d_lam, d_psi, d_rate, d_wt, d_tpos), d_times, d_f, d_ft = _inputs(

@@ -1,6 +1,6 @@
-"""④ In-context regression runs in memory: :func:`run_icl` (settings → data, theory, training →
-arrays), used by scripts and tests. Runs into a file go through the trained-model driver
-(``drive/trained.py``) with the setup of ``models/icl_setup.py``."""
+"""In-context regression runs in memory for the tests: :func:`run_icl` (settings → data, theory,
+training → arrays). Runs into a file go through the trained-model driver (``drive/trained.py``)
+with the setup of ``models/icl_setup.py``; this is the same loop without the file."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..models.icl_settings import ICLSettings, theory_series
-from ..models.icl_setup import batch_size, prepare
-from ..problems import icl as icl_data
-from .optim import make_optimizer
-from .train import train
+from fastdyn.drive.optim import make_optimizer
+from fastdyn.drive.train import train
+from fastdyn.models.icl_settings import ICLSettings, theory_series
+from fastdyn.models.icl_setup import batch_size, prepare
+from fastdyn.problems import icl as icl_data
 
 
 def run_icl(

@@ -6,7 +6,7 @@ spending hours on the tasks that remain (a stiff ODE that explicit steps cannot 
 Signals are per process, so the flag is too. :class:`fastdyn.drive.checkpoint.StopSignals` sets it
 from its watcher thread the moment a signal arrives, while the main thread may be inside a numba
 kernel (the kernels release the GIL); the long kernels (rk4, gd and dopri5 of
-:mod:`fastdyn.drive.integrate_kernels`, the generic RK4 and dopri5 of
+:mod:`fastdyn.models.msfr.integrate_kernels`, the generic RK4 and dopri5 of
 :mod:`fastdyn.drive.integrate_soa`) take the array as an argument, poll it at step-group
 boundaries and return early, leaving their outputs incomplete. The driver then abandons the segment and ends the run at its last checkpoint.
 """

@@ -9,7 +9,7 @@ independently of the others, with its own steps, and is recorded at shared outpu
   n = ⌈Δt/h_s⌉ equal sub-steps, so every task lands exactly on every output time. h_s is kept in
   the state, so a run split into segments gives bit-identical results to an unsplit one.
 - ``dopri5``: Dormand–Prince 5(4) per task, FSAL, standard controller
-  (:func:`fastdyn.drive.steppers.dopri5_controller`), norm-wise error
+  (:func:`fastdyn.core.steppers.dopri5_controller`), norm-wise error
   ‖err‖_rms / (atol + rtol·max(‖y‖_rms, ‖y_new‖_rms)); a step that would pass t_j is shortened to
   land on it (and the unshortened proposal is kept for the next step).
 - ``gd``: discrete gradient descent with one shared learning rate η, t = η · step:
@@ -46,8 +46,8 @@ on a block boundary).
 Layers: Python wrappers (this module: :func:`integrate_rk4`, :func:`integrate_dopri5`,
 :func:`integrate_gd`, the segment-wise :func:`advance` and the driver-facing :class:`State` /
 :func:`advance_chunk`) validate and allocate; the ``@njit(parallel=True)`` kernels and the serial
-per-group / per-task kernels are in :mod:`fastdyn.drive.integrate_kernels`, the lock-step lane machinery of
-rk4 and gd in :mod:`fastdyn.drive.lanes`. The kernels and :data:`LANES` are re-exported here.
+per-group / per-task kernels are in :mod:`fastdyn.models.msfr.integrate_kernels`, the lock-step lane machinery of
+rk4 and gd in :mod:`fastdyn.models.msfr.lanes`. The kernels and :data:`LANES` are re-exported here.
 """
 
 from __future__ import annotations
@@ -61,16 +61,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from ..reduce import accumulate_blocks, n_blocks
-from . import saveat, stop_flag
-from .integrate_kernels import (  # noqa: F401  (re-exported: kernels keep their old address)
-    _lane_group,
-    dopri5_kernel,
-    gd_kernel,
-    rk4_kernel,
-)
-from .lanes import _CHECK_EVERY, LANES  # noqa: F401  (re-exported)
-from .task_status import (  # noqa: F401  (public names of this module too)
+from ...core import saveat, stop_flag
+from ...core.task_status import (  # noqa: F401  (public names of this module too)
     STATUS_DIVERGED,
     STATUS_FROZEN,
     STATUS_NAMES,
@@ -79,6 +71,14 @@ from .task_status import (  # noqa: F401  (public names of this module too)
     STATUS_STALLED,
     STATUS_STEP_LIMIT,
 )
+from ...reduce import accumulate_blocks, n_blocks
+from .integrate_kernels import (  # noqa: F401  (re-exported: kernels keep their old address)
+    _lane_group,
+    dopri5_kernel,
+    gd_kernel,
+    rk4_kernel,
+)
+from .lanes import _CHECK_EVERY, LANES  # noqa: F401  (re-exported)
 
 INTEGRATORS = ("rk4", "dopri5", "gd")
 
@@ -310,7 +310,7 @@ def advance(
     drops the query term of H (H⁰ = ψ u uᵀ, the ε = 0 model). ``times`` strictly increasing,
     ``times[0] ≥ t0`` (an output at t0 records the current state). For gd give ``eta`` and either
     ``out_steps`` (int64 step indices, > k0 except the first may equal k0) or ``times`` (converted
-    by :func:`fastdyn.drive.saveat.gd_steps`); ``k0`` is the step the state is at. Partial/f arrays
+    by :func:`fastdyn.core.saveat.gd_steps`); ``k0`` is the step the state is at. Partial/f arrays
     may be passed in (zeroed by the caller; results are added/written), else they are allocated.
     """
     lam, psi, rate, wtest = _params(lam, psi, rate, wtest)
@@ -413,7 +413,7 @@ def _gpu():
 
 def keep_state_on(device: str) -> Any:
     """Context for a driver's run: with ``device = "cuda"`` the task state stays on the GPU
-    between calls of :func:`advance` (:func:`fastdyn.drive.integrate_cuda.resident_state`); the
+    between calls of :func:`advance` (:func:`fastdyn.models.msfr.integrate_cuda.resident_state`); the
     driver calls :func:`state_to_host` before reading the state arrays. A no-op on the CPU."""
     return _gpu().resident_state() if device == "cuda" else contextlib.nullcontext()
 

@@ -18,7 +18,7 @@ vector instructions round like the scalar ones and nothing is contracted into FM
 task's result is bit-identical to integrating it alone, whichever lane and group it is in.
 
 The work array W is flat, row r of lane l at W[r·DP_LANES + l] (compile-time offsets, so the
-lane loops have no runtime alias checks; see :mod:`fastdyn.drive.lanes`); its rows are listed
+lane loops have no runtime alias checks; see :mod:`fastdyn.models.msfr.lanes`); its rows are listed
 below. Counters are held as floats (exact below 2⁵³). The output index of each lane is in J.
 """
 
@@ -27,10 +27,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._jit import SERIAL, prefer_wide_vectors
-from ..models._fastexp import exp_nonpos_inline, log_pos_inline
-from ..models.msfr.ode import rate_scale, task_loss, task_rhs
-from .steppers import (
+from ..._jit import SERIAL, prefer_wide_vectors
+from ...core.steppers import (
     DP_ORDER_EST,
     MAX_FACTOR,
     MIN_FACTOR,
@@ -39,7 +37,7 @@ from .steppers import (
     dopri5_step,
     error_norm_of_rms,
 )
-from .task_status import (
+from ...core.task_status import (
     STATUS_DIVERGED,
     STATUS_FROZEN,
     STATUS_RUNNING,
@@ -47,6 +45,8 @@ from .task_status import (
     STATUS_STALLED,
     STATUS_STEP_LIMIT,
 )
+from .._fastexp import exp_nonpos_inline, log_pos_inline
+from .ode import rate_scale, task_loss, task_rhs
 
 _INLINE = dict(SERIAL, inline="always")
 
@@ -263,7 +263,7 @@ def dopri5_group(
     group's loss terms are then added into row b of the partials in task order. Returns early,
     leaving the outputs incomplete, once ``stop[0] != 0`` (a signal) or ``stop[1] != 0`` (polled
     every DP_POLL iterations); a task that reaches ``max_steps`` sets ``stop[1]`` (see
-    :mod:`fastdyn.drive.stop_flag`). W, J: the worker's :func:`dp_scratch`."""
+    :mod:`fastdyn.core.stop_flag`). W, J: the worker's :func:`dp_scratch`."""
     nt = times.shape[0]
     W[:] = 0.0
     for l in range(DP_LANES):

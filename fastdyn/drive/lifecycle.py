@@ -1,0 +1,64 @@
+"""④ The one error ladder of every driver: how a run that does not finish normally closes its file.
+
+A driver's loop runs inside :func:`guarded`. It ends early by raising :class:`Ended` with the
+status to write (a stop requested by a signal); everything else that can go wrong is handled the
+same way for every model and driver:
+
+| raised in the loop | the file | the driver |
+|---|---|---|
+| :class:`Ended` (a stop request) | closed with its status | returns the status |
+| ``OSError`` (disk full, quota, I/O error) | abandoned: as a kill leaves it (rows flushed so far) | raises :class:`RunFailed` with the one-line :func:`write_error` |
+| :class:`RunFailed` (divergence, a step budget used up) | closed ``failed: <reason>`` | returns the status |
+| ``KeyboardInterrupt`` (a second signal) | closed ``interrupted`` | re-raises |
+| anything else (a bug) | closed ``failed: <type>: <message>`` | re-raises |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import write_error
+from .outcome import Outcome, RunFailed
+
+
+class Ended(Exception):
+    """The run stops here with ``status`` (its text for the file), e.g. at a stop request."""
+
+    def __init__(self, status: str):
+        super().__init__(status)
+        self.status = status
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else ""
+
+
+def guarded(
+    writer: Any,
+    output: str | Path,
+    timings: Callable[[], dict[str, float]],
+    body: Callable[[], None],
+) -> str | None:
+    """Run ``body()``; None when it returns, else the status the file was closed with (see the
+    module's table for what is returned, raised or re-raised)."""
+    try:
+        body()
+    except Ended as e:
+        writer.close(e.status, timings())
+        return e.status
+    except OSError as e:  # the disk is full or the file system went away: keep what was flushed
+        writer.abandon()
+        raise RunFailed(write_error(output, e)) from None
+    except RunFailed as e:
+        status = Outcome.FAILED.text(_first_line(e))
+        writer.close(status, timings())
+        return status
+    except KeyboardInterrupt:
+        writer.close(Outcome.INTERRUPTED.text(), timings())
+        raise
+    except BaseException as e:
+        writer.close(Outcome.FAILED.text(f"{type(e).__name__}: {_first_line(e)}"), timings())
+        raise
+    return None

@@ -1,0 +1,64 @@
+"""The keys and rules several models share (fastdyn/config/common.py), and one way of validating:
+every section of fastdyn's own models is a schema.Section, checked on construction."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fastdyn import plugins
+from fastdyn.config import ConfigError, load_config
+from fastdyn.config.load import schema_for
+from fastdyn.config.msfr import MsfrConfig, OutputSection, TaskSection, TimeSection
+from fastdyn.config.schema import Section
+
+BUILTIN = [m for m in plugins.names() if plugins.is_builtin(m)]
+
+
+def _sections(cls: type):
+    yield cls
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(f.default):
+            yield from _sections(type(f.default))
+
+
+@pytest.mark.parametrize("model", BUILTIN)
+def test_every_builtin_section_validates_on_construction(model):
+    for cls in _sections(schema_for(model)):
+        assert issubclass(cls, Section), cls
+
+
+@pytest.mark.parametrize(
+    "model, sets",
+    [
+        ("msfr", ["task.n_tasks=10"]),
+        ("msfr-h", ["task.n_tasks=10"]),
+        ("msfr-attn", ["task.n_tasks=10", "task.n_samples=1000"]),
+    ],
+)
+def test_track_beyond_the_tasks_reads_the_same_in_every_model(model, sets):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [f"model={model}", *sets, "output.track=[11]"])
+    assert str(e.value) == "output.track: task indices must be ≤ task.n_tasks (10), got 11"
+
+
+@pytest.mark.parametrize(
+    "build, sets",
+    [
+        (lambda: TaskSection(n_tasks=0), ["task.n_tasks=0"]),
+        (lambda: TimeSection(t_min=10.0, t_max=1.0), ["time.t_min=10", "time.t_max=1"]),
+        (lambda: MsfrConfig(output=OutputSection(track=(10**6,))), ["output.track=[1000000]"]),
+    ],
+)
+def test_msfr_sections_built_in_python_fail_as_the_toml_does(build, sets):
+    with pytest.raises(ConfigError) as direct:
+        build()
+    with pytest.raises(ConfigError) as toml:
+        load_config(None, sets)
+    assert str(direct.value) == str(toml.value)
+
+
+def test_a_section_given_the_wrong_type_is_named():
+    with pytest.raises(ConfigError, match=r"^task: must be a TaskSection, got 1$"):
+        MsfrConfig(task=1)
