@@ -25,92 +25,108 @@ integrators as its fast path instead (an ``OdeSetup`` of its own).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit, prange
 
 from ..core import stop_flag
-from ..core.steppers import (
-    DP_A21,
-    DP_A31,
-    DP_A32,
-    DP_A41,
-    DP_A42,
-    DP_A43,
-    DP_A51,
-    DP_A52,
-    DP_A53,
-    DP_A54,
-    DP_A61,
-    DP_A62,
-    DP_A63,
-    DP_A64,
-    DP_A65,
-    DP_B,
-    DP_E,
-    DP_ORDER_EST,
-    MAX_FACTOR,
-    MIN_FACTOR,
-    SAFETY,
-)
 from ..reduce import BLOCK
+from . import soa_tasks
 
 _FLAGS = {"cache": False, "nogil": True, "error_model": "numpy"}
+_njit = njit(**_FLAGS)
+
+#: rows of the per-task counters of :func:`advance_dopri5` (a caller-owned (3, n) int64 array):
+#: accepted and rejected steps, and 1 for a task that failed (0 otherwise), so each row sums to a
+#: run's count
+COUNT_ACCEPTED, COUNT_REJECTED, COUNT_FAILED = 0, 1, 2
+
+_KERNELS: dict[tuple, Any] = {}
 
 
-@njit(**_FLAGS)
-def _rk4_block(
-    b, rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track, stop
-):
-    n = y.shape[1]
-    ns, kp = y.shape[0], params.shape[0]
-    lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
-    p, yy, yt = np.empty(kp), np.empty(ns), np.empty(ns)
-    k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
-    for i in range(lo, hi):
-        for r in range(kp):
-            p[r] = params[r, i]
-        for r in range(ns):
-            yy[r] = y[r, i]
-        prev = t0
-        for j in range(times.shape[0]):
-            if stop[0] != 0:  # a stop request: return with the block's outputs incomplete
-                return
-            dt = times[j] - prev
-            prev = times[j]
-            if dt > 0.0:
-                m = np.ceil(dt / h)
-                hh = dt / m
-                for _ in range(int(m)):
-                    rhs(p, yy, k1)
-                    for r in range(ns):
-                        yt[r] = yy[r] + 0.5 * hh * k1[r]
-                    rhs(p, yt, k2)
-                    for r in range(ns):
-                        yt[r] = yy[r] + 0.5 * hh * k2[r]
-                    rhs(p, yt, k3)
-                    for r in range(ns):
-                        yt[r] = yy[r] + hh * k3[r]
-                    rhs(p, yt, k4)
-                    for r in range(ns):
-                        yy[r] = yy[r] + hh / 6.0 * (k1[r] + 2.0 * k2[r] + 2.0 * k3[r] + k4[r])
-            te, tr = loss(p, yy)
-            test_part[b, j] += te
-            train_part[b, j] += tr
-            if tpos[i] >= 0:
-                f_track[tpos[i], j] = observe(p, yy)
-        for r in range(ns):
-            y[r, i] = yy[r]
+def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
+    """The parallel CPU kernel of RK4 for one model (compiled once per process and model)."""
+    key = ("rk4", rhs, observe, loss)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    task = soa_tasks.rk4_task(rhs, observe, loss, _njit)
+
+    @njit(parallel=True, **_FLAGS)
+    def kernel(params, y, t0, times, h, tpos, test_part, train_part, f_track, stop):
+        n, ns, kp, T = y.shape[1], y.shape[0], params.shape[0], times.shape[0]
+        for b in prange((n + BLOCK - 1) // BLOCK):
+            lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
+            p, yy, yt = np.empty(kp), np.empty(ns), np.empty(ns)
+            k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
+            te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
+            for i in range(lo, hi):
+                for r in range(kp):
+                    p[r] = params[r, i]
+                for r in range(ns):
+                    yy[r] = y[r, i]
+                tracked = tpos[i] >= 0
+                f = f_track[tpos[i]] if tracked else fdummy
+                if task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te, tr, f, tracked, stop) != 0:
+                    break  # a stop request: the block's outputs stay incomplete
+                for j in range(T):  # task order within the block: the fixed order of the sums
+                    test_part[b, j] += te[j]
+                    train_part[b, j] += tr[j]
+                for r in range(ns):
+                    y[r, i] = yy[r]
+
+    _KERNELS[key] = kernel
+    return kernel
 
 
-@njit(parallel=True, **_FLAGS)
-def _rk4_kernel(
-    rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track, stop
-):
-    for b in prange((y.shape[1] + BLOCK - 1) // BLOCK):
-        _rk4_block(
-            np.int64(b), rhs, observe, loss, params, y, t0, times, h, tpos, test_part, train_part, f_track,
-            stop,
-        )  # fmt: skip
+def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
+    """The parallel CPU kernel of dopri5 for one model (compiled once per process and model)."""
+    key = ("dopri5", rhs, observe, loss)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    task = soa_tasks.dopri5_task(rhs, observe, loss, _njit)
+
+    @njit(parallel=True, **_FLAGS)
+    def kernel(
+        params, y, h, counts, t0, times, rtol, atol, max_steps, tpos, test_part, train_part,
+        f_track, stop,
+    ):  # fmt: skip
+        n, ns, kp, T = y.shape[1], y.shape[0], params.shape[0], times.shape[0]
+        for b in prange((n + BLOCK - 1) // BLOCK):
+            lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
+            p, yy, yt, yn, er = np.empty(kp), np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
+            k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
+            k5, k6, k7 = np.empty(ns), np.empty(ns), np.empty(ns)
+            te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
+            for i in range(lo, hi):
+                for r in range(kp):
+                    p[r] = params[r, i]
+                for r in range(ns):
+                    yy[r] = y[r, i]
+                tracked = tpos[i] >= 0
+                f = f_track[tpos[i]] if tracked else fdummy
+                code, hs, nacc, nrej, failed = task(
+                    p, yy, yt, yn, er, k1, k2, k3, k4, k5, k6, k7, h[i],
+                    counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i], counts[COUNT_FAILED, i],
+                    t0, times, rtol, atol, max_steps, te, tr, f, tracked, stop,
+                )  # fmt: skip
+                if code == soa_tasks.BUDGET:  # its counters are kept, for the message
+                    counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
+                    counts[COUNT_FAILED, i] = 1
+                    h[i] = hs
+                if code != soa_tasks.DONE:
+                    break  # the block gives up; its outputs stay incomplete
+                for j in range(T):  # task order within the block: the fixed order of the sums
+                    test_part[b, j] += te[j]
+                    train_part[b, j] += tr[j]
+                for r in range(ns):
+                    y[r, i] = yy[r]
+                h[i] = hs
+                counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
+                counts[COUNT_FAILED, i] = failed
+
+    _KERNELS[key] = kernel
+    return kernel
 
 
 def advance_rk4(
@@ -128,10 +144,7 @@ def advance_rk4(
     n = y.shape[1]
     tpos = np.full(n, -1, dtype=np.int64)
     tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
-    _rk4_kernel(
-        rhs,
-        observe,
-        loss,
+    _rk4_kernel_for(rhs, observe, loss)(
         params,
         y,
         float(t0),
@@ -145,168 +158,7 @@ def advance_rk4(
     )
 
 
-# ---- adaptive Dormand–Prince 5(4) per task -------------------------------------------------------
-
-#: rows of the per-task counters of :func:`advance_dopri5` (a caller-owned (3, n) int64 array):
-#: accepted and rejected steps, and 1 for a task that failed (0 otherwise), so each row sums to a
-#: run's count
-COUNT_ACCEPTED, COUNT_REJECTED, COUNT_FAILED = 0, 1, 2
-
-
-@njit(**_FLAGS)
-def _rms(a):
-    s = 0.0
-    for r in range(a.shape[0]):
-        s += a[r] * a[r]
-    return np.sqrt(s / a.shape[0])
-
-
-@njit(**_FLAGS)
-def _initial_step(rhs, p, y, k1, yt, kt, rtol, atol):
-    """Hairer's starting step (HNW I §II.4; ``hinit`` of dopri5.f) with the norm-wise scale
-    sc = atol + rtol·‖y0‖: d0 = ‖y0‖/sc, d1 = ‖f0‖/sc, h0 = 0.01·d0/d1 (1e-6 if either < 1e-5),
-    d2 = ‖f(y0 + h0 f0) − f0‖/(sc·h0), h1 = (0.01/max(d1, d2))^(1/5) (max(1e-6, 1e-3 h0) if
-    max(d1, d2) ≤ 1e-15); h = min(100 h0, h1). One extra evaluation of rhs (into kt)."""
-    sc = atol + rtol * _rms(y)
-    d0 = _rms(y) / sc if sc > 0.0 else 0.0
-    d1 = _rms(k1) / sc if sc > 0.0 else 0.0
-    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-    for r in range(y.shape[0]):
-        yt[r] = y[r] + h0 * k1[r]
-    rhs(p, yt, kt)
-    s = 0.0
-    for r in range(y.shape[0]):
-        e = kt[r] - k1[r]
-        s += e * e
-    d2 = np.sqrt(s / y.shape[0]) / (sc * h0) if sc > 0.0 else 0.0
-    dm = max(d1, d2)
-    h1 = max(1e-6, 1e-3 * h0) if not (dm > 1e-15) else (0.01 / dm) ** (1.0 / (DP_ORDER_EST + 1))
-    return min(100.0 * h0, h1)
-
-
-@njit(**_FLAGS)
-def _dp_block(
-    b, rhs, observe, loss, params, y, h, counts, t0, times, rtol, atol, max_steps, tpos,
-    test_part, train_part, f_track, stop,
-):  # fmt: skip
-    n = y.shape[1]
-    ns, kp, nt = y.shape[0], params.shape[0], times.shape[0]
-    lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
-    p, yy, yt, yn, er = np.empty(kp), np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
-    k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
-    k5, k6, k7 = np.empty(ns), np.empty(ns), np.empty(ns)
-    expo = -1.0 / (DP_ORDER_EST + 1)
-    for i in range(lo, hi):
-        for r in range(kp):
-            p[r] = params[r, i]
-        for r in range(ns):
-            yy[r] = y[r, i]
-        nacc, nrej, failed = (
-            counts[COUNT_ACCEPTED, i],
-            counts[COUNT_REJECTED, i],
-            counts[COUNT_FAILED, i],
-        )
-        t = t0
-        hs = h[i]
-        rej_before = False
-        rhs(p, yy, k1)
-        if failed == 0 and not (hs > 0.0):
-            hs = _initial_step(rhs, p, yy, k1, yt, k2, rtol, atol)
-        rmsy = _rms(yy)
-        for j in range(nt):
-            if stop[0] != 0 or stop[1] != 0:  # a signal / another task's step limit: give up
-                return
-            tj = times[j]
-            while failed == 0 and t < tj:
-                if stop[0] != 0 or stop[1] != 0:
-                    return
-                if nacc >= max_steps:  # the budget is used up with an output time ahead
-                    counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
-                    counts[COUNT_FAILED, i] = 1
-                    h[i] = hs
-                    stop[1] = 1  # the run fails at once: every block gives up
-                    return
-                clipped = hs >= tj - t
-                hh = tj - t if clipped else hs
-                if t + hh == t:  # the step is below the resolution of t
-                    failed = 1
-                    break
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (DP_A21 * k1[r])
-                rhs(p, yt, k2)
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (DP_A31 * k1[r] + DP_A32 * k2[r])
-                rhs(p, yt, k3)
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (DP_A41 * k1[r] + DP_A42 * k2[r] + DP_A43 * k3[r])
-                rhs(p, yt, k4)
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (
-                        DP_A51 * k1[r] + DP_A52 * k2[r] + DP_A53 * k3[r] + DP_A54 * k4[r]
-                    )
-                rhs(p, yt, k5)
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (
-                        DP_A61 * k1[r] + DP_A62 * k2[r] + DP_A63 * k3[r] + DP_A64 * k4[r]
-                        + DP_A65 * k5[r]
-                    )  # fmt: skip
-                rhs(p, yt, k6)
-                for r in range(ns):
-                    yn[r] = yy[r] + hh * (
-                        DP_B[0] * k1[r] + DP_B[2] * k3[r] + DP_B[3] * k4[r] + DP_B[4] * k5[r]
-                        + DP_B[5] * k6[r]
-                    )  # fmt: skip
-                rhs(p, yn, k7)
-                for r in range(ns):
-                    er[r] = hh * (
-                        DP_E[0] * k1[r] + DP_E[2] * k3[r] + DP_E[3] * k4[r] + DP_E[4] * k5[r]
-                        + DP_E[5] * k6[r] + DP_E[6] * k7[r]
-                    )  # fmt: skip
-                rmsn = _rms(yn)
-                e = _rms(er)
-                sc = atol + rtol * max(rmsy, rmsn)
-                err = 0.0 if e == 0.0 else (np.inf if sc == 0.0 else e / sc)
-                if err <= 1.0:
-                    fac = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, SAFETY * err**expo)
-                    if rej_before:
-                        fac = min(1.0, fac)
-                    hnew = hh * fac
-                    t = tj if clipped else t + hh
-                    # a step shortened to land on t_j keeps the larger of its own proposal and
-                    # the step it replaced (as the lane-vectorised dopri5): outputs do not shrink the steps
-                    hs = max(hnew, hs) if clipped else hnew
-                    yy, yn = yn, yy
-                    k1, k7 = k7, k1
-                    rmsy = rmsn
-                    rej_before = False
-                    nacc += 1
-                else:
-                    fr = MIN_FACTOR if not (err < np.inf) else max(MIN_FACTOR, SAFETY * err**expo)
-                    hs = hh * fr
-                    rej_before = True
-                    nrej += 1
-            te, tr = loss(p, yy)
-            test_part[b, j] += te
-            train_part[b, j] += tr
-            if tpos[i] >= 0:
-                f_track[tpos[i], j] = observe(p, yy)
-        for r in range(ns):
-            y[r, i] = yy[r]
-        h[i] = hs
-        counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
-        counts[COUNT_FAILED, i] = failed
-
-
-@njit(parallel=True, **_FLAGS)
-def _dp_kernel(
-    rhs, observe, loss, params, y, h, counts, t0, times, rtol, atol, max_steps, tpos, test_part,
-    train_part, f_track, stop,
-):  # fmt: skip
-    for b in prange((y.shape[1] + BLOCK - 1) // BLOCK):
-        _dp_block(
-            np.int64(b), rhs, observe, loss, params, y, h, counts, t0, times, rtol, atol,
-            max_steps, tpos, test_part, train_part, f_track, stop,
-        )  # fmt: skip
+# ---- adaptive Dormand–Prince 5(4) per task ---------------------------------------------------------
 
 
 def advance_dopri5(
@@ -330,7 +182,7 @@ def advance_dopri5(
 
     Caller-owned per-task state, updated in place, so that a run cut into segments (each call
     starting at the last one's final time) is bit-identical to one call: ``h`` (n,) float64, the
-    next step (≤ 0 or NaN: choose one, Hairer's heuristic :func:`_initial_step`); ``counts``
+    next step (≤ 0 or NaN: choose one, Hairer's heuristic, :func:`fastdyn.drive.soa_tasks.dopri5_task`); ``counts``
     (3, n) int64, rows :data:`COUNT_ACCEPTED`, :data:`COUNT_REJECTED` (steps, cumulative) and
     :data:`COUNT_FAILED` (1 for a task that failed, else 0).
 
@@ -366,7 +218,7 @@ def advance_dopri5(
     tpos = np.full(n, -1, dtype=np.int64)
     tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
     stop_flag.clear_halt()
-    _dp_kernel(
-        rhs, observe, loss, params, y, h, counts, float(t0), times, float(rtol), float(atol),
+    _dopri5_kernel_for(rhs, observe, loss)(
+        params, y, h, counts, float(t0), times, float(rtol), float(atol),
         np.int64(max_steps), tpos, test_partials, train_partials, f_track, stop_flag.FLAG,
     )  # fmt: skip

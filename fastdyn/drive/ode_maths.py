@@ -86,8 +86,14 @@ def _check(m: OdeMaths, integrator: str) -> None:
         raise ConfigError(f"solver.integrator: the model has no state (n_state = {m.n_state})")
 
 
-def setup_from_maths(m: OdeMaths) -> OdeSetup:
-    """The :class:`OdeSetup` the ODE driver runs for the model ``m``."""
+def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
+    """The :class:`OdeSetup` the ODE driver runs for the model ``m`` on ``device`` ("cuda": the
+    integrators' CUDA twins, :mod:`fastdyn.drive.integrate_soa_cuda`, built from the same source
+    and the model's own functions)."""
+    if device == "cuda":
+        from . import integrate_soa_cuda as integrators
+    else:
+        integrators = integrate_soa
     integrator = str(m.solver.integrator)
     _check(m, integrator)
     sim = integrator != "none"
@@ -129,12 +135,12 @@ def setup_from_maths(m: OdeMaths) -> OdeSetup:
         t0 = state.t_at.get(ch.first, 0.0)
         s = m.solver
         if adaptive:
-            integrate_soa.advance_dopri5(
+            integrators.advance_dopri5(
                 m.rhs, m.observe, m.loss, ch.params, y, state.h[a:b], state.counts[:, a:b], t0, tt,
                 float(s.rtol), float(s.atol), int(s.max_steps), loc, pt, pr, ft,
             )  # fmt: skip
         else:
-            integrate_soa.advance_rk4(
+            integrators.advance_rk4(
                 m.rhs, m.observe, m.loss, ch.params, y, t0, tt, float(s.h), loc, pt, pr, ft
             )
         state.t_at[ch.first] = float(tt[-1])
@@ -201,4 +207,6 @@ def ode_setup(entry: Any, cfg: Any, tools: Any) -> OdeSetup:
     """What the ODE driver runs for ``cfg``: the model's own :class:`OdeSetup`, or one built here
     from its :class:`OdeMaths`."""
     job = entry.setup(cfg, tools)
-    return setup_from_maths(job) if isinstance(job, OdeMaths) else job
+    if isinstance(job, OdeMaths):
+        return setup_from_maths(job, getattr(tools, "device", "cpu"))
+    return job

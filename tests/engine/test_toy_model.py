@@ -55,7 +55,7 @@ def test_found_through_its_entry_point_next_to_the_built_in_models():
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith("logistic "))
-    assert "[ode; cpu]" in lines[i]
+    assert "[ode; cpu, cuda]" in lines[i]
     assert lines[i + 1].strip() == "from fastdyn-logistic 0.1.0 (fastdyn_logistic:ENTRY)"
     assert any(ln.strip() == "from fastdyn 0.1.0 (fastdyn.models.msfr:ENTRY)" for ln in lines)
 

@@ -68,5 +68,6 @@ ENTRY = ModelEntry(
     summary="example plug-in: per-task logistic flow df/dt = r f (K − f) beside its closed form",
     setup=setup,
     schema=LogisticConfig,
+    devices=("cpu", "cuda"),  # fastdyn compiles the integrators and these kernels for the GPU
     warmup_sizes=("task.n_tasks=2000", "time.n_times=8"),
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fastdyn.config.common import device
 from fastdyn.config.ode import LogTimeSection, OdeOutputSection, OdeSolverSection
 from fastdyn.config.schema import ConfigError, choice, integer, number
 
@@ -27,6 +28,7 @@ class LogisticConfig:
     seed: int = integer(
         0, 0, 2**63 - 1, help="unused (the model is deterministic); kept for the file format"
     )
+    device: str = device("cpu, or cuda: fastdyn's generic integrators on the GPU")
     task: TaskSection = TaskSection()
     time: LogTimeSection = LogTimeSection()
     solver: OdeSolverSection = OdeSolverSection()

@@ -1,0 +1,161 @@
+"""④ CUDA twins of the generic integrators (:mod:`fastdyn.drive.integrate_soa`), for any ODE model.
+
+One thread per task runs :func:`fastdyn.drive.soa_tasks.rk4_task` or
+:func:`~fastdyn.drive.soa_tasks.dopri5_task`, compiled for the device from the same source as the
+CPU blocks, with the model's ``rhs``/``observe``/``loss`` compiled as device functions from
+their Python source (``py_func``): a model gets a GPU path without writing CUDA. The thread
+writes its task's loss terms at each output time into (n, T) device arrays; the host adds them
+per block in task order, the additions of the CPU blocks, so the sums are bit-identical to the
+CPU's whenever the per-task values are (the simulator, ``NUMBA_ENABLE_CUDASIM=1``; on a GPU the
+compiler may fuse multiply-adds, a few ulp per step).
+
+State and parameters are copied to the device and back on every call (a segment); the stop flag
+is read at launch, so a signal stops the run at the end of the segment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda, float64, njit  # imported only for device = "cuda"
+
+from ..core import stop_flag
+from ..reduce import BLOCK
+from . import soa_tasks
+
+_KERNELS: dict[tuple, Any] = {}
+_THREADS = 128
+
+
+def _device(fn: Any) -> Any:
+    return cuda.jit(device=True)(getattr(fn, "py_func", fn))
+
+
+def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> Any:
+    """The CUDA kernel of ``kind`` ("rk4", "dopri5") for one model and state/parameter size."""
+    key = (kind, rhs, observe, loss, ns, kp)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    dev = cuda.jit(device=True)
+    NS, KP = int(ns), int(kp)
+    if kind == "rk4":
+        task = soa_tasks.rk4_task(_device(rhs), _device(observe), _device(loss), dev)
+
+        @cuda.jit
+        def kernel(params, y, t0, times, h, tpos, te, tr, f_track, stop):
+            i = cuda.grid(1)
+            if i >= y.shape[1]:
+                return
+            p, yy, yt = (
+                cuda.local.array(KP, float64),
+                cuda.local.array(NS, float64),
+                cuda.local.array(NS, float64),
+            )
+            k1, k2 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+            k3, k4 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+            for r in range(KP):
+                p[r] = params[r, i]
+            for r in range(NS):
+                yy[r] = y[r, i]
+            tracked = tpos[i] >= 0
+            f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
+            if task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te[i], tr[i], f, tracked, stop) == 0:
+                for r in range(NS):
+                    y[r, i] = yy[r]
+
+    else:
+        task = soa_tasks.dopri5_task(_device(rhs), _device(observe), _device(loss), dev)
+
+        @cuda.jit
+        def kernel(params, y, h, counts, t0, times, rtol, atol, max_steps, tpos, te, tr, f_track, stop):  # fmt: skip
+            i = cuda.grid(1)
+            if i >= y.shape[1]:
+                return
+            p = cuda.local.array(KP, float64)
+            yy, yt = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+            yn, er = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+            k1, k2 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+            k3, k4 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+            k5, k6 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+            k7 = cuda.local.array(NS, float64)
+            for r in range(KP):
+                p[r] = params[r, i]
+            for r in range(NS):
+                yy[r] = y[r, i]
+            tracked = tpos[i] >= 0
+            f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
+            code, hs, nacc, nrej, failed = task(
+                p, yy, yt, yn, er, k1, k2, k3, k4, k5, k6, k7, h[i], counts[0, i], counts[1, i],
+                counts[2, i], t0, times, rtol, atol, max_steps, te[i], tr[i], f, tracked, stop,
+            )  # fmt: skip
+            if code == 0 or code == 2:
+                h[i] = hs
+                counts[0, i], counts[1, i], counts[2, i] = nacc, nrej, failed
+            if code == 0:
+                for r in range(NS):
+                    y[r, i] = yy[r]
+
+    _KERNELS[key] = kernel
+    return kernel
+
+
+@njit(cache=True, nogil=True)
+def _add_block_sums(terms: np.ndarray, partials: np.ndarray) -> None:
+    """partials[b, j] += Σ_{i in block b} terms[i, j], tasks added in order (the CPU's order)."""
+    n, T = terms.shape
+    for b in range(partials.shape[0]):
+        for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
+            for j in range(T):
+                partials[b, j] += terms[i, j]
+
+
+def _launch(kind: str, rhs, observe, loss, params, y, extra, times, local_track, test_partials, train_partials, f_track):  # fmt: skip
+    n, T = y.shape[1], len(times)
+    tpos = np.full(n, -1, dtype=np.int64)
+    tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
+    d = {
+        "params": cuda.to_device(np.ascontiguousarray(params)),
+        "y": cuda.to_device(np.ascontiguousarray(y)),
+        "times": cuda.to_device(np.ascontiguousarray(times, dtype=np.float64)),
+        "tpos": cuda.to_device(tpos),
+        "te": cuda.device_array((n, T)),
+        "tr": cuda.device_array((n, T)),
+        "f": cuda.to_device(np.ascontiguousarray(f_track) if f_track.size else np.zeros((1, T))),
+        "stop": cuda.to_device(stop_flag.FLAG),
+    }
+    kernel = _kernel(kind, rhs, observe, loss, y.shape[0], params.shape[0])
+    blocks = (n + _THREADS - 1) // _THREADS
+    if kind == "rk4":
+        t0, h = extra
+        kernel[blocks, _THREADS](d["params"], d["y"], t0, d["times"], h, d["tpos"], d["te"], d["tr"], d["f"], d["stop"])  # fmt: skip
+    else:
+        h, counts, t0, rtol, atol, max_steps = extra
+        dh, dc = cuda.to_device(h), cuda.to_device(np.ascontiguousarray(counts))
+        kernel[blocks, _THREADS](
+            d["params"], d["y"], dh, dc, t0, d["times"], rtol, atol, max_steps, d["tpos"],
+            d["te"], d["tr"], d["f"], d["stop"],
+        )  # fmt: skip
+        h[...] = dh.copy_to_host()
+        counts[...] = dc.copy_to_host()
+    y[...] = d["y"].copy_to_host()
+    stop_flag.FLAG[1] = max(int(stop_flag.FLAG[1]), int(d["stop"].copy_to_host()[1]))
+    if f_track.size:
+        f_track[...] = d["f"].copy_to_host()
+    _add_block_sums(d["te"].copy_to_host(), test_partials)
+    _add_block_sums(d["tr"].copy_to_host(), train_partials)
+
+
+def advance_rk4(rhs, observe, loss, params, y, t0, times, h, local_track, test_partials, train_partials, f_track) -> None:  # fmt: skip
+    """:func:`fastdyn.drive.integrate_soa.advance_rk4` on the GPU (same arguments, host arrays)."""
+    _launch("rk4", rhs, observe, loss, params, y, (float(t0), float(h)), times, local_track, test_partials, train_partials, f_track)  # fmt: skip
+
+
+def advance_dopri5(
+    rhs, observe, loss, params, y, h, counts, t0, times, rtol, atol, max_steps, local_track,
+    test_partials, train_partials, f_track,
+) -> None:  # fmt: skip
+    """:func:`fastdyn.drive.integrate_soa.advance_dopri5` on the GPU (same arguments, host arrays)."""
+    stop_flag.clear_halt()
+    extra = (h, counts, float(t0), float(rtol), float(atol), np.int64(max_steps))
+    _launch("dopri5", rhs, observe, loss, params, y, extra, times, local_track, test_partials, train_partials, f_track)  # fmt: skip
