@@ -73,10 +73,11 @@ def time_label(runs: Sequence[Run]) -> str:
         names = ", ".join(f"{r.path.name}: {_time_units(r)}" for r in runs)
         raise ValueError(f"the files state different time units ({names}); plot them separately")
     (u,) = units
+    steps = bool(runs) and all("step" in r for r in runs)  # optimiser steps: discrete runs only
     if u == "tau":
-        return "t/τ (paper time; gd: t/τ = 2η·step)"
+        return "t/τ (paper time, 2η·step)" if steps else "t/τ (paper time)"
     if u == "gradient-flow time":
-        return "t (gradient-flow time; gd: t = η·step)"
+        return "t (gradient-flow time, η·step)" if steps else "t (gradient-flow time)"
     return f"t ({u})"
 
 

@@ -69,6 +69,21 @@ def guarded(fn):
     return wrapper
 
 
+def output_option(help: str, *, directory: bool = False, required: bool = False):
+    """``-o/--output``: the file to write (``directory``: the folder to write into)."""
+    path = click.Path(file_okay=False) if directory else click.Path(dir_okay=False)
+    return click.option("-o", "--output", required=required, type=path, help=help)
+
+
+def sets_option(help: str):
+    """``--set KEY=VALUE`` (repeatable): config overrides, passed as ``sets``."""
+    return click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=help)
+
+
+#: ``--threads N``: numba's thread count for a run in this process (see :func:`set_threads`)
+threads_option = click.option("--threads", type=int, help="numba threads [default: all cores].")
+
+
 def verbosity(ctx: click.Context) -> int:
     """-1 quiet, 0 normal, ≥1 verbose."""
     return int((ctx.obj or {}).get("verbosity", 0))

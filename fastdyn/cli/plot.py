@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import UserError, guarded
+from ._common import UserError, guarded, output_option
 from .fit import _hint, _one, load_checked, parse_window, resolve_series
 
 KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
@@ -22,13 +22,7 @@ KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
 
 @click.command("plot")
 @click.argument("files", nargs=-1, required=True)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="PNG (or PDF/SVG) to write.",
-)
+@output_option("PNG (or PDF/SVG) to write.", required=True)
 @click.option(
     "--kind", type=click.Choice(KINDS), default="loss", show_default=True, help="What to plot."
 )

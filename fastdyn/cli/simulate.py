@@ -9,25 +9,22 @@ from pathlib import Path
 
 import click
 
-from ._common import UserError, guarded, set_threads, verbosity
+from ._common import (
+    UserError,
+    guarded,
+    output_option,
+    set_threads,
+    sets_option,
+    threads_option,
+    verbosity,
+)
 
 
 @click.command("simulate")
 @click.argument("config", required=False)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    help="Output HDF5 file [default: results/<config name>.h5].",
-)
-@click.option(
-    "--set",
-    "sets",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a config value, e.g. --set task.n_tasks=1000 (repeatable).",
-)
-@click.option("--threads", type=int, help="numba threads [default: all cores].")
+@output_option("Output HDF5 file [default: results/<config name>.h5].")
+@sets_option("Override a config value, e.g. --set task.n_tasks=1000 (repeatable).")
+@threads_option
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr (fastdyn -q: nothing at all).")
 @click.option(

@@ -12,18 +12,15 @@ from pathlib import Path
 
 import click
 
-from ._common import UserError, guarded, verbosity
+from ._common import UserError, guarded, output_option, verbosity
 
 _RES_FLAGS = ("jobs", "cores", "memory", "walltime", "queue", "account")
 
 
 @click.command("sweep")
 @click.argument("sweep_file", metavar="SWEEP")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(file_okay=False),
-    help="Output directory [default: sweep.output, else results/<SWEEP name>].",
+@output_option(
+    "Output directory [default: sweep.output, else results/<SWEEP name>].", directory=True
 )
 @click.option(
     "--scheduler",
@@ -164,7 +161,7 @@ def command(
                 log=say if verbosity(ctx) > 0 else None,
             )
     except KeyboardInterrupt:
-        say(f"interrupted; continue with  fastdyn sweep {sweep_file} -o {out_dir} --resume")
+        say(_resume_hint(sweep_file, out_dir))
         sys.exit(130)
     if res.interrupted and scheduler != "local":  # its workers are gone now: their final word
         runner.settle(sw, res, out_dir)
@@ -176,10 +173,14 @@ def command(
     if res.interrupted:
         from ..drive.checkpoint import EXIT_CODES
 
-        say(f"interrupted; continue with  fastdyn sweep {sweep_file} -o {out_dir} --resume")
+        say(_resume_hint(sweep_file, out_dir))
         sys.exit(EXIT_CODES.get(res.signal or "", 130))
     if res.failed:
         sys.exit(1)
+
+
+def _resume_hint(sweep_file: str, out_dir: Path) -> str:
+    return f"interrupted; continue with  fastdyn sweep {sweep_file} -o {out_dir} --resume"
 
 
 def _summary(counts: dict[str, int]) -> str:

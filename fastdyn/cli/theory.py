@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ._common import UserError, guarded
+from ._common import UserError, guarded, sets_option
 
 SPECTRA = ("linear", "white", "power")
 
@@ -58,13 +58,7 @@ def _crossover_line(gamma: float, strength0: float | None) -> str:
               help="Λ0 (Λ_s = Λ0 s^-γ): states the crossover s× and the regime of s ≥ 1.")  # fmt: skip
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="An MSFR config (a task table, a named family or power laws): local exponents from its P, Λ, ψ.")  # fmt: skip
-@click.option(
-    "--set",
-    "sets",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a config value (implies local exponents).",
-)
+@sets_option("Override a config value (implies local exponents).")
 @click.option(
     "--window",
     default=None,

@@ -28,7 +28,7 @@ from pathlib import Path
 import click
 
 from .. import plugins
-from ._common import UserError, guarded, verbosity
+from ._common import UserError, guarded, threads_option, verbosity
 
 
 def _preset_model(name: str) -> str:
@@ -91,7 +91,7 @@ def _writable_dir(d: Path) -> str | None:
     metavar="NAME",
     help="Warm only the kernels of this model (repeatable) [default: every model].",
 )
-@click.option("--threads", type=int, help="numba threads [default: all cores].")
+@threads_option
 @click.option("--list", "as_list", is_flag=True, help="Print the runs it would do and exit.")
 @click.pass_context
 @guarded

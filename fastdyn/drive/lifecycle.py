@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..config.load import to_toml
+from ..h5.writer import RunWriter
 from .checkpoint import write_error
 from .outcome import Outcome, RunFailed
 
@@ -29,6 +31,24 @@ class Ended(Exception):
     def __init__(self, status: str):
         super().__init__(status)
         self.status = status
+
+
+def open_writer(
+    output: Path, resume: bool, entry: Any, cfg: Any, **declared: Any
+) -> tuple[RunWriter, dict[str, Any] | None]:
+    """The run's file and its checkpoint arrays: with ``resume`` ``output`` reopened at its newest
+    checkpoint (:meth:`RunWriter.reopen`; None when none was completed), else a new file for the
+    model of ``entry`` and ``cfg`` with the ``declared`` layout (:class:`RunWriter`'s keywords)
+    and no checkpoint; it keeps its checkpoint at the end when ``cfg.output.keep_checkpoint``."""
+    ck = None
+    if resume:
+        writer, ck = RunWriter.reopen(output)
+    else:
+        writer = RunWriter(
+            output, model=entry.name, config_toml=to_toml(cfg), seed=cfg.seed, **declared
+        )
+    writer.keep_checkpoint = bool(getattr(cfg.output, "keep_checkpoint", False))
+    return writer, ck
 
 
 def _first_line(e: BaseException) -> str:

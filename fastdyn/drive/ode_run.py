@@ -22,13 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from ..config.load import to_toml
 from ..core import stop_flag
 from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
 from .checkpoint import Schedule, StopSignals, with_stop_signals
-from .lifecycle import Ended, guarded
+from .lifecycle import Ended, guarded, open_writer
 from .ode_maths import ode_setup
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -199,18 +198,12 @@ def run_ode(
     times, steps = job.times, job.steps
     chunks = Chunks(job)
     series, static = layout(job)
-    ck = None
     ck_spec = {**job.checkpoint, "position": ((2,), "i8")}  # the arrays of a checkpoint slot
-    if resume:
-        writer, ck = RunWriter.reopen(output)
-    else:
-        writer = RunWriter(
-            output, checkpoint=ck_spec, model=entry.name,
-            config_toml=to_toml(cfg), seed=cfg.seed, series=series, static=static,
-            scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
-            extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": job.tail[0], "tail_loss_train": job.tail[1], **job.extra_attrs},
-        )  # fmt: skip
-    writer.keep_checkpoint = bool(getattr(cfg.output, "keep_checkpoint", False))
+    writer, ck = open_writer(
+        output, resume, entry, cfg, checkpoint=ck_spec, series=series, static=static,
+        scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
+        extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": job.tail[0], "tail_loss_train": job.tail[1], **job.extra_attrs},
+    )  # fmt: skip
     state = job.new_state(chunks, job.n_tasks) if job.simulate else None
     a0 = 0
     if ck is not None:

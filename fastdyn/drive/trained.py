@@ -22,11 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ..config.load import to_toml
-from ..h5.writer import RunWriter
 from ..models._spec import TrainedSetup
 from .checkpoint import Schedule, StopSignals, with_stop_signals
-from .lifecycle import Ended, guarded
+from .lifecycle import Ended, guarded, open_writer
 from .optim import Optimizer, make_optimizer
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -66,17 +64,11 @@ def run_trained(
     t_wall = _time.time()
     job: TrainedSetup = entry.setup(cfg, tools)
     opt = optimizer_for(job)
-    ck = None
-    if resume:
-        writer, ck = RunWriter.reopen(output)
-    else:
-        writer = RunWriter(
-            output, model=entry.name, config_toml=to_toml(cfg), seed=cfg.seed, series=job.series,
-            static=job.static, scales=job.scales, with_step=True, extra_attrs=job.extra_attrs,
-            time_units=job.time_units,
-            time_long_name=job.time_long_name, checkpoint=checkpoint_spec(job, opt),
-        )  # fmt: skip
-    writer.keep_checkpoint = bool(getattr(cfg.output, "keep_checkpoint", False))
+    writer, ck = open_writer(
+        output, resume, entry, cfg, series=job.series, static=job.static, scales=job.scales,
+        with_step=True, extra_attrs=job.extra_attrs, time_units=job.time_units,
+        time_long_name=job.time_long_name, checkpoint=checkpoint_spec(job, opt),
+    )  # fmt: skip
     theta = job.theta
     first = 0
     steps = np.unique(np.asarray(job.save_steps, dtype=np.int64))

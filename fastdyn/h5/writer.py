@@ -275,20 +275,13 @@ class RunWriter:
             self._lock.release()
             raise _not_written(DiskFull(self.path, up_front + RESERVE, _free_bytes(self.path)))
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        f = None
         try:
             f, self._io = open_failstop(tmp, "w")
             self._lock.hold(tmp)
             self._io.reserve(up_front + RESERVE)
         except BaseException as e:
-            try:
-                if getattr(self, "_io", None) is not None:
-                    try:
-                        f.close()
-                    finally:
-                        self._io.close()
-            finally:
-                self._lock.release()
-                tmp.unlink(missing_ok=True)
+            self._discard(f, tmp)
             if isinstance(e, OSError) and e.errno in _NO_ROOM:
                 raise _not_written(DiskFull(self.path, up_front + RESERVE, code=e.errno)) from None
             raise
@@ -317,14 +310,7 @@ class RunWriter:
             _fsync_dir(self.path)
             self._lock.drop(replaced)
         except BaseException as e:
-            try:
-                try:
-                    f.close()
-                finally:
-                    self._io.close()
-            finally:
-                tmp.unlink(missing_ok=True)
-                self._lock.release()
+            self._discard(f, tmp)
             if isinstance(e, OSError):
                 e.nothing_written = True  # the output was not replaced (see write_error)
             if isinstance(e, WriteFailed) and e.errno in _NO_ROOM:
@@ -333,6 +319,19 @@ class RunWriter:
         self._f = f
         self._names = [layout.TIME] + ([layout.STEP] if with_step else []) + list(series)
         self.n_rows = 0
+
+    def _discard(self, f: h5py.File | None, scratch: Path) -> None:
+        """After a failed open: close ``f`` and its I/O layer (when it was opened), remove the
+        scratch file ``scratch`` (it never replaced the output), then release the lock."""
+        try:
+            if f is not None:
+                try:
+                    f.close()
+                finally:
+                    self._io.close()
+        finally:
+            scratch.unlink(missing_ok=True)
+            self._lock.release()
 
     def _create(
         self,
@@ -687,15 +686,7 @@ class RunWriter:
             _fsync_dir(real)
             self._lock.drop(replaced)
         except BaseException as e:
-            try:
-                if f is not None:
-                    try:
-                        f.close()
-                    finally:
-                        self._io.close()
-            finally:
-                copy.unlink(missing_ok=True)
-                self._lock.release()
+            self._discard(f, copy)
             if isinstance(e, OSError):
                 e.nothing_written = False  # the file is untouched: as it was before --resume
             if isinstance(e, OSError) and e.errno in _NO_ROOM and not isinstance(e, DiskFull):

@@ -106,7 +106,7 @@ def test_labels_colours_and_paper_style(tmp_path):
         assert sim[f"{name}: theory"].get_color() == sim[name].get_color()
         assert sim[f"{name}: theory"].get_linestyle() == "--"
     assert ax.get_ylabel() == "test loss L_test (dimensionless)"
-    assert ax.get_xlabel() == "t (gradient-flow time; gd: t = η·step)"
+    assert ax.get_xlabel() == "t (gradient-flow time)"  # no /step: not a gd run, no η·step
     assert ax.get_title() == ""  # paper: no title unless given
 
 
@@ -134,3 +134,20 @@ def test_one_line_errors(attn_s, tmp_path):
     res = run_cli("plot", a, attn_s, "-o", tmp_path / "x.png")  # different time units
     assert res.exit_code == 2 and "different time units" in res.output
     assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "x.png").exists()
+
+
+def test_time_label_names_the_steps_only_for_runs_that_have_them(tmp_path):
+    """An ODE run (dopri5, rk4) has no /step: its axis says gradient-flow time, not gd's η·step."""
+    from fastdyn.analysis.labels import time_label
+
+    t = np.geomspace(1e-2, 1e2, 8)
+    ode = fastdyn.load(make_run(tmp_path / "ode.h5", t, {"loss/test": t**-0.5}))
+    assert "step" not in ode and time_label([ode]) == "t (gradient-flow time)"
+    r = CliRunner().invoke(
+        main, ["-q", "simulate", "quickstart", "--set", 'solver.integrator="gd"', "--set",
+               "solver.lr=0.01", "--set", "time.t_max=1", "--set", "task.n_tasks=2000",
+               "--set", "time.n_times=5", "--set", "output.track=[1]", "-o", str(tmp_path / "gd.h5")],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    gd = fastdyn.load(tmp_path / "gd.h5")
+    assert "step" in gd and time_label([gd]) == "t (gradient-flow time, η·step)"

@@ -228,6 +228,13 @@ MAX_STEPS = 200_000
 
 
 @njit(**SERIAL)
+def _exact_rate(tau, ex):
+    """dτ/dt = c·(F(τ) − Λ) of the exact reduction, ``ex`` = (c, Λ, λ+, λ−, a+, b+, a−, b−)."""
+    c, lam, lp, lm, ap, bp, am, bm = ex
+    return c * (_exact_f(tau, lp, lm, ap, bp, am, bm) - lam)
+
+
+@njit(**SERIAL)
 def _exact_df(tau, lp, lm, ap, bp, am, bm):
     """dF/dτ of the exact reduction (< 0 unless the state is zero)."""
     ep = math.exp(-2.0 * lp * tau)
@@ -263,6 +270,7 @@ def exact_curve(times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, out):
     thr = TAIL_SWITCH * (abs(lam) + abs(fc))
     frozen = c == 0.0
     k1 = c * (fc - lam)
+    ex = (c, lam, lp, lm, ap, bp, am, bm)  # what dτ/dt needs: _exact_rate(τ, ex)
     # initial step: a small fraction of the time τ needs to move by 1/λ+ and of 1/|∂G/∂τ|
     dgd = c * 2.0 * lp * (abs(fc) + abs(lam)) + 1e-300
     h = 0.01 / (lp * abs(k1) + dgd)
@@ -281,35 +289,12 @@ def exact_curve(times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, out):
                     out[jj] = np.nan
                 return -1
             hs = min(h, tk - t)
-            k2 = c * (_exact_f(tau + hs * _A21 * k1, lp, lm, ap, bp, am, bm) - lam)
-            k3 = c * (_exact_f(tau + hs * (_A31 * k1 + _A32 * k2), lp, lm, ap, bp, am, bm) - lam)
-            k4 = c * (
-                _exact_f(tau + hs * (_A41 * k1 + _A42 * k2 + _A43 * k3), lp, lm, ap, bp, am, bm)
-                - lam
-            )
-            k5 = c * (
-                _exact_f(
-                    tau + hs * (_A51 * k1 + _A52 * k2 + _A53 * k3 + _A54 * k4),
-                    lp,
-                    lm,
-                    ap,
-                    bp,
-                    am,
-                    bm,
-                )
-                - lam
-            )
-            k6 = c * (
-                _exact_f(
-                    tau + hs * (_A61 * k1 + _A62 * k2 + _A63 * k3 + _A64 * k4 + _A65 * k5),
-                    lp,
-                    lm,
-                    ap,
-                    bp,
-                    am,
-                    bm,
-                )
-                - lam
+            k2 = _exact_rate(tau + hs * _A21 * k1, ex)
+            k3 = _exact_rate(tau + hs * (_A31 * k1 + _A32 * k2), ex)
+            k4 = _exact_rate(tau + hs * (_A41 * k1 + _A42 * k2 + _A43 * k3), ex)
+            k5 = _exact_rate(tau + hs * (_A51 * k1 + _A52 * k2 + _A53 * k3 + _A54 * k4), ex)
+            k6 = _exact_rate(
+                tau + hs * (_A61 * k1 + _A62 * k2 + _A63 * k3 + _A64 * k4 + _A65 * k5), ex
             )
             tn = tau + hs * (_B1 * k1 + _B3 * k3 + _B4 * k4 + _B5 * k5 + _B6 * k6)
             fn = _exact_f(tn, lp, lm, ap, bp, am, bm)
