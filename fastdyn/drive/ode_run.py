@@ -98,21 +98,29 @@ class _Stopped(Exception):
     """A stop was requested during a pass over the tasks (its results are abandoned)."""
 
 
-def theory_all(job: OdeSetup, chunks: Any, stop: Any = None) -> dict[str, np.ndarray]:
+def theory_all(
+    job: OdeSetup, chunks: Any, stop: Any = None, progress: Any = None
+) -> dict[str, np.ndarray]:
     """The closed form on the whole output grid in one pass over the tasks (``_Stopped`` when
-    ``stop`` is requested between two chunks)."""
+    ``stop`` is requested between two chunks); ``progress`` (a :class:`Progress`) shows the
+    chunks done."""
     T = len(job.times)
     tot_t, tot_r = np.zeros(T), np.zeros(T)
     f = np.full((T, len(job.track)), np.nan)
-    for ch in chunks:
+    n_chunks = len(getattr(chunks, "spans", ())) or None
+    for i, ch in enumerate(chunks):
         if stop is not None and stop.requested:
             raise _Stopped
+        if progress is not None and n_chunks:
+            progress.phase("closed form", i, n_chunks)
         loc = local_track(job.track, ch)
         pt, pr, ft = job.theory(ch, job.times, loc[0])
         accumulate_blocks(tot_t, pt)
         accumulate_blocks(tot_r, pr)
         if len(loc[0]):
             f[:, loc[1]] = ft.T
+    if progress is not None:
+        progress.phase(None)
     return {"test": tot_t + job.tail[0], "train": tot_r + job.tail[1], "f": f}
 
 
@@ -152,16 +160,25 @@ def segment_partials(
 
 
 def advance_segment(
-    job: OdeSetup, chunks: Any, state: Any, a: int, k: int, stop: Any = None
+    job: OdeSetup, chunks: Any, state: Any, a: int, k: int, stop: Any = None, progress: Any = None
 ) -> dict[str, np.ndarray]:
     """The segment's loss and f rows (:func:`segment_partials`' block partials summed in block
-    order, plus the tail)."""
+    order, plus the tail); ``progress`` (a :class:`Progress`) shows the chunks done when the
+    segment has more than one."""
     tot_t, tot_r = np.zeros(k), np.zeros(k)
     f = np.full((k, len(job.track)), np.nan)
-    for loc, pt, pr, ft in segment_partials(job, chunks, state, a, k, stop):
+    n_chunks = len(getattr(chunks, "spans", ()))
+    what = f"integrating output times {a + 1}…{a + k} of {len(job.times)}"
+    if progress is not None and n_chunks > 1:
+        progress.phase(what, 0, n_chunks)
+    for i, (loc, pt, pr, ft) in enumerate(segment_partials(job, chunks, state, a, k, stop)):
+        if progress is not None and n_chunks > 1:
+            progress.phase(what, i + 1, n_chunks)
         accumulate_blocks(tot_t, pt)
         accumulate_blocks(tot_r, pr)
         f[:, loc[1]] = ft.T
+    if progress is not None:
+        progress.phase(None)
     return {"loss/test": tot_t + job.tail[0], "loss/train": tot_r + job.tail[1], "tasks/f": f}
 
 
@@ -236,7 +253,7 @@ def run_ode(
             checkpoint(0)
         t0 = _time.time()
         try:
-            th_all = theory_all(job, chunks, stop) if job.theory is not None else None
+            th_all = theory_all(job, chunks, stop, bar) if job.theory is not None else None
         except _Stopped:
             raise Ended(
                 stop.status(f"during the closed form, before output time {a0 + 1}", output)
@@ -249,7 +266,7 @@ def run_ode(
             if job.simulate:
                 t0 = _time.time()
                 try:
-                    rows = advance_segment(job, chunks, state, a, k, stop)
+                    rows = advance_segment(job, chunks, state, a, k, stop, bar)
                 except _Stopped:
                     where = f"during output times {a + 1}…{a + k} of {len(times)}; rows after the checkpoint at row {sched.p_last} are recomputed"
                     raise Ended(stop.status(where, output)) from None

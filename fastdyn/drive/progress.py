@@ -46,6 +46,9 @@ class Progress:
         #: one: rates are measured between updates, so compilation and setup do not count
         self.last: tuple[float, int, float | None, int | None] = (self._t0, int(start), None, None)
         self._first: tuple[float, int, int] | None = None
+        #: (name, done, total, clock at its start) of a phase that writes no rows (the closed
+        #: form's pass over the tasks), shown instead of the rows while it runs
+        self._phase: tuple[str, int, int, float] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if show is False or show is None:
@@ -76,8 +79,34 @@ class Progress:
             self._first = (now, rows, 0 if step is None else step)
         self.last = (now, rows, t, step)  # one assignment: the ticker thread reads a consistent row
 
+    def phase(self, name: str | None, done: int = 0, total: int = 0) -> None:
+        """A phase that writes no rows: ``done`` of ``total`` chunks of ``name`` (None: it ended)."""
+        if name is None:
+            self._phase = None
+            return
+        start = (
+            self._phase[3]
+            if self._phase is not None and self._phase[0] == name
+            else _time.monotonic()
+        )
+        self._phase = (name, int(done), int(total), start)  # one assignment, as in update
+
+    def _phase_line(self) -> str:
+        name, done, total, start = self._phase  # type: ignore[misc]
+        span = _time.monotonic() - start
+        eta = _duration((total - done) * span / done) if done and total else "?"
+        pct = 100 * done / total if total else 0.0
+        rows = self.last[1]
+        return (
+            f"fastdyn: {self.label}: {name}: {done}/{total} chunks of tasks ({pct:.1f}%), "
+            f"{rows}/{self.total} rows written, elapsed {_duration(_time.monotonic() - self._t0)}, "
+            f"ETA of this phase {eta}"
+        )
+
     def line(self) -> str:
         """The progress line for now (one line, no newline)."""
+        if self._phase is not None:
+            return self._phase_line()
         clock, rows, t, step = self.last
         by_steps = bool(self.total_steps) and step is not None
         done, total = (step, self.total_steps) if by_steps else (rows, self.total)

@@ -78,6 +78,12 @@ LINE = re.compile(
     r"^fastdyn: simulate: (\d+)/(\d+) rows written \(([0-9.]+)%\)(?:, t = (\S+))?, (\S+) rows/s,"
     r" elapsed ([^,]+), ETA .+$"
 )
+#: a phase that writes no rows (the closed form's pass, a segment's chunks being integrated)
+PHASE = re.compile(
+    r"^fastdyn: simulate: (?:closed form|integrating output times \d+…\d+ of \d+): (\d+)/(\d+)"
+    r" chunks of tasks \(([0-9.]+)%\), (\d+)/(\d+) rows written, elapsed ([^,]+), ETA of this"
+    r" phase .+$"
+)
 ELAPSED = re.compile(r"^(?:(\d+) min )?(\d+) s$")  # under an hour: "7 s", "1 min 05 s"
 
 
@@ -107,22 +113,25 @@ def test_a_batch_run_of_10_s_writes_progress_lines_that_match_the_file(tmp_path)
         assert proc.wait(timeout=900) == 0, err.read_text()
     lines = err.read_text().splitlines()
     assert lines[-1] == f"{out}: complete"  # the final status line stays last
-    progress = [LINE.match(ln) for ln in lines[:-1]]
-    assert all(progress), lines  # nothing else on stderr
+    phases = [PHASE.match(ln) for ln in lines[:-1] if not LINE.match(ln)]
+    assert all(phases), lines  # nothing else on stderr
+    for m in phases:  # chunks done of the phase, and the rows written so far
+        assert 0 <= int(m.group(1)) <= int(m.group(2)) and int(m.group(5)) == ROWS, m.group(0)
+    progress = [LINE.match(ln) or PHASE.match(ln) for ln in lines[:-1]]
     run = fastdyn.load(out)
     assert len(run.time) == ROWS
     # a line every 2 s of the run's wall time: the i-th one after i intervals (the elapsed time
     # it shows, rounded to seconds, counts from the start of the progress display), and none
     # missing: ROWS pauses of 60 ms make the run last ≥ 10.26 s, so 5 lines are due (4 leave
     # the ticker thread 2 s of wake-up delays on a loaded machine)
-    elapsed = [_seconds(m.group(6)) for m in progress]
+    elapsed = [_seconds(m.group(6)) for m in progress]  # group 6 in both kinds of line
     assert all(e >= every * i for i, e in enumerate(elapsed, 1)), elapsed
     assert len(progress) >= 4, lines
     # against the run's own clock: no more lines than 2 s intervals in its total wall time
     assert every * len(progress) <= run.attrs["timings"]["total"], (elapsed, run.attrs)
-    rows = [int(m.group(1)) for m in progress]
+    rows = [int(m.group(1 if m.re is LINE else 4)) for m in progress]
     assert rows == sorted(rows) and rows[-1] > rows[0] and all(0 <= r <= ROWS for r in rows)
-    for m in progress:
+    for m in (m for m in progress if m.re is LINE):
         n, total, pct, t = int(m.group(1)), int(m.group(2)), float(m.group(3)), m.group(4)
         assert total == ROWS
         assert abs(pct - 100 * n / ROWS) <= 0.051
@@ -168,3 +177,16 @@ def test_the_first_sigint_is_acknowledged_at_once_inside_a_kernel(tmp_path):
         proc.send_signal(signal.SIGINT)  # the second one ends it at once
         assert proc.wait(timeout=60) == 130
     assert err.read_text().splitlines() == [want + " (a second SIGINT/SIGTERM ends at once)"]
+
+
+def test_a_phase_that_writes_no_rows_is_named_with_its_chunks():
+    """The closed form's pass over the tasks (minutes on a large table) names itself and its
+    chunks instead of "0/161 rows written … ETA ?"."""
+    from fastdyn.drive.progress import Progress
+
+    p = Progress(161, False)
+    p.phase("closed form", 1, 4)
+    m = PHASE.match(p.line())
+    assert m and m.group(1, 2, 3, 4, 5) == ("1", "4", "25.0", "0", "161"), p.line()
+    p.phase(None)
+    assert LINE.match(p.line()) and p.line().startswith("fastdyn: simulate: 0/161 rows written")
