@@ -322,6 +322,7 @@ def plot_tasks(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None
     xlabel = time_label(runs)
     fig, ax = _subplots(style)
     normalised = True
+    theory_in_legend = False
     for run, rname in zip(runs, names, strict=True):
         sim, th = "tasks/f" in run, "theory/tasks/f" in run
         if not (sim or th):
@@ -342,9 +343,12 @@ def plot_tasks(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None
             if sim:
                 ax.plot(t[keep], run["tasks/f"][keep, j] / lam[j], "-", color=color, lw=1.8,
                         label=f"{rname}: s = {s}")  # fmt: skip
-            if th:
+            if th:  # beside a simulation: black dashed, one legend entry for all of them
+                th_label = f"closed form s = {s}" if not sim else None
+                if sim and not theory_in_legend:
+                    th_label, theory_in_legend = "closed form (dashed)", True
                 ax.plot(t[keep], run["theory/tasks/f"][keep, j] / lam[j], "--", color="k" if sim else color,
-                        lw=1.0, label=f"closed form s = {s}" if not sim else None)  # fmt: skip
+                        lw=1.0, label=th_label)  # fmt: skip
             if emerg is not None and np.isfinite(emerg[j]) and emerg[j] > 0:
                 ax.axvline(emerg[j], color=color, ls=":", lw=1.0)
     ax.set_xscale("log")

@@ -96,6 +96,9 @@ def test_plot_tasks(tmp_path):
     ys = lines[0].get_ydata()
     assert ys[-1] == pytest.approx(1.0, abs=1e-6)  # normalised by Λ_s
     assert [ln.get_xdata()[0] for ln in lines if ln.get_linestyle() == ":"] == list(ts)
+    # the legend names the closed form once (its dashed lines are black beside the simulation)
+    legend = [tx.get_text() for tx in ax.get_legend().get_texts()]
+    assert legend.count("closed form (dashed)") == 1 and len(legend) == 4, legend
     with pytest.raises(KeyError, match="no per-task series"):
         plot.plot_tasks(
             [load(make_run(tmp_path / "n.h5", t, {"loss/test": t + 1}))], tmp_path / "x.png"
