@@ -89,6 +89,16 @@ class Theory:
         }
 
 
+def _fit_note(run: Run) -> str | None:
+    """The model's warning for power-law fits of its runs (``ModelEntry.fit_note``), if any."""
+    from ..models.registry import get_model
+
+    try:
+        return get_model(run.model).fit_note
+    except KeyError:
+        return None
+
+
 def _msfr_abg(run: Run) -> tuple[float, float, float] | None:
     """(α, β, γ) of the run's task law from its model's ``fit_theory`` hook (None without one)."""
     from ..models.registry import get_model
@@ -397,6 +407,9 @@ def fit_run(
             "count steepens the loss after it"
         )
     f, mode, notes, reason = _do_fit(t, v, window, cutoff, name, offset, bootstrap, loss, seed, ci)
+    note = _fit_note(run)
+    if note:
+        notes.append(note)
     _emit(notes)
     th = theory_for(run, "time")
     if ts is not None:

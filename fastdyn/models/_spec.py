@@ -67,6 +67,9 @@ class ModelEntry:
     fit_theory: Callable[[Any], tuple[float, float, float] | None] | None = None
     #: the model of a config that names none (one built-in model declares it)
     default: bool = False
+    #: a warning shown with every ``fit`` of this model's runs, when a power law is not what its
+    #: losses follow (e.g. plateaus and drops)
+    fit_note: str | None = None
 
 
 @dataclass

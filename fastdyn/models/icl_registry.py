@@ -91,6 +91,11 @@ def _entry(name: str) -> _spec.ModelEntry:
         extras={"model": _CLASSES[name], **{f: getattr(th, f) for f in th.__all__}},
         default_series=("loss/train",),
         loss_levels=_LEVELS[name],
+        fit_note=(
+            f"{name} losses go through plateaus and drops (saddle to saddle), not a power law: the "
+            "exponent only describes the window fitted; compare the plateaus with `fastdyn theory "
+            "plateaus` and `fastdyn plot`"
+        ),
     )
 
 

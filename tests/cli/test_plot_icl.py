@@ -151,3 +151,34 @@ def test_time_label_names_the_steps_only_for_runs_that_have_them(tmp_path):
     assert r.exit_code == 0, r.output
     gd = fastdyn.load(tmp_path / "gd.h5")
     assert "step" in gd and time_label([gd]) == "t (gradient-flow time, η·step)"
+
+
+def test_fit_of_an_icl_run_warns_that_its_losses_are_not_a_power_law(tmp_path):
+    """The model declares what a power-law fit of its losses means (``ModelEntry.fit_note``); the
+    MSFR models declare nothing and print no such line."""
+    p = tmp_path / "icl.h5"
+    r = CliRunner().invoke(
+        main, ["-q", "simulate", "icl_fig1", "--set", "schedule.epochs=200", "-o", str(p)]
+    )
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["fit", str(p), "--window", "all"])
+    assert r.exit_code == 0, r.output
+    assert "fastdyn: warning: attn-m losses go through plateaus and drops" in r.output
+    m = tmp_path / "m.h5"
+    r = CliRunner().invoke(
+        main,
+        [
+            "-q",
+            "simulate",
+            "quickstart",
+            "--set",
+            "task.n_tasks=3000",
+            "--set",
+            "output.track=[1,10]",
+            "-o",
+            str(m),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["fit", str(m)])
+    assert r.exit_code == 0 and "plateaus and drops" not in r.output, r.output
