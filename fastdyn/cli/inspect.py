@@ -61,20 +61,37 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
         echo(f"seed:     {get('seed')}")
         echo(f"timings:  {get('timings')}")
         echo("series:")
+        coords: list[str] = []
+
+        def line(name, obj) -> str:
+            units = obj.attrs.get("units", "")
+            units = units.decode() if isinstance(units, bytes) else units
+            units = "dimensionless" if units == "1" else units  # CF's "1"
+            return f"  /{name:28s} {str(obj.shape):>14s} {obj.dtype}  [{units}]"
 
         def show(name, obj):
             if isinstance(obj, h5py.Dataset) and verify:
                 read_rows(obj)  # checks every chunk's fletcher32 (a torn last chunk: verified)
-            if name.startswith(CHECKPOINT):
+            if name.startswith(CHECKPOINT) or not isinstance(obj, h5py.Dataset):
                 return
-            if "/" in name and name.rsplit("/", 1)[1] in ("time", "index"):
-                return  # hard links of the dimension scales into series groups
-            if isinstance(obj, h5py.Dataset):
-                units = obj.attrs.get("units", "")
-                units = units.decode() if isinstance(units, bytes) else units
-                echo(f"  /{name:28s} {str(obj.shape):>14s} {obj.dtype}  [{units}]")
+            if obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE"):
+                return  # an axis of the series (time, task index), listed under coordinates
+            echo(line(name, obj))
+
+        def scale(name, obj):
+            if isinstance(obj, h5py.Dataset) and not name.startswith(CHECKPOINT):
+                if obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE"):
+                    # each scale once, by its own path (the series groups hold hard links to it)
+                    own = next((p for p in ("time", "tasks/index") if p in f and f[p] == obj), name)
+                    if line(own, obj) not in coords:
+                        coords.append(line(own, obj))
 
         f.visititems(show)
+        f.visititems(scale)
+        if coords:
+            echo("coordinates:")
+            for line in coords:
+                echo(line)
         if verify and (bad := checkpoint_damage(f)):
             raise FileFormatError(f"{file}: damaged checkpoint ({bad})")
         ck = read_checkpoint(f) if CHECKPOINT in f else None
