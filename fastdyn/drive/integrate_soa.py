@@ -45,6 +45,24 @@ COUNT_ACCEPTED, COUNT_REJECTED, COUNT_FAILED = 0, 1, 2
 _KERNELS: dict[tuple, Any] = {}
 
 
+@njit(inline="always", **_FLAGS)
+def _load(params, y, i, p, yy):
+    """Task i's parameter column and state into the scratch arrays ``p``, ``yy``."""
+    for r in range(p.shape[0]):
+        p[r] = params[r, i]
+    for r in range(yy.shape[0]):
+        yy[r] = y[r, i]
+
+
+@njit(inline="always", **_FLAGS)
+def _add_terms(test_part, train_part, b, te, tr):
+    """Add one task's loss terms into block b's partials (tasks in order within a block: the
+    fixed order of the sums)."""
+    for j in range(te.shape[0]):
+        test_part[b, j] += te[j]
+        train_part[b, j] += tr[j]
+
+
 def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
     """The parallel CPU kernel of RK4 for one model (compiled once per process and model)."""
     key = ("rk4", rhs, observe, loss)
@@ -61,17 +79,12 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
             k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
             te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
             for i in range(lo, hi):
-                for r in range(kp):
-                    p[r] = params[r, i]
-                for r in range(ns):
-                    yy[r] = y[r, i]
+                _load(params, y, i, p, yy)
                 tracked = tpos[i] >= 0
                 f = f_track[tpos[i]] if tracked else fdummy
                 if task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te, tr, f, tracked, stop) != 0:
                     break  # a stop request: the block's outputs stay incomplete
-                for j in range(T):  # task order within the block: the fixed order of the sums
-                    test_part[b, j] += te[j]
-                    train_part[b, j] += tr[j]
+                _add_terms(test_part, train_part, b, te, tr)
                 for r in range(ns):
                     y[r, i] = yy[r]
 
@@ -99,10 +112,7 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
             k5, k6, k7 = np.empty(ns), np.empty(ns), np.empty(ns)
             te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
             for i in range(lo, hi):
-                for r in range(kp):
-                    p[r] = params[r, i]
-                for r in range(ns):
-                    yy[r] = y[r, i]
+                _load(params, y, i, p, yy)
                 tracked = tpos[i] >= 0
                 f = f_track[tpos[i]] if tracked else fdummy
                 code, hs, nacc, nrej, failed = task(
@@ -116,9 +126,7 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
                     h[i] = hs
                 if code != soa_tasks.DONE:
                     break  # the block gives up; its outputs stay incomplete
-                for j in range(T):  # task order within the block: the fixed order of the sums
-                    test_part[b, j] += te[j]
-                    train_part[b, j] += tr[j]
+                _add_terms(test_part, train_part, b, te, tr)
                 for r in range(ns):
                     y[r, i] = yy[r]
                 h[i] = hs
