@@ -5,13 +5,10 @@ or the loss at a fixed time, of several runs against their config value), ``comp
 compute-optimal frontier C = t·D of a grid of runs with different model sizes, via
 :func:`fastdyn.analysis.frontiers.frontier`). Exponents are p in L ∝ x^-p throughout.
 
-Theory lookups: for MSFR runs the exponent of spec msfr.md §6 from the config stored in the file
-(:func:`fastdyn.models.msfr.scaling.exponents`), in the regime of the fit: time fits take the
-regime (Λ_s ≪ 1, Λ_s ≫ 1 or mixed) of the tasks that emerge inside the fit window
-(:func:`fastdyn.models.msfr.scaling.window_regime`), compute frontiers that of the tasks s within
-the model sizes; model-size and data laws are the same in both. Time fits with ``window="auto"``
-also end where the learned-task cutoff s_c(t) reaches ``cutoff_fraction`` of the represented tasks
-(:func:`fastdyn.models.msfr.scaling.emergence_times`), with a warning naming the cutoff.
+Theory lookups ask the run's model (its entry's ``scaling``, a
+:class:`fastdyn.models.ScalingTheory`): the exponent
+for the resource, in the regime of what the fit sees, and the cutoff where an auto time window ends
+(with a warning naming it). A model without one gets fits without a theory line.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..h5.reader import Run
-from ..models.msfr import scaling
+from ..models._spec import Cutoff, ScalingTheory, Theory
 from ._common import _f
 from .frontiers import Frontier, frontier
 from .labels import time_label
@@ -39,54 +36,25 @@ __all__ = [
     "FitReport",
     "FrontierReport",
     "theory_for",
-    "msfr_cutoff_time",
-    "msfr_window_regime",
+    "cutoff_for",
     "resource_value",
     "value_at",
     "fit_run",
     "scan",
     "compute_frontier",
-    "plateau_table",
     "DEFAULT_CUTOFF_FRACTION",
 ]
 
 RESOURCES = ("time", "model_size", "n_samples", "compute")
-_FIELD = {"time": "time", "model_size": "model_size", "n_samples": "data", "compute": "compute"}
-_KAPPA = {"small": "alpha+beta+gamma", "large": "alpha+beta+3gamma"}
-_EXPR = {
-    "time": "eta/kappa_t",
-    "model_size": "eta",
-    "n_samples": "eta/alpha",
-    "compute": "eta/(kappa_t+1)",
-}
+#: where a run whose model declares no scaling laws keeps the resources of a scan
+_RESOURCE_KEYS = {"model_size": "task.model_size", "n_samples": "task.n_samples"}
 _SYMBOL = {"time": "t", "model_size": "D", "n_samples": "N", "compute": "C"}
 
-#: auto windows of MSFR time fits end where s_c(t) reaches this fraction of the represented tasks:
+#: auto time windows end at the model's cutoff for this fraction (the learned-task cutoff: where
+#: s_c(t) reaches this fraction of the represented tasks):
 #: with finite N_s the loss is ~ s_c^-eta - N_s^-eta, whose local slope departs from the law by
 #: ~eta (s_c/N_s)^eta / (1 - (s_c/N_s)^eta): 0.05 at s_c/N_s = 0.1 for eta = 1.5, 0.017 at 0.05.
 DEFAULT_CUTOFF_FRACTION = 0.1
-
-
-@dataclass(frozen=True)
-class Theory:
-    """A theory exponent p (L ∝ x^-p) and where it comes from; ``d_star`` for compute fits;
-    ``regime`` ("small", "large", "mixed" or "" when the law does not depend on it) and one line
-    ``regime_text`` saying which tasks the fit sees and which law that makes."""
-
-    exponent: float
-    source: str
-    d_star: float | None = None
-    regime: str = ""
-    regime_text: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "exponent": self.exponent,
-            "source": self.source,
-            "d_star": self.d_star,
-            "regime": self.regime,
-            "regime_text": self.regime_text,
-        }
 
 
 def _fit_note(run: Run) -> str | None:
@@ -99,82 +67,29 @@ def _fit_note(run: Run) -> str | None:
         return None
 
 
-def _msfr_abg(run: Run) -> tuple[float, float, float] | None:
-    """(α, β, γ) of the run's task law from its model's ``fit_theory`` hook (None without one)."""
+def _scaling(run: Run) -> ScalingTheory | None:
+    """The run's model's scaling laws (``ModelEntry.scaling``), None without them."""
     from ..models.registry import get_model
 
     try:
-        hook = get_model(run.model).fit_theory
+        return get_model(run.model).scaling
     except KeyError:
         return None
-    return hook(run) if hook is not None else None
 
 
 def theory_for(run: Run, x: str, regime: str = "small") -> Theory | None:
     """The theory exponent for fitting ``run``'s loss against ``x`` in ``regime`` ("small":
-    Λ_s ≪ 1, "large": Λ_s ≫ 1; the model-size and data laws are the same in both), None when
-    there is none."""
+    Λ_s ≪ 1, "large": Λ_s ≫ 1, where the model has regimes), None when its model has none."""
     _check_x(x)
-    abg = _msfr_abg(run)
-    if abg is None:
-        return None
-    try:
-        ex = scaling.exponents(*abg, regime=regime)
-    except ValueError:
-        return None  # outside the laws' domain (alpha + 2 gamma <= 1, ...)
-    a, b, g = abg
-    if x in ("time", "compute"):
-        where = f", {scaling.REGIME_NAMES[regime]}: kappa_t = {_KAPPA[regime]}"
-    else:
-        where = " (the same for Λ_s ≪ 1 and Λ_s ≫ 1)"
-    src = f"msfr spec §6{where}: {_EXPR[x]} with alpha={a:g}, beta={b:g}, gamma={g:g}"
-    rg = regime if x in ("time", "compute") else ""
-    return Theory(getattr(ex, _FIELD[x]), src, ex.d_star if x == "compute" else None, rg)
+    laws = _scaling(run)
+    return None if laws is None or x not in laws.resources else laws.exponent(run, x, regime)
 
 
-def _strength(run: Run) -> tuple[float, float]:
-    get = lambda k, d: config_value(run, k, d)  # noqa: E731
-    return float(get("task.strength0", 1.0)), float(get("task.gamma", 0.0))
-
-
-def _regime_theory(run: Run, x: str, wr: scaling.WindowRegime, what: str) -> Theory | None:
-    """The theory of ``wr.law`` for ``x`` with a one-line account of the regime."""
-    th = theory_for(run, x, wr.law)
-    abg = _msfr_abg(run)
-    if abg is None:
-        return th
-    lam0, g = _strength(run)
-    sx = scaling.crossover(lam0, g)
-    cross = "no crossover (gamma = 0)" if sx is None else f"crossover s× = Λ0^(1/gamma) = {sx:.4g}"
-    other = "small" if wr.law == "large" else "large"
-    try:
-        p_other = f"p = {getattr(scaling.exponents(*abg, regime=other), _FIELD[x]):.5f}"
-    except ValueError:
-        p_other = "none"
-    tasks = f"tasks s = {wr.s_lo}..{wr.s_hi} {what}, Λ_s = {wr.lam_lo:.3g}..{wr.lam_hi:.3g}"
-    if wr.regime == "mixed":
-        head = (f"mixed: {tasks} span Λ_s = 1 ({cross}); neither law holds exactly, nearest "
-                f"{scaling.REGIME_NAMES[wr.law]}")  # fmt: skip
-    else:
-        head = f"{scaling.REGIME_NAMES[wr.regime]}: {tasks} ({cross})"
-    text = f"{head}; the {scaling.REGIME_NAMES[other]} law would be {p_other}"
-    if x == "time" and th is not None and math.isfinite(wr.kappa_w) and wr.kappa_w > 0:
-        eta = scaling.exponents(*abg).eta
-        text += f"; t_s ∝ s^{wr.kappa_w:.3f} there (logs included): eta/{wr.kappa_w:.3f} = {eta / wr.kappa_w:.5f}"
-    if th is None:
-        return None
-    return Theory(th.exponent, th.source, th.d_star, wr.regime, text)
-
-
-def msfr_window_regime(
-    run: Run, t_lo: float, t_hi: float, ts: np.ndarray | None = None
-) -> scaling.WindowRegime | None:
-    """The regime of the tasks of an MSFR run that emerge in [t_lo, t_hi] (None if not MSFR);
-    ``ts`` the run's emergence times when already computed."""
-    if _msfr_abg(run) is None:
-        return None
-    ts = _msfr_emergence(run) if ts is None else ts
-    return scaling.window_regime(t_lo, t_hi, ts, *_strength(run))
+def cutoff_for(run: Run, fraction: float = DEFAULT_CUTOFF_FRACTION) -> Cutoff | None:
+    """Where an auto time window of ``run`` ends for a model reason (e.g. the learned-task
+    cutoff t_c, where s_c(t) reaches ``fraction`` of the represented tasks), None if nowhere."""
+    laws = _scaling(run)
+    return None if laws is None else laws.cutoff(run, fraction)
 
 
 def _check_x(x: str) -> None:
@@ -182,28 +97,17 @@ def _check_x(x: str) -> None:
         raise ValueError(f"x must be one of {', '.join(RESOURCES)}, got {x!r}")
 
 
-def model_size(run: Run) -> float:
-    """Resolved model size D of an MSFR run (``n_represented``, or task.model_size / n_tasks)."""
-    if "n_represented" in run.attrs:
-        return float(run.attrs["n_represented"])
-    d = config_value(run, "task.model_size")
-    n = resolved_number(config_value(run, "task.n_tasks"))
-    if d is None or d == "all":
-        return n
-    d = resolved_number(d)
-    return min(d, n) if math.isfinite(n) else d
-
-
 def resource_value(run: Run, x: str) -> float:
-    """The config value of resource ``x`` ("model_size" | "n_samples") for one run."""
-    if x == "model_size":
-        v = model_size(run)
-    elif x == "n_samples":
-        v = resolved_number(config_value(run, "task.n_samples"))
-    else:
+    """The config value of resource ``x`` ("model_size" | "n_samples") for one run: its model's
+    (``ScalingTheory.resource``), else the config key of :data:`_RESOURCE_KEYS`."""
+    if x not in ("model_size", "n_samples"):
         raise ValueError(f"resource_value: x must be model_size or n_samples, got {x!r}")
+    laws = _scaling(run)
+    if laws is not None and x in laws.resources:
+        return laws.resource(run, x)
+    key = _RESOURCE_KEYS[x]  # a model without scaling laws: its config's value
+    v = resolved_number(config_value(run, key))
     if not (math.isfinite(v) and v > 0):
-        key = "task.model_size" if x == "model_size" else "task.n_samples"
         raise ValueError(f"{run.path}: {key} is not a finite positive number in the stored config")
     return v
 
@@ -234,39 +138,6 @@ def value_at(run: Run, y: str = "loss/test", at: float | None = None) -> float:
     if at > 0 and pos.sum() >= 2 and t[pos][0] <= at:
         return float(np.exp(np.interp(math.log(at), np.log(t[pos]), np.log(v[pos]))))
     return float(np.interp(at, t, v))
-
-
-def _msfr_emergence(run: Run) -> np.ndarray:
-    """Emergence times t_s of the represented tasks s = 1..D (index s - 1) of an MSFR run.
-
-    P(s) = s^-alpha / Z(N_s) over all N_s tasks, restricted to s <= D; for finite n_samples the
-    expected frequencies stand in for the sampled counts.
-    """
-    get = lambda k, d: config_value(run, k, d)  # noqa: E731
-    n_tasks = int(resolved_number(get("task.n_tasks", 10_000)))
-    D = int(model_size(run))
-    kw = {
-        "alpha": float(get("task.alpha", 2.0)),
-        "beta": float(get("task.beta", 0.0)),
-        "gamma": float(get("task.gamma", 0.0)),
-        "strength0": float(get("task.strength0", 1.0)),
-        "psi0": float(get("task.psi0", 100.0)),
-        "psi_min": int(get("task.psi_min", 1)),
-        "init_scale": float(get("init.scale", 1e-3)),
-    }
-    return scaling.emergence_times(n_tasks=n_tasks, **kw)[:D]
-
-
-def msfr_cutoff_time(
-    run: Run, fraction: float = DEFAULT_CUTOFF_FRACTION, ts: np.ndarray | None = None
-) -> float | None:
-    """Time at which s_c(t) reaches ``fraction`` of the represented tasks D (None if not MSFR);
-    ``ts`` the run's emergence times when already computed (:func:`_msfr_emergence`)."""
-    if _msfr_abg(run) is None:
-        return None
-    ts = np.sort(_msfr_emergence(run) if ts is None else ts)
-    k = max(int(math.ceil(fraction * ts.size)), 1)
-    return float(ts[k - 1])
 
 
 @dataclass(frozen=True, eq=False)
@@ -389,32 +260,21 @@ def fit_run(
 ) -> FitReport:
     """Fit series ``y`` of one run against time (``x = "time"``); window "auto", "all" or (lo, hi).
 
-    Warnings (also in ``report.warnings``) name the MSFR learned-task cutoff when it ends the window.
+    Warnings (also in ``report.warnings``) name the model's cutoff (e.g. the learned-task cutoff
+    t_c) when it ends the window.
     """
     if x != "time":
         raise ValueError(f"fit_run fits one run against time; use scan() for x={x!r}")
     t, v = _series(run, y)
-    ts = _msfr_emergence(run) if _msfr_abg(run) is not None else None
-    cutoff = msfr_cutoff_time(run, cutoff_fraction, ts)
-    name = text = ""
-    if cutoff is not None:
-        D = int(model_size(run))
-        k = max(int(math.ceil(cutoff_fraction * D)), 1)
-        name = f"learned-task cutoff t_c = {cutoff:g}"
-        text = (
-            f"t_c = {cutoff:g}: the learned-task cutoff s_c(t) reaches {k} of the D = {D} "
-            f"represented tasks there (cutoff fraction {cutoff_fraction:g}); the finite task "
-            "count steepens the loss after it"
-        )
+    cut = cutoff_for(run, cutoff_fraction)
+    cutoff, name, text = (None, "", "") if cut is None else (cut.time, cut.name, cut.text)
     f, mode, notes, reason = _do_fit(t, v, window, cutoff, name, offset, bootstrap, loss, seed, ci)
     note = _fit_note(run)
     if note:
         notes.append(note)
     _emit(notes)
-    th = theory_for(run, "time")
-    if ts is not None:
-        wr = scaling.window_regime(*f.window, ts, *_strength(run))
-        th = _regime_theory(run, "time", wr, "emerge in the window")
+    laws = _scaling(run)
+    th = None if laws is None else laws.time_theory(run, tuple(f.window))
     return FitReport(
         "time",
         y,
@@ -567,55 +427,12 @@ def compute_frontier(
     runs = [runs[i] for i in order]
     ts, Ls = zip(*(_series(r, y) for r in runs), strict=True)
     notes: list[str] = []
-    th = _shared_theory(runs, "compute", notes)
-    if th is not None:
-        th = _frontier_regime(runs, Ds[order], th, notes)
+    laws = {id(_scaling(r)): _scaling(r) for r in runs}
+    th = None
+    if len(laws) == 1 and (law := next(iter(laws.values()))) is not None:
+        th = law.frontier_theory(runs, Ds[order], notes)
     fr = frontier(list(ts), Ds[order], list(Ls), n_C=n_C, bootstrap=bootstrap, seed=seed, ci=ci)
     _emit(notes)
     return FrontierReport(
         fr, Ds[order], list(ts), list(Ls), y, th, tuple(notes), tuple(str(r.path) for r in runs)
     )
-
-
-def _frontier_regime(
-    runs: Sequence[Run], Ds: np.ndarray, th: Theory, notes: list[str]
-) -> Theory | None:
-    """The compute theory in the regime of the tasks s = min D..max D (D* ≈ s_c(t) there)."""
-    lg = {_strength(r) for r in runs}
-    if len(lg) > 1:
-        notes.append("runs have different strength0/gamma: the compute law is the Λ_s ≪ 1 one")
-        return th
-    lam0, g = lg.pop()
-    s_lo, s_hi = int(Ds.min()), int(Ds.max())
-    lam = sorted((lam0 * s_lo**-g, lam0 * s_hi**-g))
-    reg = scaling.regime_of(*lam)
-    mid = math.sqrt(s_lo * s_hi)
-    law = reg if reg != "mixed" else ("large" if lam0 * mid**-g >= 1 else "small")
-    wr = scaling.WindowRegime(reg, law, s_lo, s_hi, lam[0], lam[1], math.nan, s_hi - s_lo + 1)
-    return _regime_theory(runs[0], "compute", wr, "are the model sizes")
-
-
-def plateau_table(
-    dim: int, context: float, spectrum: str = "linear", exponent: float = 1.0
-) -> dict[str, Any]:
-    """ATTN_S plateau losses L(M_m), m = 0..D, and the ATTN_M global minimum L* (spec icl.md §4).
-
-    Spectrum conventions of icl.md §1 (linear: ∝ 1..D with tr Λ = 1; white: I/D). Calls the model
-    theory (:mod:`fastdyn.models.attn_s.theory`), which owns the formula.
-    """
-    from ..models.attn_s.theory import loss_star, plateau_losses
-    from ..problems.icl import spectrum_eigenvalues
-
-    if int(dim) != dim or dim < 1:
-        raise ValueError(f"--dim: must be a positive integer, got {dim!r}")
-    if not (math.isfinite(context) and context > 0):
-        raise ValueError(f"--context: must be a finite number > 0, got {context!r}")
-    lam = spectrum_eigenvalues(int(dim), spectrum, exponent)
-    return {
-        "dim": int(dim),
-        "context": float(context),
-        "spectrum": spectrum,
-        "eigenvalues": lam.tolist(),
-        "plateaus": np.asarray(plateau_losses(lam, context)).tolist(),
-        "loss_star": float(loss_star(lam, context)),
-    }

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..h5.reader import FileFormatError, Run, global_heap_damage, load
+from ..models._spec import stored_value
 
 __all__ = ["RunTable", "flatten_config", "load_many", "config_value", "expand_paths"]
 
@@ -39,12 +40,7 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
 
 def config_value(run: Run, key: str, default: Any = None) -> Any:
     """A dotted config value of ``run`` (``"task.alpha"``), or ``default`` when absent."""
-    node: Any = run.config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return default
-        node = node[part]
-    return node
+    return stored_value(run, key, default)
 
 
 def _row(run: Run) -> dict[str, Any]:

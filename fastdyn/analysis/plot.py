@@ -3,7 +3,7 @@ the matplotlib Figure.
 
 Kinds: ``loss`` (loss curves, theory dashed), ``scaling`` (a fit with its exponent ± CI, theory
 dashed), ``frontier`` (L*(C), D*(C)), ``tasks`` (per-task f_s/Λ_s and emergence times), ``weights``
-(ATTN value weights and eigen-projections over time).
+(attention value weights and eigen-projections over time).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import numpy as np
 from ..h5.reader import Run
 from .compare import FitReport, FrontierReport
 from .labels import default_series, loss_levels, run_labels, series_name, time_label, y_label
-from .load import config_value
 
 STYLES = ("default", "paper")
 
@@ -133,7 +132,7 @@ def plot_loss(
     style: str = "default",
 ):
     """Loss vs time for each run in its own colour: the simulation solid, ``/theory/<series>``
-    dashed and the model's reference levels (ICL: plateaus L(M_m) dotted, L* dash-dotted).
+    dashed and the model's reference levels (plateaus L(M_m) dotted, L* dash-dotted).
 
     ``series`` None: each run's model default (:func:`fastdyn.analysis.labels.default_series`);
     ``labels``: one legend label per run (default: file names); returns the Figure.
@@ -360,31 +359,23 @@ def plot_tasks(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None
     return fig
 
 
-def _gamma_star_eig(run: Run) -> np.ndarray | None:
-    """e_dᵀ Γ* e_d = 1 / (λ_d (1 + (1 + trΛ/λ_d)/N)) from the stored data config (None if absent)."""
-    D, N = config_value(run, "data.D"), config_value(run, "data.N")
-    if D is None or N is None:
-        return None
-    try:
-        from ..models.attn_m.theory import shrink
-        from ..problems.icl import spectrum_eigenvalues
+def _param_targets(run: Run) -> dict[str, np.ndarray]:
+    """The values the run's ``params/`` series approach, from its model (``param_targets``)."""
+    from ..models.registry import get_model
 
-        lam = spectrum_eigenvalues(
-            int(D), str(config_value(run, "data.spectrum", "linear")),
-            float(config_value(run, "data.exponent", 1.0)),
-            tuple(config_value(run, "data.eigenvalues", ()) or ()),
-            bool(config_value(run, "data.normalize_trace", True)),
-        )  # fmt: skip
-        return 1.0 / shrink(lam, float(N))
-    except (ValueError, TypeError):
-        return None
+    try:
+        hook = get_model(run.model).param_targets
+    except KeyError:
+        return {}
+    return hook(run) if hook is not None else {}
 
 
 @_styled
 def plot_weights(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None = None,
                  labels: Sequence[str] | None = None, style: str = "default"):  # fmt: skip
-    """ATTN runs: value weights v_i(t) (left) and eigen-projections e_dᵀΓe_d(t) (right), log t;
-    dashed: the global-minimum projections e_dᵀΓ*e_d (spec icl.md §4) when the config has them."""
+    """Attention runs: value weights v_i(t) (left) and eigen-projections e_dᵀΓe_d(t) (right), log t;
+    dashed: where the model says they go (``param_targets``, e.g. the global minimum's
+    projections e_dᵀΓ*e_d)."""
     names = run_labels(runs, labels)
     xlabel = time_label(runs)
     fig, (ax, bx) = _subplots(style, 2)
@@ -406,7 +397,7 @@ def plot_weights(runs: Sequence[Run], out: str | os.PathLike, *, title: str | No
                 bx.plot(
                     t[keep], G[keep, d], lw=1.5, color=f"C{d % 10}", label=f"e_{d + 1}ᵀ Γ e_{d + 1}"
                 )
-            star = _gamma_star_eig(run)
+            star = _param_targets(run).get("params/Gamma_eig")
             if star is not None and star.size == G.shape[1]:
                 for d, g in enumerate(star):
                     bx.axhline(g, color=f"C{d % 10}", ls="--", lw=1.0,

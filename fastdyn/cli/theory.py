@@ -1,338 +1,67 @@
-"""``fastdyn theory exponents|plateaus``: tables of theory predictions (no files involved)."""
+"""``fastdyn theory COMMAND``: tables of theory predictions (no files involved).
+
+Each model package declares its commands in the ``fastdyn.theory`` entry-point group (the
+command's name → a click command; fastdyn's own are in its ``pyproject.toml``), the way click
+plug-ins are found. A command is imported only when listed or run, and runs under
+:func:`guarded`: a ConfigError or ValueError it raises for bad input is one line, exit 2.
+"""
 
 from __future__ import annotations
 
-import json
+from importlib.metadata import entry_points
 
 import click
 
-from ._common import UserError, guarded, sets_option
+from ._common import guarded
 
-SPECTRA = ("linear", "white", "power")
-
-_ROWS = (
-    ("time", "time t", "t", "eta/kappa_t"),
-    ("model_size", "model size D", "D", "eta"),
-    ("data", "data N (t -> inf)", "N", "eta/alpha"),
-    ("compute", "compute C = tD", "C", "eta/(kappa_t+1)"),
-)
+GROUP = "fastdyn.theory"
 
 
-@click.group("theory")
-def command() -> None:
-    """Theory predictions: MSFR scaling exponents, ATTN plateau losses."""
+class _PluginCommands(click.Group):
+    """A group whose commands are the ``fastdyn.theory`` entry points (the first of a name wins)."""
 
+    def _points(self) -> dict:
+        points: dict = {}
+        for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+            points.setdefault(ep.name, ep)
+        return points
 
-def _crossover_line(gamma: float, strength0: float | None) -> str:
-    """Where Λ_s = Λ0 s^-gamma crosses 1, and which side the tasks s >= 1 lie on."""
-    from ..models.msfr.scaling import LARGE_AT, crossover
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self._points())
 
-    if gamma == 0:
-        return ("crossover: none (gamma = 0): Λ_s = Λ0 for every task, 1 + Λ_s² is the same for "
-                "all, and both regimes give the same laws")  # fmt: skip
-    lo, hi = ("small", "large") if gamma < 0 else ("large", "small")
-    names = {"small": "Λ_s ≪ 1", "large": "Λ_s ≫ 1"}
-    head = (f"crossover: Λ_s = 1 at s× = Λ0^(1/gamma) = Λ0^{1 / gamma:.4g}; "
-            f"{names[lo]} for s ≪ s×, {names[hi]} for s ≫ s×")  # fmt: skip
-    if strength0 is None:
-        return head + " (give --strength0 for s×)"
-    sx = crossover(strength0, gamma)
-    lam1 = strength0  # Λ_1
-    if sx is not None and sx <= 1 / LARGE_AT ** (1 / abs(gamma)):
-        where = f"every task s ≥ 1 has {names[hi]} (Λ_1 = {lam1:g})"
-    else:
-        where = f"tasks s ≪ {sx:.4g} have {names[lo]}, s ≫ {sx:.4g} {names[hi]}"
-    return f"{head}; Λ0 = {strength0:g}: s× = {sx:.4g}, {where}"
-
-
-@command.command("exponents")
-@click.option(
-    "--alpha",
-    type=float,
-    default=None,
-    help="Zipf exponent α (P(s) ∝ s^-α); or give --config/--set for local exponents.",
-)
-@click.option("--beta", type=float, default=0.0, show_default=True, help="Context exponent β.")
-@click.option("--gamma", type=float, default=0.0, show_default=True, help="Strength exponent γ.")
-@click.option("--strength0", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Λ0 (Λ_s = Λ0 s^-γ): states the crossover s× and the regime of s ≥ 1.")  # fmt: skip
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="An MSFR config (a task table, a named family or power laws): local exponents from its P, Λ, ψ.")  # fmt: skip
-@sets_option("Override a config value (implies local exponents).")
-@click.option(
-    "--window",
-    default=None,
-    metavar="S_LO:S_HI",
-    help="Tasks whose local slopes are fitted (with --config/--set).",
-)
-@click.option("--time", "at_time", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Fit over the decade of tasks around the learned-task cutoff s_c(t) (with --config/--set).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@guarded
-def exponents_cmd(
-    alpha: float | None, beta: float, gamma: float, strength0: float | None, config_path: str | None,
-    sets: tuple, window: str | None, at_time: float | None, as_json: bool,
-) -> None:  # fmt: skip
-    """MSFR scaling laws (Lyu, Wang, Zhu, ICLR 2025; docs/theory.md): L ∝ x^-p for x = t, D, N, C, and D*(C), in the
-    regimes Λ_s ≪ 1 (kappa_t = α+β+γ) and Λ_s ≫ 1 (kappa_t = α+β+3γ), and their crossover. With --config/--set
-    (a task table or named family): local exponents from the fitted slopes of P, Λ, ψ, the tail loss and the
-    emergence times over a window of tasks (--window, or around s_c(--time)), the regime stated."""
-    from ..models.msfr.scaling import crossover, regime_exponents
-
-    if config_path is not None or sets:
-        if alpha is not None:
-            raise UserError(
-                "--alpha: give either --alpha (power laws) or --config/--set (local exponents), not both"
-            )
-        _local(config_path, sets, window, at_time, as_json)
-        return
-    if window is not None or at_time is not None:
-        raise UserError(
-            "--window/--time: need --config or --set (local exponents of a table or family)"
-        )
-    if alpha is None:
-        raise UserError(
-            "--alpha: missing; give --alpha (power laws) or --config/--set (a table or family: local exponents)"
-        )
-    try:
-        both = regime_exponents(alpha, beta, gamma)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    ex = both["small"]
-    eta = ex.eta
-
-    def num(e) -> dict[str, str]:
-        kt = e.kappa_t
-        return {"time": f"{eta:g}/{kt:g}", "model_size": f"{eta:g}", "data": f"{eta:g}/{alpha:g}",
-                "compute": f"{eta:g}/{kt + 1:g}", "d_star": f"1/{kt + 1:g}"}  # fmt: skip
-
-    def laws(e) -> dict[str, dict]:
-        n = num(e)
-        out = {key: {"exponent": getattr(e, key), "power": -getattr(e, key), "expr": expr,
-                     "value_expr": f"-{n[key]}"} for key, _, _, expr in _ROWS}  # fmt: skip
-        out["d_star"] = {"exponent": e.d_star, "power": e.d_star, "expr": "1/(kappa_t+1)",
-                         "value_expr": n["d_star"]}  # fmt: skip
-        return out
-
-    big = both["large"]
-    if as_json:
-        out = ex.to_dict()
-        out["laws"] = laws(ex)
-        out["regimes"] = {
-            "small": {
-                "condition": "Λ_s ≪ 1",
-                "kappa_t_expr": "alpha+beta+gamma",
-                "kappa_t": ex.kappa_t,
-                "laws": laws(ex),
-            },  # fmt: skip
-            "large": {
-                "condition": "Λ_s ≫ 1",
-                "kappa_t_expr": "alpha+beta+3*gamma",
-                "kappa_t": alpha + beta + 3 * gamma,
-                "laws": laws(big) if not isinstance(big, str) else None,
-                "error": big if isinstance(big, str) else None,
-            },  # fmt: skip
-        }
-        sx = None if strength0 is None else crossover(strength0, gamma)
-        out["crossover"] = {"expr": "strength0^(1/gamma)", "strength0": strength0, "s_x": sx,
-                            "text": _crossover_line(gamma, strength0)}  # fmt: skip
-        click.echo(json.dumps(out, indent=2))
-        return
-    kb = alpha + beta + 3 * gamma
-    click.echo(f"alpha = {alpha:g}, beta = {beta:g}, gamma = {gamma:g}:  "
-               f"eta = alpha + 2 gamma - 1 = {eta:g};  kappa_t = alpha + beta + gamma = "
-               f"{ex.kappa_t:g} (Λ_s ≪ 1), alpha + beta + 3 gamma = {kb:g} (Λ_s ≫ 1)")  # fmt: skip
-    click.echo(f"{'resource':<20s} {'law':<28s} {'Λ_s ≪ 1':<24s} {'Λ_s ≫ 1'}")
-    ns = num(ex)
-    nb = None if isinstance(big, str) else num(big)
-    rows = [(k, name, f"L ∝ {sym}^-({expr})", -1) for k, name, sym, expr in _ROWS]
-    rows.append(("d_star", "optimal size D*(C)", "D* ∝ C^(1/(kappa_t+1))", 1))
-    for key, name, law, sign in rows:
-        cell = f"{sign * getattr(ex, key):.6f} = {'-' if sign < 0 else ''}{ns[key]}"
-        if nb is None:
-            cb = "n/a (kappa_t <= 0)" if key in ("time", "compute", "d_star") else cell
-        else:
-            cb = f"{sign * getattr(big, key):.6f} = {'-' if sign < 0 else ''}{nb[key]}"
-        click.echo(f"{name:<20s} {law:<28s} {cell:<24s} {cb:<24s}".rstrip())
-    click.echo(_crossover_line(gamma, strength0))
-
-
-def _local(config_path, sets, window, at_time, as_json) -> None:
-    """``theory exponents --config/--set``: :func:`fastdyn.models.msfr.local_laws.local_laws`."""
-    import math
-
-    from ..config import load_config
-    from ..models.msfr.local_laws import local_laws, tail_and_cutoff
-    from ..problems.msfr import MsfrProblem
-
-    cfg = load_config(config_path, list(sets))
-    task = getattr(cfg, "task", None)
-    if task is None or not hasattr(task, "strength_law"):
-        raise UserError(
-            f"--config: local exponents need an MSFR config (model msfr or msfr-attn), got model {cfg.model!r}"
-        )
-    if getattr(cfg.init, "scheme", "balanced") != "balanced":
-        click.echo(
-            "note: emergence times assume balanced small init; init.scheme is random", err=True
-        )
-    prob = MsfrProblem(task, cfg.init, cfg.seed)
-    n = prob.n_tasks
-    blk, s_c = tail_and_cutoff(prob, float(cfg.init.scale), at_time)
-    if window is not None and at_time is not None:
-        raise UserError("--window: give --window or --time, not both")
-    if window is not None:
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        ep = self._points().get(cmd_name)
+        if ep is None:
+            return None
         try:
-            lo, hi = (int(float(v)) for v in window.split(":"))
-        except ValueError:
-            raise UserError(f"--window: must be S_LO:S_HI (task indices), got {window!r}") from None
-    elif at_time is not None:
-        c = max(s_c, 1)
-        lo, hi = max(1, int(c / math.sqrt(10))), min(n, max(int(c * math.sqrt(10)), 2))
-    else:
-        lo, hi = min(10, n - 1), max(min(10, n - 1) + 1, n // 10)
-    if not 1 <= lo < hi <= n:
-        raise UserError(f"--window: needs 1 ≤ S_LO < S_HI ≤ n_tasks = {n}, got {lo}:{hi}")
-    ll = local_laws(prob, lo, hi, float(cfg.init.scale), blk=blk)
-    from ..config.task_families import describe
-
-    what = f"task.table {task.table}" if task.table is not None else describe(task)
-    if as_json:
-        out = ll.to_dict()
-        out.update(source=what, n_tasks=n, s_c=s_c if at_time is not None else None, t=at_time)
-        click.echo(json.dumps(out, indent=2))
-        return
-    names = {
-        "small": "Λ_s ≪ 1",
-        "large": "Λ_s ≫ 1",
-        "mixed": "mixed (Λ_s spans the regimes: neither all ≤ 1/2 nor all ≥ 2)",
-    }
-    head = f"{what}, N_s = {n}: local slopes over tasks s = {ll.s_lo} … {ll.s_hi}"
-    if at_time is not None:
-        head += f" (the decade around s_c(t = {at_time:g}) = {s_c})"
-    click.echo(head)
-    click.echo(f"  P(s): alpha_w = {ll.alpha_w:.4g}   Λ_s: gamma_w = {ll.gamma_w:.4g} (Λ_s {ll.lam_lo:.3g} … {ll.lam_hi:.3g})"
-               f"   ψ_s: beta_w = {ll.beta_w:.4g}")  # fmt: skip
-    click.echo(
-        f"  tail T(s) = Σ_(s'>s) P Λ²/2: eta_w = {ll.eta_w:.4g};  emergence t_s: kappa_w = {ll.kappa_w:.4g}"
-    )
-    click.echo(f"  regime: {names[ll.regime]}")
-    click.echo(f"{'resource':<20s} {'local law':<28s} {'exponent'}")
-    for key, name, sym, _ in _ROWS:
-        expr = {
-            "time": "eta_w/kappa_w",
-            "model_size": "eta_w",
-            "data": "eta_w/alpha_w",
-            "compute": "eta_w/(kappa_w+1)",
-        }[key]
-        click.echo(f"{name:<20s} {'L ∝ ' + sym + '^-(' + expr + ')':<28s} {-getattr(ll, key):.6f}")
-    (e0, e1), (k0, k1), (p0, p1) = ll.halves["eta_w"], ll.halves["kappa_w"], ll.halves["time"]
-    if ll.power_law:
-        click.echo(f"power law over the window: the slopes of its halves agree within 10 % "
-                   f"(eta_w {e0:.4g} / {e1:.4g}, kappa_w {k0:.4g} / {k1:.4g})")  # fmt: skip
-    else:
-        click.echo(f"no single power law over the window: the local slope changes (eta_w {e0:.4g} → {e1:.4g}, "
-                   f"kappa_w {k0:.4g} → {k1:.4g}, time exponent {p0:.4g} → {p1:.4g} from its lower to its upper half); "
-                   f"the exponents above are the window's tangent only")  # fmt: skip
-    click.echo(f"prediction over the window: L falls from {ll.loss_lo:.4g} to {ll.loss_hi:.4g} as t goes from "
-               f"{ll.t_lo:.4g} to {ll.t_hi:.4g} (tasks {ll.s_lo} … {ll.s_hi} emerge), slope -{ll.time:.4g}")  # fmt: skip
-    if ll.regime_law is not None:
-        r = ll.regime_law
-        click.echo(f"power-law formula at the local exponents ({names[r['regime']]}): time {-r['time']:.4g} = "
-                   f"-{r['eta']:.4g}/{r['kappa_t']:.4g}, model size {-r['model_size']:.4g}, data {-r['data']:.4g} "
-                   f"(eta = alpha_w + 2 gamma_w - 1; assumes the slopes hold beyond the window)")  # fmt: skip
-    else:
-        click.echo(f"power-law formula at the local exponents: none ({ll.regime_law_error})")
+            cmd = ep.load()
+        except Exception as e:  # a broken plug-in: say which, keep the others
+            raise click.ClickException(f"theory {cmd_name}: cannot load {ep.value}: {e}") from None
+        return _guard(cmd)
 
 
-@command.command("plateaus")
-@click.option("--dim", "dim", type=click.IntRange(min=1), required=True, help="Token dimension D.")
-@click.option("--context", type=click.FloatRange(min=0, min_open=True), required=True,
-              help="Context length N (tokens before the query).")  # fmt: skip
-@click.option("--spectrum", type=click.Choice(SPECTRA), default="linear", show_default=True,
-              help="linear: λ ∝ 1..D, tr Λ = 1; white: Λ = I/D; power: λ_d ∝ d^-exponent.")  # fmt: skip
-@click.option(
-    "--exponent", type=float, default=1.0, show_default=True, help="For --spectrum power."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@guarded
-def plateaus_cmd(dim: int, context: float, spectrum: str, exponent: float, as_json: bool) -> None:
-    """ATTN_S plateau losses L(M_m), m = 0..D, and the ATTN_M minimum L* (Zhang et al., ICML 2025)."""
-    from ..analysis.compare import plateau_table
+def _guard(cmd: click.Command) -> click.Command:
+    """``cmd`` with its callback under :func:`guarded`, ValueError taken as the user's."""
+    if cmd.callback is None or getattr(cmd.callback, "_fastdyn_guarded", False):
+        return cmd
+    inner = cmd.callback
 
-    try:
-        tab = plateau_table(dim, context, spectrum, exponent)
-    except ValueError as e:
-        raise UserError(str(e).splitlines()[0]) from None
-    if as_json:
-        click.echo(json.dumps(tab, indent=2))
-        return
-    lam = ", ".join(f"{v:.5g}" for v in tab["eigenvalues"])
-    click.echo(f"D = {dim}, N = {context:g}, spectrum {spectrum}: eigenvalues {lam}")
-    click.echo(f"{'m':>4s}  {'L(M_m)':>10s}")
-    for m, L in enumerate(tab["plateaus"]):
-        click.echo(f"{m:>4d}  {L:>10.5f}")
-    click.echo(f"L* (ATTN_M global minimum) = {tab['loss_star']:.5f}")
+    def as_user_error(*args, **kwargs):
+        from ..config.schema import ConfigError
+
+        try:
+            return inner(*args, **kwargs)
+        except ValueError as e:
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+
+    cmd.callback = guarded(as_user_error)
+    cmd.callback._fastdyn_guarded = True  # type: ignore[attr-defined]
+    return cmd
 
 
-@command.command("fixed-points")
-@click.option("--model", "model", type=click.Choice(("attn-m", "attn-s")), required=True,
-              help="attn-m (merged key-query) or attn-s (separate rank-one key and query).")  # fmt: skip
-@click.option("--dim", "dim", type=click.IntRange(min=1, max=10), required=True,
-              help="Token dimension D (2^D subsets are listed; at most 10).")  # fmt: skip
-@click.option("--context", type=click.IntRange(min=1), default=31, show_default=True,
-              help="Context length N (tokens before the query).")  # fmt: skip
-@click.option("--spectrum", type=click.Choice(SPECTRA), default="linear", show_default=True,
-              help="linear: λ ∝ 1..D, tr Λ = 1; white: Λ = I/D; power: λ_d ∝ d^-exponent.")  # fmt: skip
-@click.option(
-    "--exponent", type=float, default=1.0, show_default=True, help="For --spectrum power."
-)
-@click.option("--heads", type=click.IntRange(min=1), default=None,
-              help="Heads H [default: D]; attn-s needs H ≥ D.")  # fmt: skip
-@click.option("--rotate", type=click.IntRange(min=0), default=None, metavar="SEED",
-              help="Rotate the eigenvectors of Λ by the data rotation of SEED [default: none].")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@guarded
-def fixed_points_cmd(
-    model: str, dim: int, context: int, spectrum: str, exponent: float, heads: int | None,
-    rotate: int | None, as_json: bool,
-) -> None:  # fmt: skip
-    """Fixed points of the population loss, built as weights: Γ(S) for every subset S of
-    eigen-directions, its loss and the norm of the model's own population gradient there.
-    attn-s: all 2^D are fixed points M(S); attn-m: only S = ∅ (the saddle M_0) and S = all
-    (the global minimum Γ*), since its loss is convex in Γ and one head realises any Γ
-    (docstring of fastdyn.models.icl_fixed_points)."""
-    import numpy as np
-
-    from ..models.icl_fixed_points import FIXED_TOL, fixed_points
-    from ..problems.icl import rotation, spectrum_eigenvalues
-
-    if model == "attn-s" and heads is not None and heads < dim:
-        raise UserError(
-            f"--heads: attn-s needs H ≥ D = {dim} (one head per direction), got {heads}"
-        )
-    try:
-        lam = spectrum_eigenvalues(dim, spectrum, exponent)
-    except ValueError as e:
-        raise UserError(str(e).splitlines()[0]) from None
-    vecs = np.eye(dim) if rotate is None else rotation(dim, rotate)
-    fps = fixed_points(model, lam, vecs, context, heads)
-    n_fixed = sum(f.is_fixed for f in fps)
-    if as_json:
-        out = {
-            "model": model, "dim": dim, "context": context, "spectrum": spectrum,
-            "eigenvalues": np.sort(lam)[::-1].tolist(), "heads": dim if heads is None else heads,
-            "tolerance": FIXED_TOL, "n_subsets": len(fps), "n_fixed": n_fixed,
-            "points": [{"subset": [d + 1 for d in f.subset], "m": len(f.subset), "loss": f.loss,
-                        "grad_norm": f.grad_norm, "fixed": f.is_fixed} for f in fps],
-        }  # fmt: skip
-        click.echo(json.dumps(out, indent=2))
-        return
-    ev = ", ".join(f"{v:.5g}" for v in np.sort(lam)[::-1])
-    click.echo(f"{model}, D = {dim}, N = {context}, spectrum {spectrum}: eigenvalues {ev}")
-    click.echo(f"{'S (eigen-directions, 1 = largest λ)':<36s} {'|S|':>3s} {'L(M(S))':>10s} "
-               f"{'|grad L|':>10s}  fixed point")  # fmt: skip
-    for f in fps:
-        s = "{" + ",".join(str(d + 1) for d in f.subset) + "}"
-        click.echo(f"{s:<36s} {len(f.subset):>3d} {f.loss:>10.5f} {f.grad_norm:>10.2e}  "
-                   f"{'yes' if f.is_fixed else 'no'}")  # fmt: skip
-    click.echo(f"{n_fixed} of {len(fps)} subsets are fixed points (|grad L| ≤ {FIXED_TOL:g})")
+@click.group("theory", cls=_PluginCommands)
+def command() -> None:
+    """Theory predictions: scaling exponents, plateau losses, fixed points, ... (each installed
+    model package adds its own commands)."""

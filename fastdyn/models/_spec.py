@@ -19,11 +19,88 @@ allocate nothing that outlives the call and hold no Python objects.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: importing the model interface loads no numpy
+    import numpy as np
+
+
+def stored_value(run: Any, key: str, default: Any = None) -> Any:
+    """A dotted value of the config stored with ``run`` (``"task.alpha"``), ``default`` if absent.
+
+    Analysis hooks get runs as read from files; this is how they read their config."""
+    node = run.config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+@dataclass(frozen=True)
+class Theory:
+    """A theory exponent p (L ∝ x^-p) and where it comes from; ``d_star`` (q in D* ∝ C^q) for
+    compute fits; ``regime`` ("small", "large", "mixed", or "" when the law does not depend on
+    it) and one line ``regime_text`` saying which tasks the fit sees and which law that makes."""
+
+    exponent: float
+    source: str
+    d_star: float | None = None
+    regime: str = ""
+    regime_text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exponent": self.exponent,
+            "source": self.source,
+            "d_star": self.d_star,
+            "regime": self.regime,
+            "regime_text": self.regime_text,
+        }
+
+
+@dataclass(frozen=True)
+class Cutoff:
+    """Where a run's loss leaves its power law for a model reason (e.g. the finite task count):
+    ``time`` (the run's time units), ``name`` (a few words, in warnings) and ``text`` (one line)."""
+
+    time: float
+    name: str
+    text: str
+
+
+class ScalingTheory(Protocol):
+    """A model's scaling laws, shown beside ``fastdyn fit`` and ``plot --kind scaling|frontier``.
+
+    Runs are passed as read from files (``run.config``, ``run.attrs``, ``run.path``). ``x`` is one
+    of ``resources`` ("time", "model_size", "n_samples", "compute"); exponents are p in L ∝ x^-p.
+    """
+
+    resources: tuple[str, ...]
+
+    def exponent(self, run: Any, x: str, regime: str = "small") -> Theory | None:
+        """The law for ``x`` (None where the model has none for this run)."""
+        ...
+
+    def resource(self, run: Any, x: str) -> float:
+        """The config value of ``x`` ("model_size", "n_samples") of one run of a scan."""
+        ...
+
+    def cutoff(self, run: Any, fraction: float) -> Cutoff | None:
+        """Where an automatic time window must end (None: nowhere in particular)."""
+        ...
+
+    def time_theory(self, run: Any, window: tuple[float, float]) -> Theory | None:
+        """The time law for a fit over ``window`` (e.g. in the regime of the tasks seen there)."""
+        ...
+
+    def frontier_theory(
+        self, runs: Sequence[Any], model_sizes: np.ndarray, notes: list[str]
+    ) -> Theory | None:
+        """The compute law of runs that differ in model size; one-line caveats go to ``notes``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -43,8 +120,11 @@ class ModelEntry:
       kernels its presets do not.
     - analysis hooks: ``default_series`` (what ``fit``/``plot`` use by default), ``loss_levels``
       (reference levels on loss plots), ``task_strengths(run, index)`` (Λ_s of tracked tasks, for
-      ``plot --kind tasks``; None when the model has none), ``fit_theory(run)`` (the exponent
-      theory of ``fit``: (alpha, beta, gamma) of an MSFR-like task law, or None).
+      ``plot --kind tasks``; None when the model has none), ``scaling`` (the
+      :class:`ScalingTheory` beside ``fit``), ``param_targets(run)`` (the values ``params/``
+      series approach, dashed on ``plot --kind weights``), ``fit_note``.
+    - ``fastdyn theory`` commands are not entry fields: a package declares them in the
+      ``fastdyn.theory`` entry-point group (name → click command), so ``--help`` loads no model.
     - ``default``: this is the model of a config without a ``model`` key (fastdyn's own declare one).
     - ``extras``: model-specific callables (kernels, theory functions) that tests and benchmarks
       reach by name.
@@ -64,7 +144,8 @@ class ModelEntry:
     default_series: tuple[str, ...] = ("loss/test",)
     loss_levels: tuple[str, ...] = ()
     task_strengths: Callable[[Any, np.ndarray], np.ndarray | None] | None = None
-    fit_theory: Callable[[Any], tuple[float, float, float] | None] | None = None
+    scaling: ScalingTheory | None = None
+    param_targets: Callable[[Any], dict[str, np.ndarray]] | None = None
     #: the model of a config that names none (one built-in model declares it)
     default: bool = False
     #: a warning shown with every ``fit`` of this model's runs, when a power law is not what its

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..config.icl import IclConfig
 from ..config.schema import ConfigError
 from . import _spec
@@ -76,6 +78,26 @@ _VARIANTS = {
 _DEVICES = {"attn-m": ("cpu", "cuda"), "attn-s": ("cpu", "cuda"), "mlp-cubic": ("cpu",)}
 
 
+def param_targets(run: Any) -> dict[str, np.ndarray]:
+    """The global minimum's eigen-projections e_dᵀΓ*e_d = 1 / (λ_d (1 + (1 + trΛ/λ_d)/N))
+    (spec icl.md §4) from the stored data config, as the target of ``params/Gamma_eig``."""
+    from ..problems.icl import spectrum_eigenvalues
+
+    D, N = _spec.stored_value(run, "data.D"), _spec.stored_value(run, "data.N")
+    if D is None or N is None:
+        return {}
+    try:
+        lam = spectrum_eigenvalues(
+            int(D), str(_spec.stored_value(run, "data.spectrum", "linear")),
+            float(_spec.stored_value(run, "data.exponent", 1.0)),
+            tuple(_spec.stored_value(run, "data.eigenvalues", ()) or ()),
+            bool(_spec.stored_value(run, "data.normalize_trace", True)),
+        )  # fmt: skip
+        return {"params/Gamma_eig": 1.0 / attn_m_theory.shrink(lam, float(N))}
+    except (ValueError, TypeError):
+        return {}
+
+
 def _entry(name: str) -> _spec.ModelEntry:
     th = _THEORY[name]
     return _spec.ModelEntry(
@@ -91,6 +113,7 @@ def _entry(name: str) -> _spec.ModelEntry:
         extras={"model": _CLASSES[name], **{f: getattr(th, f) for f in th.__all__}},
         default_series=("loss/train",),
         loss_levels=_LEVELS[name],
+        param_targets=param_targets,
         fit_note=(
             f"{name} losses go through plateaus and drops (saddle to saddle), not a power law: the "
             "exponent only describes the window fitted; compare the plateaus with `fastdyn theory "

@@ -9,6 +9,7 @@ import pytest
 
 from fastdyn.analysis import compare
 from fastdyn.h5 import load
+from fastdyn.models.icl_commands import plateau_table
 from fastdyn.models.msfr import scaling
 from tests.analysis.test_load import make_run, msfr_config
 
@@ -59,7 +60,7 @@ def test_time_fit_recovers_exponent_and_skips_plateau(tmp_path):
 def test_auto_window_stops_at_the_msfr_cutoff_and_warns_naming_it(tmp_path):
     cfg = msfr_config(n_tasks=1000)
     probe = load(make_run(tmp_path / "p.h5", [1.0, 2.0], {"loss/test": [1.0, 1.0]}, config=cfg))
-    tc = compare.msfr_cutoff_time(probe)
+    tc = compare.cutoff_for(probe).time
     # independent reference: s_c(tc) from scaling.learned_task_cutoff reaches 10% of 1000 tasks
     kw = dict(n_tasks=1000, alpha=2.0, beta=0.3, gamma=0.25, psi0=100.0, init_scale=1e-3)
     assert (
@@ -166,14 +167,14 @@ def test_frontier_matches_analytic_and_theory_exponents(tmp_path):
 
 
 def test_plateau_table_matches_hand_values():
-    tab = compare.plateau_table(4, 31, "linear")
+    tab = plateau_table(4, 31, "linear")
     np.testing.assert_allclose(tab["eigenvalues"], [0.4, 0.3, 0.2, 0.1], rtol=1e-15)
     np.testing.assert_allclose(tab["plateaus"], [1, 0.64058, 0.37737, 0.20980, 0.13600], atol=5e-6)
     # white, by hand: λ = 1/D each, gain λ / (1 + (1 + D)/N)
     D, N = 3, 10
-    w = compare.plateau_table(D, N, "white")
+    w = plateau_table(D, N, "white")
     gain = (1 / D) / (1 + (1 + D) / N)
     np.testing.assert_allclose(w["plateaus"], [1 - m * gain for m in range(D + 1)], rtol=1e-14)
     assert w["loss_star"] == pytest.approx(w["plateaus"][-1], rel=1e-14)
     with pytest.raises(ValueError, match="--context"):
-        compare.plateau_table(4, 0.0)
+        plateau_table(4, 0.0)

@@ -110,9 +110,9 @@ def test_plot_weights(tmp_path):
     H, D = 2, 4
     vw = np.tanh(t[:, None] * np.arange(1, H + 1))
     ge = np.tanh(t[:, None] / np.arange(1, D + 1))
-    cfg = {"model": "attn_s", "data": {"D": D, "N": 31, "spectrum": "linear"}}
+    cfg = {"model": "attn-s", "data": {"D": D, "N": 31, "spectrum": "linear"}}
     path = make_run(tmp_path / "w.h5", t, {"params/value_weights": vw, "params/Gamma_eig": ge,
-                                           "loss/train": 1 / (1 + t)}, model="attn_s", config=cfg)  # fmt: skip
+                                           "loss/train": 1 / (1 + t)}, model="attn-s", config=cfg)  # fmt: skip
     fig = plot.plot_weights([load(path)], tmp_path / "w.png")
     _png(tmp_path / "w.png")
     ax, bx = fig.axes

@@ -1,106 +1,17 @@
 """MSFR: per-task (v, w) gradient flow, its closed forms and scaling laws (spec msfr.md).
 
-``ENTRY`` is what the ``fastdyn.models`` entry point ``msfr`` names (fastdyn's pyproject.toml).
+``ENTRY`` (built in :mod:`.entry`, loaded on first use so that importing a submodule such as the
+``theory`` command stays light) is what the ``fastdyn.models`` entry point ``msfr`` names.
 """
 
-from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from ...config.msfr import MsfrConfig
-from ...config.schema import ConfigError
-from .. import _spec
-from .setup import setup
+__all__ = ["ENTRY", "check_device", "task_strengths"]
 
 
-def check_device(cfg: Any) -> None:
-    """The closed form at level 'exact' has no CUDA kernel."""
-    if cfg.theory.level == "exact":
-        raise ConfigError(
-            "theory.level: 'exact' has no CUDA kernel; use 'leading', 'first_order' or 'none' with device = 'cuda', or device = 'cpu'"
-        )
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import entry
 
-
-def _config(run: Any, key: str, default: Any = None) -> Any:
-    node = run.config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return default
-        node = node[part]
-    return node
-
-
-def task_strengths(run: Any, index: np.ndarray) -> np.ndarray:
-    """Λ_s = strength0 · s^-γ of the tasks ``index`` (1-based), from the run's config."""
-    lam0 = float(_config(run, "task.strength0", 1.0))
-    gamma = float(_config(run, "task.gamma", 0.0))
-    return lam0 * index.astype(float) ** -gamma
-
-
-def fit_theory(run: Any) -> tuple[float, float, float] | None:
-    """(α, β, γ) of the run's power-law task law (spec msfr.md §6), None without one."""
-    vals = [
-        _config(run, f"task.{k}", d) for k, d in (("alpha", None), ("beta", 0.0), ("gamma", 0.0))
-    ]
-    if vals[0] is None:
-        return None
-    try:
-        return float(vals[0]), float(vals[1]), float(vals[2])
-    except (TypeError, ValueError):
-        return None
-
-
-_TINY = ("task.n_tasks=3000", "time.n_times=6", "output.track=[1, 2]")
-
-ENTRY = _spec.ModelEntry(
-    name="msfr",
-    kind="ode",
-    summary="multitask sparse feature regression: per-task v/w gradient flow and closed forms",
-    setup=setup,
-    schema=MsfrConfig,
-    devices=("cpu", "cuda"),
-    check_device=check_device,
-    warmup_sizes=_TINY,
-    warmup_variants=(
-        (
-            "msfr rk4, leading, random init",
-            "quickstart",
-            (
-                'solver.integrator="rk4"',
-                "solver.steps_per_timescale=8",
-                'theory.level="leading"',
-                'init.scheme="random"',
-                "time.t_max=1e4",
-            ),
-        ),
-        (
-            "msfr gd, exact",
-            "quickstart",
-            ('solver.integrator="gd"', "solver.lr=0.01", "time.t_max=1", 'theory.level="exact"'),
-        ),
-        (
-            "msfr dopri5, finite data, exact",
-            "quickstart",
-            ("task.n_samples=100000", 'theory.level="exact"', "task.model_size=1000"),
-        ),
-        (
-            "msfr task families (column path)",
-            "msfr_families",
-            ('task.strength_law="exponential"', "task.strength_decay=100"),
-        ),
-        (
-            "msfr theory only, first order",
-            "quickstart",
-            ('solver.integrator="none"', 'theory.level="first_order"'),
-        ),
-        (
-            "msfr theory only, leading, finite data",
-            "quickstart",
-            ('solver.integrator="none"', 'theory.level="leading"', "task.n_samples=100000"),
-        ),
-    ),  # fmt: skip
-    task_strengths=task_strengths,
-    fit_theory=fit_theory,
-    default=True,
-)
+        return getattr(entry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

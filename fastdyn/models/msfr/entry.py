@@ -1,0 +1,81 @@
+"""MSFR's entry (``ENTRY``): config schema, devices, warm-up variants and analysis hooks."""
+
+from typing import Any
+
+import numpy as np
+
+from ...config.msfr import MsfrConfig
+from ...config.schema import ConfigError
+from .. import _spec
+from .fit_laws import SCALING
+from .setup import setup
+
+
+def check_device(cfg: Any) -> None:
+    """The closed form at level 'exact' has no CUDA kernel."""
+    if cfg.theory.level == "exact":
+        raise ConfigError(
+            "theory.level: 'exact' has no CUDA kernel; use 'leading', 'first_order' or 'none' with device = 'cuda', or device = 'cpu'"
+        )
+
+
+def task_strengths(run: Any, index: np.ndarray) -> np.ndarray:
+    """Λ_s = strength0 · s^-γ of the tasks ``index`` (1-based), from the run's config."""
+    lam0 = float(_spec.stored_value(run, "task.strength0", 1.0))
+    gamma = float(_spec.stored_value(run, "task.gamma", 0.0))
+    return lam0 * index.astype(float) ** -gamma
+
+
+_TINY = ("task.n_tasks=3000", "time.n_times=6", "output.track=[1, 2]")
+
+ENTRY = _spec.ModelEntry(
+    name="msfr",
+    kind="ode",
+    summary="multitask sparse feature regression: per-task v/w gradient flow and closed forms",
+    setup=setup,
+    schema=MsfrConfig,
+    devices=("cpu", "cuda"),
+    check_device=check_device,
+    warmup_sizes=_TINY,
+    warmup_variants=(
+        (
+            "msfr rk4, leading, random init",
+            "quickstart",
+            (
+                'solver.integrator="rk4"',
+                "solver.steps_per_timescale=8",
+                'theory.level="leading"',
+                'init.scheme="random"',
+                "time.t_max=1e4",
+            ),
+        ),
+        (
+            "msfr gd, exact",
+            "quickstart",
+            ('solver.integrator="gd"', "solver.lr=0.01", "time.t_max=1", 'theory.level="exact"'),
+        ),
+        (
+            "msfr dopri5, finite data, exact",
+            "quickstart",
+            ("task.n_samples=100000", 'theory.level="exact"', "task.model_size=1000"),
+        ),
+        (
+            "msfr task families (column path)",
+            "msfr_families",
+            ('task.strength_law="exponential"', "task.strength_decay=100"),
+        ),
+        (
+            "msfr theory only, first order",
+            "quickstart",
+            ('solver.integrator="none"', 'theory.level="first_order"'),
+        ),
+        (
+            "msfr theory only, leading, finite data",
+            "quickstart",
+            ('solver.integrator="none"', 'theory.level="leading"', "task.n_samples=100000"),
+        ),
+    ),  # fmt: skip
+    task_strengths=task_strengths,
+    scaling=SCALING,
+    default=True,
+)

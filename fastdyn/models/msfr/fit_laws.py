@@ -1,0 +1,230 @@
+"""MSFR's scaling laws beside a fit (spec msfr.md §6): the ``ScalingTheory`` hook of its entries.
+
+``fastdyn fit`` and ``fastdyn plot --kind scaling|frontier`` ask the run's model for the theory
+exponent of the resource they fit (time t, model size D, data N, compute C = t·D), in the regime
+of the tasks the fit sees, and for the learned-task cutoff t_c where an auto time window ends:
+
+- exponents p in L ∝ x^-p from (α, β, γ) of the stored task law (:func:`scaling.exponents`);
+- time fits take the regime (Λ_s ≪ 1, Λ_s ≫ 1 or mixed) of the tasks that emerge inside the fit
+  window (:func:`scaling.window_regime`), compute frontiers that of the tasks s within the model
+  sizes; the model-size and data laws are the same in both;
+- t_c is where s_c(t) reaches ``fraction`` of the represented tasks D
+  (:func:`scaling.emergence_times`): with finite N_s the loss is ~ s_c^-η − N_s^-η, steeper
+  than the law after it.
+
+Runs are read duck-typed (``run.config``, ``run.attrs``, ``run.path``), so this module imports no
+file reader.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .._spec import Cutoff, Theory, stored_value
+from . import scaling
+
+__all__ = ["MsfrScaling", "SCALING"]
+
+_FIELD = {"time": "time", "model_size": "model_size", "n_samples": "data", "compute": "compute"}
+_KAPPA = {"small": "alpha+beta+gamma", "large": "alpha+beta+3gamma"}
+_EXPR = {
+    "time": "eta/kappa_t",
+    "model_size": "eta",
+    "n_samples": "eta/alpha",
+    "compute": "eta/(kappa_t+1)",
+}
+_KEY = {"model_size": "task.model_size", "n_samples": "task.n_samples"}
+
+
+def _number(value: Any) -> float:
+    """A stored config number that may be the text "inf" → float (NaN if not a number)."""
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _abg(run: Any) -> tuple[float, float, float] | None:
+    """(α, β, γ) of the run's power-law task law, None without one."""
+    vals = [
+        stored_value(run, f"task.{k}", d)
+        for k, d in (("alpha", None), ("beta", 0.0), ("gamma", 0.0))
+    ]
+    if vals[0] is None:
+        return None
+    try:
+        return float(vals[0]), float(vals[1]), float(vals[2])
+    except (TypeError, ValueError):
+        return None
+
+
+def _strength(run: Any) -> tuple[float, float]:
+    """(Λ0, γ) of Λ_s = Λ0 s^-γ."""
+    return float(stored_value(run, "task.strength0", 1.0)), float(
+        stored_value(run, "task.gamma", 0.0)
+    )
+
+
+def model_size(run: Any) -> float:
+    """Resolved model size D (``n_represented``, or task.model_size capped by task.n_tasks)."""
+    if "n_represented" in run.attrs:
+        return float(run.attrs["n_represented"])
+    d = stored_value(run, "task.model_size")
+    n = _number(stored_value(run, "task.n_tasks"))
+    if d is None or d == "all":
+        return n
+    d = _number(d)
+    return min(d, n) if math.isfinite(n) else d
+
+
+@lru_cache(maxsize=8)
+def _emergence(n_tasks: int, D: int, kw: tuple[tuple[str, Any], ...]) -> np.ndarray:
+    ts = scaling.emergence_times(n_tasks=n_tasks, **dict(kw))[:D]
+    ts.setflags(write=False)
+    return ts
+
+
+def emergence(run: Any) -> np.ndarray:
+    """Emergence times t_s of the represented tasks s = 1..D (index s − 1).
+
+    P(s) = s^-α / Z(N_s) over all N_s tasks, restricted to s ≤ D; for finite n_samples the
+    expected frequencies stand in for the sampled counts.
+    """
+    get = lambda k, d: stored_value(run, k, d)  # noqa: E731
+    kw = (
+        ("alpha", float(get("task.alpha", 2.0))),
+        ("beta", float(get("task.beta", 0.0))),
+        ("gamma", float(get("task.gamma", 0.0))),
+        ("strength0", float(get("task.strength0", 1.0))),
+        ("psi0", float(get("task.psi0", 100.0))),
+        ("psi_min", int(get("task.psi_min", 1))),
+        ("init_scale", float(get("init.scale", 1e-3))),
+    )
+    return _emergence(int(_number(get("task.n_tasks", 10_000))), int(model_size(run)), kw)
+
+
+class MsfrScaling:
+    """The :class:`fastdyn.models.ScalingTheory` of MSFR runs (module docstring)."""
+
+    resources = ("time", "model_size", "n_samples", "compute")
+
+    def exponent(self, run: Any, x: str, regime: str = "small") -> Theory | None:
+        """p of L ∝ x^-p in ``regime`` ("small": Λ_s ≪ 1, "large": Λ_s ≫ 1), None outside the
+        laws' domain (α + 2γ ≤ 1, ...) or without a power-law task law."""
+        abg = _abg(run)
+        if abg is None:
+            return None
+        try:
+            ex = scaling.exponents(*abg, regime=regime)
+        except ValueError:
+            return None
+        a, b, g = abg
+        if x in ("time", "compute"):
+            where = f", {scaling.REGIME_NAMES[regime]}: kappa_t = {_KAPPA[regime]}"
+        else:
+            where = " (the same for Λ_s ≪ 1 and Λ_s ≫ 1)"
+        src = f"msfr spec §6{where}: {_EXPR[x]} with alpha={a:g}, beta={b:g}, gamma={g:g}"
+        rg = regime if x in ("time", "compute") else ""
+        return Theory(getattr(ex, _FIELD[x]), src, ex.d_star if x == "compute" else None, rg)
+
+    def resource(self, run: Any, x: str) -> float:
+        """The run's config value of ``x`` ("model_size": D, "n_samples": N)."""
+        v = model_size(run) if x == "model_size" else _number(stored_value(run, _KEY[x]))
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(
+                f"{run.path}: {_KEY[x]} is not a finite positive number in the stored config"
+            )
+        return v
+
+    def cutoff(self, run: Any, fraction: float) -> Cutoff | None:
+        """t_c where s_c(t) reaches ``fraction`` of the represented tasks D."""
+        if _abg(run) is None:
+            return None
+        ts = np.sort(emergence(run))
+        k = max(int(math.ceil(fraction * ts.size)), 1)
+        tc = float(ts[k - 1])
+        D = int(model_size(run))
+        return Cutoff(
+            tc,
+            f"learned-task cutoff t_c = {tc:g}",
+            f"t_c = {tc:g}: the learned-task cutoff s_c(t) reaches {k} of the D = {D} represented "
+            f"tasks there (cutoff fraction {fraction:g}); the finite task count steepens the loss "
+            "after it",
+        )
+
+    def window_regime(self, run: Any, t_lo: float, t_hi: float) -> scaling.WindowRegime | None:
+        """The regime of the tasks that emerge in [t_lo, t_hi]."""
+        if _abg(run) is None:
+            return None
+        return scaling.window_regime(t_lo, t_hi, emergence(run), *_strength(run))
+
+    def time_theory(self, run: Any, window: tuple[float, float]) -> Theory | None:
+        """The time law of the tasks that emerge in the fitted ``window``, with its regime."""
+        wr = self.window_regime(run, *window)
+        if wr is None:
+            return self.exponent(run, "time")
+        return self._in_regime(run, "time", wr, "emerge in the window")
+
+    def frontier_theory(
+        self, runs: Sequence[Any], model_sizes: np.ndarray, notes: list[str]
+    ) -> Theory | None:
+        """The compute law of runs that differ in model size, in the regime of the tasks
+        s = min D..max D (D* ≈ s_c(t) there); None unless every run has the same law."""
+        th = [self.exponent(r, "compute") for r in runs]
+        if any(t is None for t in th):
+            return None
+        if len({(t.exponent, t.d_star) for t in th}) > 1:  # type: ignore[union-attr]
+            notes.append(
+                "runs have different alpha/beta/gamma: no single theory exponent for compute"
+            )
+            return None
+        lg = {_strength(r) for r in runs}
+        if len(lg) > 1:
+            notes.append("runs have different strength0/gamma: the compute law is the Λ_s ≪ 1 one")
+            return th[0]
+        lam0, g = lg.pop()
+        s_lo, s_hi = int(np.min(model_sizes)), int(np.max(model_sizes))
+        lam = sorted((lam0 * s_lo**-g, lam0 * s_hi**-g))
+        reg = scaling.regime_of(*lam)
+        mid = math.sqrt(s_lo * s_hi)
+        law = reg if reg != "mixed" else ("large" if lam0 * mid**-g >= 1 else "small")
+        wr = scaling.WindowRegime(reg, law, s_lo, s_hi, lam[0], lam[1], math.nan, s_hi - s_lo + 1)
+        return self._in_regime(runs[0], "compute", wr, "are the model sizes")
+
+    def _in_regime(self, run: Any, x: str, wr: scaling.WindowRegime, what: str) -> Theory | None:
+        """The theory of ``wr.law`` for ``x`` with a one-line account of the regime."""
+        th = self.exponent(run, x, wr.law)
+        abg = _abg(run)
+        if th is None or abg is None:
+            return th
+        lam0, g = _strength(run)
+        sx = scaling.crossover(lam0, g)
+        cross = (
+            "no crossover (gamma = 0)" if sx is None else f"crossover s× = Λ0^(1/gamma) = {sx:.4g}"
+        )
+        other = "small" if wr.law == "large" else "large"
+        try:
+            p_other = f"p = {getattr(scaling.exponents(*abg, regime=other), _FIELD[x]):.5f}"
+        except ValueError:
+            p_other = "none"
+        tasks = f"tasks s = {wr.s_lo}..{wr.s_hi} {what}, Λ_s = {wr.lam_lo:.3g}..{wr.lam_hi:.3g}"
+        if wr.regime == "mixed":
+            head = (f"mixed: {tasks} span Λ_s = 1 ({cross}); neither law holds exactly, nearest "
+                    f"{scaling.REGIME_NAMES[wr.law]}")  # fmt: skip
+        else:
+            head = f"{scaling.REGIME_NAMES[wr.regime]}: {tasks} ({cross})"
+        text = f"{head}; the {scaling.REGIME_NAMES[other]} law would be {p_other}"
+        if x == "time" and math.isfinite(wr.kappa_w) and wr.kappa_w > 0:
+            eta = scaling.exponents(*abg).eta
+            text += f"; t_s ∝ s^{wr.kappa_w:.3f} there (logs included): eta/{wr.kappa_w:.3f} = {eta / wr.kappa_w:.5f}"
+        return Theory(th.exponent, th.source, th.d_star, wr.regime, text)
+
+
+SCALING = MsfrScaling()
