@@ -1,7 +1,16 @@
 """Models: what a model package declares (:class:`ModelEntry`) and, for a per-task ODE model given
 as maths only, :class:`OdeMaths`; the registry of every model by name (``registry``)."""
 
-from ._spec import Cutoff, ModelEntry, OdeMaths, OdeSetup, ScalingTheory, Theory, TrainedSetup
+from ._spec import (
+    Cutoff,
+    ModelEntry,
+    OdeMaths,
+    OdeSetup,
+    ScalingTheory,
+    Theory,
+    TrainedSetup,
+    stored_value,
+)
 
 __all__ = [
     "Cutoff",
@@ -11,4 +20,5 @@ __all__ = [
     "ScalingTheory",
     "Theory",
     "TrainedSetup",
+    "stored_value",
 ]

@@ -56,7 +56,7 @@ def test_found_through_its_entry_point_next_to_the_built_in_models():
     lines = res.output.splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith("logistic "))
     assert "[ode; cpu, cuda]" in lines[i]
-    assert lines[i + 1].strip() == "from fastdyn-logistic 0.1.0 (fastdyn_logistic:ENTRY)"
+    assert lines[i + 1].strip() == "from fastdyn-logistic 0.1.0 (fastdyn_logistic.entry:ENTRY)"
     assert any(ln.strip() == "from fastdyn 0.1.0 (fastdyn.models.msfr:ENTRY)" for ln in lines)
 
 
@@ -110,6 +110,53 @@ def test_simulate_inspect_and_fit(reference, integrator):
     m = (t >= 30) & (t <= 1000)
     slope = np.polyfit(np.log(t[m]), np.log(L[m]), 1)[0]  # unweighted log-log least squares
     assert got["exponent"] == pytest.approx(-slope, rel=1e-9)
+    # the plug-in's own scaling law (fastdyn_logistic.laws): p = (alpha - 1)/a = 0.5 at the
+    # defaults, beside the fit; the finite task count makes the window's slope steeper
+    assert got["theory"] == 0.5 and got["theory_source"].startswith("logistic:"), got
+    assert got["difference"] == pytest.approx(got["exponent"] - 0.5, abs=1e-12)
+
+
+def test_auto_window_ends_at_the_plug_in_cutoff(tmp_path):
+    """``fit`` with the auto window stops where the plug-in's cutoff says, t_c = ln(999)·10^4 for
+    task 10^4 = 0.1 of the 10^5 tasks (r0 = a = 1, f0 = 1e-3), warns naming it, and the fitted
+    exponent of the closed-form loss meets the plug-in's law p = (alpha − 1)/a = 2."""
+    import json
+    import math
+
+    p = tmp_path / "cf.h5"
+    sets = ["task.n_tasks=100000", "task.alpha=3", "time.t_max=1e6", "time.n_times=60",
+            "solver.integrator=none", "output.checkpoint_every=0"]  # fmt: skip
+    res = _invoke("-q", "simulate", "--set", "model=logistic", *(f"--set={v}" for v in sets), "-o", str(p))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    tc = math.log(999.0) * 1e4
+    res = CliRunner().invoke(main, ["fit", str(p), "--y", "theory/loss/test", "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.JSONDecoder().raw_decode(res.stdout[res.stdout.index("{") :])[0]  # warning after it
+    assert got["cutoff"] == pytest.approx(tc, rel=1e-12)
+    assert got["window"][1] <= tc and "learned-task cutoff" in " ".join(got["warnings"]), got
+    # measured +6.2e-4: the sum over tasks vs its integral and each task's finite transition
+    # width (the law is asymptotic); 3e-3 is about 5 times that, far below a wrong law's 0.5
+    assert got["theory"] == 2.0 and abs(got["difference"]) < 3e-3, got
+
+
+def test_theory_command_comes_from_the_plug_in():
+    """``fastdyn theory`` lists the plug-in's command (its ``fastdyn.theory`` entry point) and
+    runs it: t_s = ln((1 − f0)/f0) s^a / r0; bad input is one line, exit 2."""
+    import math
+
+    res = _invoke("theory", "--help")
+    assert res.exit_code == 0 and "learning-times" in res.output, res.output
+    res = _invoke("theory", "learning-times", "--tasks", "1,500", "--r0", "2", "--a", "0.5")
+    assert res.exit_code == 0, res.output
+    rows = [ln.split() for ln in res.output.splitlines()[1:]]
+    want = [math.log(999.0) * s**0.5 / 2 for s in (1, 500)]
+    assert [int(s) for s, _ in rows] == [1, 500]
+    np.testing.assert_allclose([float(t) for _, t in rows], want, rtol=1e-5)  # printed to 6 digits
+    res = _invoke("theory", "learning-times", "--f0", "2")
+    assert (
+        res.exit_code == 2
+        and res.output.strip() == "fastdyn: error: --f0: must lie in (0, 1), got 2"
+    )
 
 
 def test_sigterm_then_resume_is_bit_identical(reference, integrator, tmp_path, monkeypatch):
