@@ -11,7 +11,6 @@ builds a DataFrame when pandas is installed.
 from __future__ import annotations
 
 import glob
-import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..h5.reader import FileFormatError, Run, global_heap_damage, load
-from ..models._spec import stored_value
+from ..models._spec import stored_number, stored_value
 
 __all__ = ["RunTable", "flatten_config", "load_many", "config_value", "expand_paths"]
 
@@ -179,9 +178,4 @@ def load_many(
 
 def resolved_number(value: Any) -> float:
     """A config number that may be the text "inf" → float (NaN if not a number)."""
-    if isinstance(value, bool):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+    return stored_number(value)

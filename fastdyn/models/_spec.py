@@ -39,6 +39,16 @@ def stored_value(run: Any, key: str, default: Any = None) -> Any:
     return node
 
 
+def stored_number(value: Any) -> float:
+    """A stored config number that may be the text "inf" → float (NaN if not a number)."""
+    if isinstance(value, bool):
+        return float("nan")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
 @dataclass(frozen=True)
 class Theory:
     """A theory exponent p (L ∝ x^-p) and where it comes from; ``d_star`` (q in D* ∝ C^q) for

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._spec import Cutoff, Theory, stored_value
+from .._spec import Cutoff, Theory, stored_number, stored_value
 from . import scaling
 
 __all__ = ["MsfrScaling", "SCALING"]
@@ -39,16 +39,6 @@ _EXPR = {
     "compute": "eta/(kappa_t+1)",
 }
 _KEY = {"model_size": "task.model_size", "n_samples": "task.n_samples"}
-
-
-def _number(value: Any) -> float:
-    """A stored config number that may be the text "inf" → float (NaN if not a number)."""
-    if isinstance(value, bool):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _abg(run: Any) -> tuple[float, float, float] | None:
@@ -77,10 +67,10 @@ def model_size(run: Any) -> float:
     if "n_represented" in run.attrs:
         return float(run.attrs["n_represented"])
     d = stored_value(run, "task.model_size")
-    n = _number(stored_value(run, "task.n_tasks"))
+    n = stored_number(stored_value(run, "task.n_tasks"))
     if d is None or d == "all":
         return n
-    d = _number(d)
+    d = stored_number(d)
     return min(d, n) if math.isfinite(n) else d
 
 
@@ -107,7 +97,7 @@ def emergence(run: Any) -> np.ndarray:
         ("psi_min", int(get("task.psi_min", 1))),
         ("init_scale", float(get("init.scale", 1e-3))),
     )
-    return _emergence(int(_number(get("task.n_tasks", 10_000))), int(model_size(run)), kw)
+    return _emergence(int(stored_number(get("task.n_tasks", 10_000))), int(model_size(run)), kw)
 
 
 class MsfrScaling:
@@ -136,7 +126,7 @@ class MsfrScaling:
 
     def resource(self, run: Any, x: str) -> float:
         """The run's config value of ``x`` ("model_size": D, "n_samples": N)."""
-        v = model_size(run) if x == "model_size" else _number(stored_value(run, _KEY[x]))
+        v = model_size(run) if x == "model_size" else stored_number(stored_value(run, _KEY[x]))
         if not (math.isfinite(v) and v > 0):
             raise ValueError(
                 f"{run.path}: {_KEY[x]} is not a finite positive number in the stored config"
