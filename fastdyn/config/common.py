@@ -109,8 +109,10 @@ def check_track(cfg: Any) -> None:
     """Every ``output.track`` index names a task: ≤ ``task.n_tasks``."""
     bad = [s for s in cfg.output.track if s > cfg.task.n_tasks]
     if bad:
+        keep = ",".join(str(s) for s in cfg.output.track if s <= cfg.task.n_tasks)
         raise ConfigError(
-            f"output.track: task indices must be ≤ task.n_tasks ({cfg.task.n_tasks}), got {bad[0]}"
+            f"output.track: task indices must be ≤ task.n_tasks ({cfg.task.n_tasks}), got {bad[0]}; "
+            f"keep the smaller ones (--set output.track=[{keep}]) or use [] for the default"
         )
 
 

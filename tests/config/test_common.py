@@ -39,8 +39,11 @@ def test_every_builtin_section_validates_on_construction(model):
 )
 def test_track_beyond_the_tasks_reads_the_same_in_every_model(model, sets):
     with pytest.raises(ConfigError) as e:
-        load_config(None, [f"model={model}", *sets, "output.track=[11]"])
-    assert str(e.value) == "output.track: task indices must be ≤ task.n_tasks (10), got 11"
+        load_config(None, [f"model={model}", *sets, "output.track=[3, 11]"])
+    assert str(e.value) == (
+        "output.track: task indices must be ≤ task.n_tasks (10), got 11; keep the smaller ones "
+        "(--set output.track=[3]) or use [] for the default"
+    )
 
 
 @pytest.mark.parametrize(
