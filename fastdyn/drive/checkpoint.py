@@ -7,9 +7,11 @@
 - :class:`Schedule` decides at each chunk boundary whether a checkpoint is due.
 - :class:`StopSignals` turns the first SIGINT or SIGTERM into a request the run loop polls after
   each chunk (finish the chunk, checkpoint, status ``interrupted``, exit 130/143), acknowledged on
-  stderr at once when asked (``fastdyn simulate`` unless quiet), and restores the
-  default action, so a second signal ends the process at once, even inside a numba kernel; the file
-  is then as a kill -9 leaves it: readable up to its last flush, resumable from its checkpoint.
+  stderr at once when asked (``fastdyn simulate`` unless quiet). Signals within
+  :data:`SAME_REQUEST_S` of the first are the same request (a process-group signal and its forward
+  by ``timeout`` or ``srun``). A later one gives the run :data:`GRACE_S` to reach its clean stop
+  (closed, status ``interrupted``), then ends the process, even inside a numba kernel; the file is
+  then as a kill -9 leaves it: readable up to its last flush, resumable from its checkpoint.
 """
 
 from __future__ import annotations
@@ -60,18 +62,29 @@ class Schedule:
         self.p_last = int(progress)
 
 
+#: signals this soon after the first are the same request (a group signal and its forward), s
+SAME_REQUEST_S = 0.5
+#: a later signal gives the run this long to reach its clean stop before the process ends, s
+GRACE_S = 1.0
+
+
 class StopSignals:
-    """Context manager: the first SIGINT/SIGTERM sets :attr:`name` (polled by the run loop) and
-    puts the default action back, so a second one ends the process at once. Outside the main
-    thread (where Python cannot install handlers) it does nothing.
+    """Context manager: the first SIGINT/SIGTERM sets :attr:`name` (polled by the run loop: finish
+    the chunk, checkpoint, close ``interrupted``). Outside the main thread (where Python cannot
+    install handlers) it does nothing.
 
     Python runs signal handlers in the main thread between bytecodes, so while the main thread is
-    inside a long numba kernel neither the flag nor the default action would change. The C-level
-    handler also writes each signal's number to a wakeup pipe (:func:`signal.set_wakeup_fd`); a
-    watcher thread reads it, so the flag is set at once (the kernels release the GIL), the long
-    kernels see :data:`fastdyn.core.stop_flag.FLAG` and return early, and a second
-    signal ends the process at once with 128 + its number, even inside a kernel. The file is then
-    as a kill -9 leaves it: readable up to its last flush, resumable from its checkpoint."""
+    inside a long numba kernel the flag would not change. The C-level handler also writes each
+    signal's number to a wakeup pipe (:func:`signal.set_wakeup_fd`); a watcher thread reads it, so
+    the flag is set at once (the kernels release the GIL) and the long kernels see
+    :data:`fastdyn.core.stop_flag.FLAG` and return early.
+
+    Job schedulers often deliver one request twice: Ctrl-C reaches the whole process group and
+    ``timeout`` (or ``srun``) forwards it as well. Signals within :data:`SAME_REQUEST_S` of the
+    first are therefore the same request. A later one means "now": the run has :data:`GRACE_S`
+    to reach its clean stop, after which the watcher ends the process with 128 + the signal's
+    number, with a line on stderr. The file is then as a kill -9 leaves it: readable up to its
+    last flush, resumable from its checkpoint."""
 
     #: the instance whose handlers are installed (a sweep's, around its points' runs)
     _active: StopSignals | None = None
@@ -83,7 +96,9 @@ class StopSignals:
         self._old: dict[int, Any] = {}
         self._pipe: tuple[int, int] | None = None
         self._old_fd = -1
-        self._seen = 0
+        self._first_at: float | None = None
+        self._hurried = False
+        self._closed = threading.Event()  # set by __exit__: the run stopped cleanly
 
     @classmethod
     @contextlib.contextmanager
@@ -113,14 +128,31 @@ class StopSignals:
         return self
 
     def _note(self, signum: int) -> None:
-        """In the watcher thread only (never blocks it): count, end at the second signal."""
-        self._seen += 1
-        if self._seen >= 2:  # the second SIGINT/SIGTERM: end now, wherever the main thread is
-            os._exit(128 + signum)
-        if self.acknowledge:  # writing to stderr may block (a full pipe): not in the watcher
-            threading.Thread(target=self._request, args=(signum,), daemon=True).start()
-        else:
-            self._request(signum)
+        """In the watcher thread only (never blocks it): the first signal asks for a stop, those
+        within :data:`SAME_REQUEST_S` of it are the same request, a later one starts the grace."""
+        now = _time.monotonic()
+        if self._first_at is None:
+            self._first_at = now
+            if self.acknowledge:  # writing to stderr may block (a full pipe): not in the watcher
+                threading.Thread(target=self._request, args=(signum,), daemon=True).start()
+            else:
+                self._request(signum)
+            return
+        if now - self._first_at < SAME_REQUEST_S or self._hurried:
+            return
+        self._hurried = True
+        threading.Thread(target=self._end_after_grace, args=(signum,), daemon=True).start()
+
+    def _end_after_grace(self, signum: int) -> None:
+        """A later signal: wait :data:`GRACE_S` for the clean stop, then end the process."""
+        name = signal.Signals(signum).name
+        if self._closed.wait(GRACE_S):
+            return
+        _say(
+            f"fastdyn: second {name}: the run did not reach its stop within {GRACE_S:g} s; ending now "
+            "(the file keeps every flushed row; fastdyn simulate --resume continues it)"
+        )
+        os._exit(128 + signum)
 
     def _request(self, signum: int) -> None:
         """The first signal: say so once (with ``acknowledge``; the first caller to claim it
@@ -130,7 +162,7 @@ class StopSignals:
         name = signal.Signals(signum).name
         if self._claim.acquire(blocking=False) and self.acknowledge:
             _say(
-                f"fastdyn: {name} received: stopping at the next chunk boundary (a second SIGINT/SIGTERM ends at once)"
+                f"fastdyn: {name} received: stopping at the next chunk boundary (another SIGINT/SIGTERM ends within {GRACE_S:g} s)"
             )
         if self.name is None:
             self.name = name
@@ -157,10 +189,9 @@ class StopSignals:
         # handler can run nested in itself when a second signal arrives at once, and a lock
         # taken here deadlocked against the watcher (a double SIGINT that never ended).
         self._request(signum)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_DFL)
 
     def __exit__(self, *exc: Any) -> None:
+        self._closed.set()  # a grace that is running ends without exiting
         if self._old:
             stop_flag.clear()
             StopSignals._active = None
