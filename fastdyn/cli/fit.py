@@ -123,6 +123,83 @@ def _describe(d: dict[str, Any], echo) -> None:
         echo(line)
 
 
+class _NoPowerLaw:
+    """A time series in which the automatic window found no power-law range: why, and how the
+    series meets the closed form the file carries (if any)."""
+
+    def __init__(self, run: Any, y: str, reason: str) -> None:
+        from ..analysis.labels import time_label
+        from ..analysis.levels import theory_agreement
+
+        self.run, self.y, self.reason = run, y, reason
+        self.agreement = theory_agreement(run, y)
+        self.x_label = time_label([run])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "no power law",
+            "label": self.run.path.name,
+            "x": "time",
+            "y": self.y,
+            "reason": self.reason,
+            "x_label": self.x_label,
+            "agreement": None if self.agreement is None else self.agreement.to_dict(),
+            "warnings": [],
+        }
+
+
+def _time_report(run: Any, y: str, win: Any, default_window: bool, **kw: Any) -> Any:
+    """One file against time: with the default window, a model's reference levels when it
+    declares them (plateaus and drops), else the power-law fit; an automatic window that finds no
+    power-law range is reported as such (exit 0), with the agreement with theory."""
+    from ..analysis import compare
+    from ..analysis.levels import levels_report
+
+    if default_window:
+        rep = levels_report(run, y)
+        if rep is not None:
+            return rep
+    try:
+        return compare.fit_run(run, "time", y, win, **kw)
+    except ValueError as e:
+        msg = str(e).splitlines()[0]
+        if win == "auto" and msg.startswith(("auto window:", "too few points for an automatic")):
+            return _NoPowerLaw(run, y, _hint(msg))
+        raise
+
+
+def _describe_levels(d: dict[str, Any], echo) -> None:
+    echo(f"{d['label']}: {d['y']} vs time: plateaus and drops (the model's reference levels; "
+         "a power law does not describe them: give --window to fit one anyway)")  # fmt: skip
+    w = max(len(lv["name"]) for lv in d["levels"])
+    echo(f"  {'level':<{w}s}  {'value':>10s}  {'closest |L/ℓ-1|':<24s}  on the level "
+         f"(within {d['tol']:.0%})")  # fmt: skip
+    for lv in d["levels"]:
+        on = (
+            "never"
+            if lv["span"] is None
+            else f"t in [{_fmt(lv['span'][0])}, {_fmt(lv['span'][1])}]"
+        )
+        close = f"{lv['closest']:.1e} at t = {_fmt(lv['t_closest'])}"
+        echo(f"  {lv['name']:<{w}s}  {lv['value']:>10.5f}  {close:<24s}  {on}")
+    if d["drops"]:
+        echo("  drops      " + "; ".join(f"{x['from']} → {x['to']} at t = {_fmt(x['t'])}"
+                                         for x in d["drops"]))  # fmt: skip
+
+
+def _describe_none(d: dict[str, Any], echo) -> None:
+    echo(f"{d['label']}: {d['y']} vs time: no power-law range")
+    echo(f"  window     none: {d['reason']}")
+    echo(f"  time       {d['x_label']}")
+    a = d["agreement"]
+    if a is None:
+        echo("  theory     none in the file for this series")
+    else:
+        echo(f"  theory     |{a['y']} / {a['theory']} - 1|: max {a['max_rel']:.2e} at t = "
+             f"{_fmt(a['t_max'])}, median {a['median_rel']:.2e} ({a['n_points']} points; values "
+             f"below {a['floor']:g} of the theory's maximum left out: round-off)")  # fmt: skip
+
+
 def _hint(msg: str) -> str:
     """An auto window that found no power-law range: say how to choose one."""
     if msg.startswith("auto window:"):
@@ -176,8 +253,15 @@ def command(files, x, y, window, offset, bootstrap, loss, at, cutoff_fraction, c
             if x == "time":
                 cf = compare.DEFAULT_CUTOFF_FRACTION if cutoff_fraction is None else cutoff_fraction
                 reps = [
-                    compare.fit_run(
-                        r, "time", yr, win, offset=offset, loss=loss, cutoff_fraction=cf, **kw
+                    _time_report(
+                        r,
+                        yr,
+                        win,
+                        window is None,
+                        offset=offset,
+                        loss=loss,
+                        cutoff_fraction=cf,
+                        **kw,
                     )  # fmt: skip
                     for r, yr in zip(runs, ys, strict=True)
                 ]
@@ -194,11 +278,15 @@ def command(files, x, y, window, offset, bootstrap, loss, at, cutoff_fraction, c
             msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
             raise UserError(_hint(msg.splitlines()[0])) from None
     dicts = [r.to_dict() for r in reps]
+    for d in dicts:
+        d.setdefault("kind", "power law")
     if as_json:
         click.echo(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=2))
     else:
         for d in dicts:
-            _describe(d, click.echo)
+            {"levels": _describe_levels, "no power law": _describe_none}.get(d["kind"], _describe)(
+                d, click.echo
+            )
     shown = {str(w.message) for w in rec}
     for d in dicts:
         shown.update(d["warnings"])
