@@ -10,6 +10,10 @@ checkpoints, the final close and the compaction): the run exits 0 with a complet
 failure in the compaction keeps the complete original) or 1 with one line and no traceback;
 the file then holds a bit-identical prefix of the uninterrupted run, opens in plain h5py after
 ``fastdyn repair`` where the line says so, and ``--resume`` completes it bit-identically.
+
+The file-size limit and the disk filled by another process are also met mid-run, for every model
+(and msfr rk4 with wide rows): longer runs whose rows outgrow their first chunks, so the file
+grows again after rows were flushed; the run exits 1 with one line, keeping some rows but not all.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import h5py
@@ -31,6 +34,7 @@ from click.testing import CliRunner
 
 import fastdyn
 from fastdyn.cli import main
+from fastdyn.h5.writer import RunWriter
 
 from .conftest import assert_same_series
 from .test_every_model import CASES, _args
@@ -204,26 +208,105 @@ def test_a_file_size_limit(model, counted, tmp_path):
     assert proc.returncode == 1, what
 
 
-def test_a_file_size_limit_mid_run(tmp_path):
-    """A limit crossed after rows were flushed (msfr rk4, whose rows outgrow several chunks):
-    exit 1 and one line, the flushed rows kept, --resume bit-identical."""
+#: runs whose rows outgrow the first chunk of every series (1024 rows), so that the file grows
+#: again long after its first rows were flushed and a size limit or a full disk is met mid-run
+#: (the small configs above hold at most 40 rows: every chunk is allocated at the first append,
+#: and nothing grows after it). Every model's small config with 1150-1300 output times or save
+#: steps and a checkpoint every few hundred steps, plus msfr rk4 with rows of 50 tracked tasks
+#: (``test_disk_full.BIG``: chunks of 400 KiB, every 1024 of its 5000 rows)
+_LONGER: dict[str, list[str]] = {
+    "msfr": ["time.grid=linear", "time.t_max=16", "time.n_times=1300", "output.times_per_segment=100", "output.checkpoint_every=400 steps"],
+    "msfr-attn": ["schedule.epochs=3000", "schedule.n_saves=3000", "output.checkpoint_every=1000 steps"],
+    "attn-m": ["schedule.epochs=1300", "schedule.save_every=1", "output.checkpoint_every=400 steps"],
+    "attn-s": ["schedule.epochs=1300", "schedule.save_every=1", "output.checkpoint_every=400 steps"],
+    "mlp-cubic": ["schedule.epochs=1300", "schedule.save_every=1", "output.checkpoint_every=400 steps"],
+    "msfr-h": ["time.n_times=1300", "output.times_per_segment=100", "output.checkpoint_every=400 steps"],
+    "logistic": ["task.n_tasks=256", "time.n_times=1300", "output.times_per_segment=100", "output.checkpoint_every=400 steps"],
+}  # fmt: skip
+LONG_CASES = [*sorted(CASES), "msfr-rk4-wide"]
+
+
+def _long_args(case: str) -> list[str]:
+    if case == "msfr-rk4-wide":
+        from .test_disk_full import BIG
+
+        return BIG
+    return _args(case) + [a for kv in _LONGER[case] for a in ("--set", kv)]
+
+
+#: the run, printing the rows written after each appended row set, then "paused" after the
+#: first append that reaches PAUSE rows (its first argument), where it waits for a line on stdin
+#: (the rows are unchanged: the file is as without it)
+_PAUSING = (
+    "import sys, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
+    "pause = [int(sys.argv.pop(1))]\norig = w.RunWriter.append\n"
+    "def append(self, *a, **k):\n"
+    "    orig(self, *a, **k); print(self.n_rows, flush=True)\n"
+    "    if 0 < pause[0] <= self.n_rows:\n"
+    "        pause[0] = 0; print('paused', flush=True); sys.stdin.readline()\n"
+    "w.RunWriter.append = append\nmain(sys.argv[1:])"
+)
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    """``get(case)``: (the uninterrupted run's file, [(rows, file size) after each append]),
+    made in this process (which also compiles the kernels that the resumes here use)."""
+    made: dict[str, tuple[Path, list[tuple[int, int]]]] = {}
+
+    def get(case: str) -> tuple[Path, list[tuple[int, int]]]:
+        if case not in made:
+            p = tmp_path_factory.mktemp(f"long-{case}") / "ref.h5"
+            sizes: list[tuple[int, int]] = []
+            orig = RunWriter.append
+
+            def append(self, *a, **k):
+                orig(self, *a, **k)
+                sizes.append((self.n_rows, os.fstat(self._io.fd).st_size))
+
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(RunWriter, "append", append)
+                res = CliRunner().invoke(main, ["-q", "simulate", *_long_args(case), "-o", str(p)])
+            assert res.exit_code == 0, res.output
+            (_, first), (rows, last) = sizes[0], sizes[-1]
+            assert rows == len(fastdyn.load(p).time) > 1024 and last > first, sizes  # it grows
+            made[case] = (p, sizes)
+        return made[case]
+
+    return get
+
+
+def _kept(what: str, total: int) -> int:
+    """The rows a failed run kept (``_check_after_failure``'s "N rows kept, resumed"): some,
+    not all."""
+    assert what.endswith(" rows kept, resumed"), what
+    n = int(what.split()[0])
+    assert 0 < n < total, what
+    return n
+
+
+@pytest.mark.parametrize("case", LONG_CASES)
+def test_a_file_size_limit_mid_run(case, long_run, tmp_path):
+    """``ulimit -f`` set before the run, crossed after rows were flushed, for every model: the
+    limit is the writer's reserve plus the file's size halfway between its first append and its
+    last, so the run meets it where a row set needs new chunks. Exit 1 and one line ("File too
+    large"), the flushed rows kept, --resume bit-identical."""
     from fastdyn.h5.writer import RESERVE
 
-    from .test_disk_full import BIG as args
-
-    ref = tmp_path / "ref.h5"
-    assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
-    limit = RESERVE + ref.stat().st_size // 2
+    ref, sizes = long_run(case)
+    limit = RESERVE + (sizes[0][1] + sizes[-1][1]) // 2
     p = tmp_path / "run.h5"
 
     def cap():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    proc = _popen(["-q", "simulate", *args, "-o", str(p)], _env(), preexec_fn=cap)
-    _out, err = proc.communicate(timeout=300)
+    proc = _popen(["-q", "simulate", *_long_args(case), "-o", str(p)], _env(), preexec_fn=cap)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "File too large" in err, (proc.returncode, err[-3000:])
+    assert not out, out
     what = _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
-    assert proc.returncode == 1 and "File too large" in err, err
-    assert what.endswith("rows kept, resumed") and not what.startswith("0 "), what
+    total = sizes[-1][0]
+    print(f"{case}: ulimit -f {limit}: exit 1, {_kept(what, total)} of {total} rows kept")
 
 
 @pytest.fixture
@@ -240,40 +323,50 @@ def small_fs(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-def test_a_disk_filled_by_another_process(small_fs, tmp_path):
-    """Another process takes every free byte while the run appends: the run goes on inside the
-    room it reserved (``fallocate``), then exits 1 with one line, the flushed rows kept, and
-    --resume is bit-identical once that file is gone."""
-    from .test_disk_full import BIG as args  # rows outgrow the writer's 4 MiB reservation
+def _fill(folder: Path) -> None:
+    """Take every free byte of ``folder``'s file system, as another job would (whole pages down
+    to the last one; a write that fits only in part is cut short, the next one fails)."""
+    with open(folder / "filler", "wb", buffering=0) as fh:
+        for size in (1 << 20, 1 << 16, 1 << 12):
+            try:
+                while True:
+                    fh.write(bytes(size))
+            except OSError:
+                pass
+    assert shutil.disk_usage(folder).free < 1 << 12
 
-    ref = tmp_path / "ref.h5"
-    assert CliRunner().invoke(main, ["-q", "simulate", *args, "-o", str(ref)]).exit_code == 0
+
+@pytest.mark.parametrize("case", LONG_CASES)
+def test_a_disk_filled_by_another_process(case, long_run, small_fs, tmp_path):
+    """Another process takes every free byte after a fifth of the rows were flushed (the run
+    waits for it there), for every model: the run goes on inside the room it reserved
+    (``fallocate``), then exits 1 with one line, the flushed rows kept, and --resume is
+    bit-identical once that file is gone."""
+    ref, sizes = long_run(case)
+    total = sizes[-1][0]
     p = small_fs / "run.h5"
-    slow = (
-        "import sys, time, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
-        "orig = w.RunWriter.append\n"
-        "def append(self, *a, **k):\n    orig(self, *a, **k); time.sleep(0.01)\n"
-        "w.RunWriter.append = append\nmain(sys.argv[1:])"
-    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", slow, "-q", "simulate", *args, "-o", str(p)],
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", _PAUSING, str(total // 5), "-q", "simulate", *_long_args(case), "-o", str(p)],
+        cwd=ROOT, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    t0 = time.monotonic()
-    while not p.exists() and proc.poll() is None and time.monotonic() - t0 < 120:
-        time.sleep(0.01)
-    time.sleep(0.3)
-    with open(small_fs / "filler", "wb") as fh:  # every free byte, as another job would
-        try:
-            while True:
-                fh.write(b"\0" * (1 << 16))
-                fh.flush()
-        except OSError:
-            pass
-    _out, err = proc.communicate(timeout=300)
+    seen = []
+    for line in proc.stdout:  # the row sets it flushed, until it waits
+        if line.strip() == "paused":
+            break
+        seen.append(int(line))
+    else:
+        raise AssertionError(f"the run never paused: rc={proc.wait()} {proc.stderr.read()[-3000:]}")
+    try:
+        _fill(small_fs)
+    finally:  # (the run goes on even where the filling failed)
+        out, err = proc.communicate("go\n", timeout=300)
     (small_fs / "filler").unlink()
+    assert all(ln.isdigit() for ln in out.split()), out  # (only the rows it printed)
+    assert proc.returncode == 1 and "No space left on device" in err, (proc.returncode, err[-3000:])
     what = _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
-    assert proc.returncode == 1, what
+    kept = _kept(what, total)
+    assert kept >= seen[-1], (kept, seen[-1])  # every row flushed before the disk filled
+    print(f"{case}: disk filled after {seen[-1]} rows: exit 1, {kept} of {total} rows kept")
 
 
 def test_resume_on_a_nearly_full_disk_leaves_the_file_untouched(small_fs, tmp_path):
@@ -306,7 +399,7 @@ def test_a_close_cut_off_by_a_size_limit_leaves_the_rows(tmp_path, monkeypatch):
     and heaps in place before writing the new block they point to, which left a file that no
     reader opened; rewrites in place now wait for the flush's end, so it still loads."""
     from fastdyn.h5 import failstop
-    from fastdyn.h5.writer import RunWriter, WriteFailed
+    from fastdyn.h5.writer import WriteFailed
 
     p = tmp_path / "run.h5"
     w = RunWriter(p, model="m", config_toml="", seed=0, series={"a": (3,), "b": ()})
