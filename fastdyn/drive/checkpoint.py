@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import signal
@@ -262,4 +263,8 @@ def write_error(path: Any, e: OSError) -> str:
             f"left as a killed run leaves it (fastdyn and SWMR readers open it; `fastdyn repair {path}` "
             f"makes it a plain file) — once the cause is cleared, continue with {resume}"
         )
-    return f"cannot write {path}: {why}; the file holds every row up to the last one flushed — free space and continue with {resume}"
+    fix = {
+        errno.EFBIG: "raise the file-size limit (ulimit -f)",
+        errno.EDQUOT: "free quota",
+    }.get(e.errno, "free space")
+    return f"cannot write {path}: {why}; the file holds every row up to the last one flushed — {fix} and continue with {resume}"

@@ -303,6 +303,7 @@ def test_a_file_size_limit_mid_run(case, long_run, tmp_path):
     proc = _popen(["-q", "simulate", *_long_args(case), "-o", str(p)], _env(), preexec_fn=cap)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1 and "File too large" in err, (proc.returncode, err[-3000:])
+    assert "raise the file-size limit (ulimit -f)" in err or "fastdyn repair" in err, err
     assert not out, out
     what = _check_after_failure(proc.returncode, err, p, fastdyn.load(ref))
     total = sizes[-1][0]
