@@ -1,4 +1,4 @@
-"""Model-size and data-size scaling exponents of trained msfr-attn (issue 5, acceptance 5 and 6).
+"""Model-size and data-size scaling exponents of trained msfr-attn.
 
     .venv/bin/python scripts/msfr_attn_scaling.py [--variant gd|adamw|softmax] [--size full|reduced]
                                                   [--scan d|n|both] [--out DIR] [--threads K]
