@@ -17,8 +17,11 @@ import numpy as np
 from ..h5.reader import Run
 from .compare import FitReport, FrontierReport
 from .labels import default_series, loss_levels, run_labels, series_name, time_label, y_label
+from .levels import FLOOR
 
 STYLES = ("default", "paper")
+#: residuals below float64 epsilon are drawn at it (equal to round-off)
+EPS = 2.0**-52
 
 #: paper style: one journal column (3.4 in) wide, 8 pt text, fonts embedded as text in PDF/SVG
 _PAPER_RC = {
@@ -52,12 +55,17 @@ def _check_style(style: str) -> None:
         raise ValueError(f"--style: must be one of {', '.join(STYLES)}, got {style!r}")
 
 
-def _subplots(style: str, ncols: int = 1):
-    """A figure of one or two panels sized for ``style`` (inside :func:`_style_rc`)."""
+def _subplots(style: str, ncols: int = 1, rows: int = 1):
+    """A figure of one or two panels sized for ``style`` (inside :func:`_style_rc`); ``rows=2``:
+    a main panel over a residual panel a third its height, sharing the x axis."""
     _check_style(style)
     plt = _mpl()
-    size = _SIZES[style][0 if ncols == 1 else 1]
-    return plt.subplots(1, ncols, figsize=size, dpi=110 if style == "default" else 100)
+    w, h = _SIZES[style][0 if ncols == 1 else 1]
+    dpi = 110 if style == "default" else 100
+    if rows == 2:
+        return plt.subplots(2, ncols, figsize=(w, h * 1.3), dpi=dpi, sharex=True,
+                            gridspec_kw={"height_ratios": (3, 1)})  # fmt: skip
+    return plt.subplots(1, ncols, figsize=(w, h), dpi=dpi)
 
 
 def _style_rc(style: str):
@@ -121,6 +129,38 @@ def _levels(ax, run: Run, color: str, name: str) -> None:
             first = False
 
 
+def _residuals(bx, t: np.ndarray, y: np.ndarray, th: np.ndarray, color: str) -> bool:
+    """|y/θ − 1| on the lower panel where θ is above the round-off floor (values below
+    :data:`~fastdyn.analysis.levels.FLOOR` of its maximum are not compared); True if some
+    points were left out for that reason."""
+    n = min(t.size, y.size, th.size)
+    t, y, th = t[:n], y[:n], th[:n]
+    ok = (t > 0) & np.isfinite(y) & np.isfinite(th) & (th > 0)
+    if not ok.any():
+        return False
+    above = ok & (th >= FLOOR * np.max(th[ok]))
+    rel = np.maximum(np.abs(y[above] / th[above] - 1.0), EPS)
+    bx.plot(t[above], rel, "-", color=color, lw=1.0)
+    return bool((ok & ~above).any())
+
+
+def _note(ax, y: float, text: str, va: str = "bottom") -> None:
+    """A small grey note at the left of ``ax`` (axes coordinates), on a white ground."""
+    ax.text(0.01, y, text, transform=ax.transAxes, fontsize="x-small", color="0.3", va=va,
+            zorder=5, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})  # fmt: skip
+
+
+def _clip_round_off(ax) -> bool:
+    """Clip a log y axis at FLOOR × its largest value when the data go further down (a run's
+    loss flattens at float64 round-off while a closed form goes on); True if it clipped."""
+    ys = [np.asarray(ln.get_ydata(), float) for ln in ax.get_lines()]
+    ys = np.concatenate([y[np.isfinite(y) & (y > 0)] for y in ys]) if ys else np.array([])
+    if ys.size == 0 or ys.min() >= FLOOR * ys.max():
+        return False
+    ax.set_ylim(bottom=FLOOR * ys.max())
+    return True
+
+
 @_styled
 def plot_loss(
     runs: Sequence[Run],
@@ -131,8 +171,13 @@ def plot_loss(
     title: str | None = None,
     style: str = "default",
 ):
-    """Loss vs time for each run in its own colour: the simulation solid, ``/theory/<series>``
-    dashed and the model's reference levels (plateaus L(M_m) dotted, L* dash-dotted).
+    """Loss vs time for each run in its own colour: the simulation as a broad pale line,
+    ``/theory/<series>`` dashed on top of it and the model's reference levels (plateaus L(M_m)
+    dotted, L* dash-dotted); with theory, a lower panel of |L/L_th − 1|.
+
+    Values below :data:`~fastdyn.analysis.levels.FLOOR` of the largest one are round-off (a run's
+    loss flattens there while the closed form goes on down): the loss axis is clipped there and
+    the residuals leave them out, each saying so on the figure.
 
     ``series`` None: each run's model default (:func:`fastdyn.analysis.labels.default_series`);
     ``labels``: one legend label per run (default: file names); returns the Figure.
@@ -140,38 +185,65 @@ def plot_loss(
     """
     names = run_labels(runs, labels)
     xlabel = time_label(runs)
-    fig, ax = _subplots(style)
     used = [series or default_series(r) for r in runs]
+    with_theory = any(f"theory/{s}" in r and s in r for r, s in zip(runs, used, strict=True))
+    if with_theory:
+        fig, (ax, bx) = _subplots(style, rows=2)
+    else:
+        fig, ax = _subplots(style)
+        bx = None
     one = len(set(used)) == 1
-    theory = False
+    theory = left_out = False
     for i, (run, name, s) in enumerate(zip(runs, names, used, strict=True)):
         color = f"C{i % 10}"
         name = name if one else f"{name} ({series_name(s)})"
         t = run.time
         keep = t > 0
+        th = f"theory/{s}"
+        broad = th in run and s in run  # drawn under its dashed theory: keep both visible
         if s in run:
             y = run[s]
             m = keep & np.isfinite(y) & (y > 0)
-            ax.plot(t[m], y[m], "-", color=color, lw=1.8 if style == "default" else 1.1,
+            lw = (
+                (3.2 if style == "default" else 2.0)
+                if broad
+                else (1.8 if style == "default" else 1.1)
+            )
+            ax.plot(t[m], y[m], "-", color=color, lw=lw, alpha=0.45 if broad else 1.0,
                     label=name, gid=s)  # fmt: skip
-        th = f"theory/{s}"
         if th in run:
             y = run[th]
             m = keep & np.isfinite(y) & (y > 0)
-            ax.plot(t[m], y[m], "--", color=color, lw=1.0, label=f"{name}: theory", gid=th)
+            ax.plot(
+                t[m], y[m], "--", color=color, lw=1.0, label=f"{name}: theory", gid=th, zorder=3
+            )
             theory = True
+            if bx is not None and s in run:
+                left_out |= _residuals(bx, t, run[s], run[th], color)
         if s.startswith("loss/"):
             _levels(ax, run, color, name)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
     ax.set_ylabel(y_label(used[0]) if one else "loss (dimensionless)")
+    if _clip_round_off(ax):
+        _note(ax, 0.02, f"clipped at {FLOOR:g} × the largest value (float64 round-off below)")
+    if bx is not None:
+        bx.set_xscale("log")
+        bx.set_yscale("log")
+        bx.set_ylabel("|L/L_th − 1|")
+        bx.set_xlabel(xlabel)
+        if left_out:
+            _note(bx, 0.93, f"compared where theory ≥ {FLOOR:g} × its largest value", va="top")
+    else:
+        ax.set_xlabel(xlabel)
     if title or style == "default":
         default = (series_name(used[0]) if one else "losses") + (
             " (dashed: theory)" if theory else ""
         )
         ax.set_title(title or default)
-    _finish(fig, [ax], out)
+    if bx is not None:
+        fig.align_ylabels([ax, bx])
+    _finish(fig, [ax] if bx is None else [ax, bx], out)
     return fig
 
 
@@ -221,7 +293,8 @@ def _finish(fig, ax_list, out) -> None:
         if ax.get_yscale() == "log":
             _tidy_log_y(ax)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)

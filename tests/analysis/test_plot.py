@@ -27,9 +27,31 @@ def test_plot_loss_is_unchanged(tmp_path):
     )
     fig = plot.plot_loss([r], tmp_path / "l.png")
     _png(tmp_path / "l.png")
-    (ax,) = fig.axes
+    ax, bx = fig.axes  # the loss, and below it the residual against the theory in the file
     assert len(ax.get_lines()) == 2 and ax.get_lines()[1].get_linestyle() == "--"
     assert ax.get_xscale() == ax.get_yscale() == "log"
+    (res,) = bx.get_lines()
+    np.testing.assert_allclose(res.get_ydata(), 1 - 1 / 1.1, rtol=1e-12)  # |t^-½ / (1.1 t^-½) - 1|
+    assert bx.get_yscale() == "log" and "L_th" in bx.get_ylabel()
+
+
+def test_round_off_is_clipped_and_left_out_of_the_residuals(tmp_path):
+    """A run that flattens at round-off (1e-20) while its closed form goes down to 1e-31: the loss
+    axis stops at 1e-13 of the largest value and says why; the residual panel compares only the
+    points where the theory is above that floor, and says so."""
+    t = np.geomspace(1e-2, 1e4, 60)
+    th = np.geomspace(1.0, 1e-31, 60)
+    sim = np.maximum(th * (1 + 1e-6), 1e-20)
+    r = load(make_run(tmp_path / "f.h5", t, {"loss/test": sim, "theory/loss/test": th}))
+    fig = plot.plot_loss([r], tmp_path / "f.png", style="paper")
+    ax, bx = fig.axes
+    assert ax.get_ylim()[0] == pytest.approx(1e-13 * 1.000001, rel=1e-12)
+    assert any("round-off" in tx.get_text() for tx in ax.texts)
+    (res,) = bx.get_lines()
+    keep = th >= 1e-13
+    np.testing.assert_allclose(res.get_xdata(), t[keep], rtol=0)
+    np.testing.assert_allclose(res.get_ydata(), 1e-6, rtol=1e-8)
+    assert any("theory ≥ 1e-13" in tx.get_text() for tx in bx.texts)
 
 
 def test_plot_scaling_time_fit(tmp_path):

@@ -110,8 +110,8 @@ def _two_msfr(tmp_path):
 def test_labels_colours_and_paper_style(tmp_path):
     runs = _two_msfr(tmp_path)
     fig = plot.plot_loss(runs, tmp_path / "f.pdf", labels=["α = 2", "α = 3"], style="paper")
-    (ax,) = fig.axes
-    assert tuple(fig.get_size_inches()) == (3.4, 2.6)  # one journal column
+    ax, bx = fig.axes  # the residual panel below holds the time axis label
+    assert tuple(fig.get_size_inches()) == pytest.approx((3.4, 2.6 * 1.3))  # one journal column
     assert (tmp_path / "f.pdf").read_bytes()[:5] == b"%PDF-"
     sim = {ln.get_label(): ln for ln in ax.get_lines()}
     assert set(sim) == {"α = 2", "α = 2: theory", "α = 3", "α = 3: theory"}
@@ -120,7 +120,7 @@ def test_labels_colours_and_paper_style(tmp_path):
         assert sim[f"{name}: theory"].get_color() == sim[name].get_color()
         assert sim[f"{name}: theory"].get_linestyle() == "--"
     assert ax.get_ylabel() == "test loss L_test (dimensionless)"
-    assert ax.get_xlabel() == "t (gradient-flow time)"  # no /step: not a gd run, no η·step
+    assert bx.get_xlabel() == "t (gradient-flow time)"  # no /step: not a gd run, no η·step
     assert ax.get_title() == ""  # paper: no title unless given
 
 
