@@ -105,6 +105,27 @@ def model_names() -> list[str]:
     return plugins.names()
 
 
+def _did_you_mean(key: str, allowed: Any, prefix: str = "") -> str:
+    """ " (did you mean X?)" for a near miss of one of ``allowed`` (difflib), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.75)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
+
+def _other_models(section: str, data: dict) -> str:
+    """For a top-level key of another model's config: which models have it, and this config's."""
+    model = data.get("model") or plugins.default()
+    owners = []
+    for name in plugins.names():
+        schema = getattr(plugins.get(name), "schema", None)
+        if schema is not None and section in {f.name for f in dataclasses.fields(schema)}:
+            owners.append(name)
+    if not owners:
+        return ""
+    return f" for model {model!r} ([{section}] belongs to model {', '.join(owners)}: set model to one of them)"
+
+
 def build(cls: type, data: Any, prefix: str = "") -> Any:
     """Build dataclass ``cls`` from a TOML table, validating every field (ConfigError on misuse)."""
     where = prefix.rstrip(".") or "config"
@@ -114,7 +135,10 @@ def build(cls: type, data: Any, prefix: str = "") -> Any:
     for k in data:
         if k not in fields:
             allowed = ", ".join(fields)
-            raise ConfigError(f"{prefix}{k}: unknown key; allowed in [{where}]: {allowed}")
+            hint = _did_you_mean(str(k), fields, prefix) or (
+                _other_models(str(k), data) if not prefix else ""
+            )
+            raise ConfigError(f"{prefix}{k}: unknown key{hint}; allowed in [{where}]: {allowed}")
     kwargs = {}
     for name, f in fields.items():
         if dataclasses.is_dataclass(f.default):

@@ -28,6 +28,10 @@ def resolve(name_or_path: str) -> Path:
     q = CONFIG_DIR / f"{name_or_path}.toml"
     if q.is_file():
         return q
+    import difflib
+
+    close = difflib.get_close_matches(name_or_path, names(), n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]}?)" if close else ""
     raise ConfigError(
-        f"config {name_or_path!r}: no such file or preset; presets: {', '.join(names()) or 'none'}"
+        f"config {name_or_path!r}: no such file or preset{hint}; presets: {', '.join(names()) or 'none'}"
     )

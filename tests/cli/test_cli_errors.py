@@ -18,7 +18,15 @@ def _run(args, tmp_path):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--set", "task.bogus=1"], "task.bogus: unknown key"),
+        (["--set", "task.bogus=1"], "task.bogus: unknown key; allowed in [task]: n_tasks"),
+        (["--set", "task.n_task=5"], "task.n_task: unknown key (did you mean task.n_tasks?)"),
+        (["--set", "solver.integrater=rk4"], "unknown key (did you mean solver.integrator?)"),
+        (
+            ["--set", "attention.H=5"],
+            "attention: unknown key for model 'msfr' ([attention] belongs to model attn-m, "
+            "attn-s, mlp-cubic, msfr-attn: set model to one of them)",
+        ),
+        (["quickstrat"], "config 'quickstrat': no such file or preset (did you mean quickstart?)"),
         (["--set", "task.n_tasks=0"], "task.n_tasks: must be an integer ≥ 1"),
         (["--set", "task.n_tasks=-3"], "task.n_tasks"),
         (["--set", "task.alpha=nan"], "task.alpha: must be a finite number"),
