@@ -59,7 +59,7 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
         echo(f"state:    {state(file, str(get('status')))}")
         echo(f"format:   {get('format')} v{get('format_version')}  ({get('generated_by')})")
         echo(f"seed:     {get('seed')}")
-        echo(f"timings:  {get('timings')}")
+        echo(f"timings:  {_timings(get('timings'))}")
         echo("series:")
         coords: list[str] = []
 
@@ -102,3 +102,33 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
             for line in str(get("config")).splitlines():
                 echo("  " + line)
     return out
+
+
+#: what each key of the ``timings`` attribute measures (seconds of wall time of the last session:
+#: a resumed run counts from its --resume)
+_TIMING_NAMES = {
+    "total": "the whole run, set-up and compilation included",
+    "wall": "from opening the file to closing it",
+    "kernels": "inside the compiled kernels",
+}
+
+
+def _timings(raw: str) -> str:
+    """The ``timings`` attribute in words: "total 6.09 s (the whole run, ...); ..."; the raw text
+    when it is not a JSON object of numbers."""
+    import datetime
+    import json
+
+    try:
+        t = json.loads(raw)
+        parts = []
+        for k, v in t.items():
+            if k == "resumed_at":
+                when = datetime.datetime.fromtimestamp(float(v), datetime.UTC)
+                parts.append(f"this session resumed the run at {when:%Y-%m-%d %H:%M:%S} UTC")
+            else:
+                why = f" ({_TIMING_NAMES[k]})" if k in _TIMING_NAMES else ""
+                parts.append(f"{k} {float(v):.3g} s{why}")
+    except (TypeError, ValueError, AttributeError, OverflowError, OSError):
+        return str(raw)
+    return "; ".join(parts) or "none recorded"
