@@ -96,12 +96,30 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
             raise FileFormatError(f"{file}: damaged checkpoint ({bad})")
         ck = read_checkpoint(f) if CHECKPOINT in f else None
         if CHECKPOINT in f:
-            echo(f"checkpoint: {'none valid' if ck is None else f'#{ck[2]}, after row {ck[1]}'}")
+            where = "none valid" if ck is None else f"#{ck[2]}, after row {ck[1]}"
+            echo(f"checkpoint: {where}; {_checkpoint_size(f[CHECKPOINT])}")
         if show_config:
             echo("config:")
             for line in str(get("config")).splitlines():
                 echo("  " + line)
     return out
+
+
+def _checkpoint_size(group) -> str:
+    """What the resume state costs on disk: "12.3 MB (the state --resume restarts from; dropped
+    when the run completes unless output.keep_checkpoint)"."""
+    import h5py
+
+    total = 0
+
+    def add(_name, obj) -> None:
+        nonlocal total
+        if isinstance(obj, h5py.Dataset):
+            total += obj.id.get_storage_size()
+
+    group.visititems(add)
+    size = f"{total / 1e6:.1f} MB" if total >= 1e5 else f"{total / 1e3:.1f} kB"
+    return f"{size} (the state --resume restarts from; dropped when the run completes unless output.keep_checkpoint)"
 
 
 #: what each key of the ``timings`` attribute measures (seconds of wall time of the last session:

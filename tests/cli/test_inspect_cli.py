@@ -12,3 +12,33 @@ def test_timings_are_explained():
         "resumed the run at 1970-01-01 00:00:00 UTC"
     )
     assert _timings("not json") == "not json"
+
+
+def test_checkpoint_size_is_stated(tmp_path):
+    """A file that keeps its resume state says how big it is (a killed 10^6-task MSFR file is
+    ≈ 130 MB of it) and when it goes away."""
+    import re
+
+    from click.testing import CliRunner
+
+    from fastdyn.cli import main
+
+    p = tmp_path / "k.h5"
+    sets = [
+        "task.n_tasks=20000",
+        "time.n_times=8",
+        "output.keep_checkpoint=true",
+        "output.track=[]",
+    ]
+    res = CliRunner().invoke(
+        main, ["-q", "simulate", "quickstart", *(f"--set={s}" for s in sets), "-o", str(p)]
+    )
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["inspect", str(p)])
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("checkpoint:"))
+    m = re.fullmatch(r"checkpoint: #\d+, after row \d+; ([\d.]+) (kB|MB) \(the state --resume "
+                     r"restarts from; dropped when the run completes unless output.keep_checkpoint\)", line)  # fmt: skip
+    assert m, line
+    size = float(m[1]) * (1e3 if m[2] == "kB" else 1e6)
+    # two slots of the per-task state (≥ 2 float64 per task each) fit inside the file
+    assert 2 * 2 * 8 * 20000 <= size <= p.stat().st_size, (size, p.stat().st_size)
