@@ -400,6 +400,7 @@ class RunWriter:
             f[name].make_scale(scale_name)
         for name in static or {}:
             if name not in (scales or {}):
+                _attach_group_scale(f, f[name], scales or {})
                 _index_scales(f, f[name], first=0)
         for name, trailing in series.items():
             width = int(np.prod(trailing)) if trailing else 1
@@ -707,6 +708,23 @@ class RunWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._f is not None:
             self.close("failed: " + (str(exc).splitlines()[0] if exc else "closed without status"))
+
+
+def _attach_group_scale(f: h5py.File, ds: h5py.Dataset, scales: dict) -> None:
+    """A static dataset whose first axis runs along a dimension scale of its own group (e.g.
+    ``tasks/emergence`` along ``tasks/index``) gets that scale, so netCDF readers align the two
+    (one ``task`` dimension) instead of giving it an index axis of its own."""
+    if not ds.ndim:
+        return
+    for sname in scales:
+        group = sname.rsplit("/", 1)[0] if "/" in sname else None
+        if (
+            group
+            and ds.name.lstrip("/").startswith(group + "/")
+            and ds.shape[0] == f[sname].shape[0]
+        ):
+            ds.dims[0].attach_scale(f[sname])
+            return
 
 
 def _index_scales(f: h5py.File, ds: h5py.Dataset, first: int = 1) -> None:
