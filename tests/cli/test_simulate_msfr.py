@@ -134,6 +134,13 @@ def test_xarray_opens_a_real_output(tmp_path):
     ds = xr.open_dataset(tmp_path / "x.h5", engine="h5netcdf", group="loss")
     np.testing.assert_array_equal(ds["test"].coords["time"].values, r.time)
     np.testing.assert_array_equal(ds["test"].values, r["loss/test"])
+    # per-task series share the task axis: emergence times align with f by coordinate
+    tasks = xr.open_dataset(tmp_path / "x.h5", engine="h5netcdf", group="tasks")
+    (axis,) = tasks["emergence"].dims
+    assert tasks["f"].dims == ("time", axis), (tasks["f"].dims, axis)
+    np.testing.assert_array_equal(tasks[axis].values, r["tasks/index"])
+    np.testing.assert_array_equal(tasks["emergence"].sel({axis: r["tasks/index"][0]}).values,
+                                  r["tasks/emergence"][0])  # fmt: skip
 
 
 def test_gd_that_would_exceed_the_step_budget_is_refused(tmp_path):
