@@ -59,7 +59,9 @@ class TaskSection(Section, prefix="task."):
         help='model size D (tasks s ≤ D are represented); "all" = n_tasks',
     )
     x_dist: str = choice(
-        "rademacher", ("rademacher", "gaussian"), help="scalar token input distribution"
+        "rademacher",
+        ("rademacher", "gaussian"),
+        help="scalar token input distribution ('gaussian': model = 'msfr-attn' only)",
     )
     embedding: str = choice(
         "block", ("block",), help="token embedding; 'shared' is trained only by msfr-attention"
