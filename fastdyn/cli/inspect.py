@@ -59,6 +59,8 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
         echo(f"state:    {state(file, str(get('status')))}")
         echo(f"format:   {get('format')} v{get('format_version')}  ({get('generated_by')})")
         echo(f"seed:     {get('seed')}")
+        if get("note"):
+            echo(f"note:     {get('note')}")
         echo(f"timings:  {_timings(get('timings'))}")
         echo("series:")
         coords: list[str] = []

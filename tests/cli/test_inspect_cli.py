@@ -42,3 +42,29 @@ def test_checkpoint_size_is_stated(tmp_path):
     size = float(m[1]) * (1e3 if m[2] == "kB" else 1e6)
     # two slots of the per-task state (≥ 2 float64 per task each) fit inside the file
     assert 2 * 2 * 8 * 20000 <= size <= p.stat().st_size, (size, p.stat().st_size)
+
+
+def test_a_theory_for_other_tokens_is_marked(tmp_path):
+    """msfr-attn on Gaussian tokens writes the Rademacher closed form beside it: the file says so
+    (root ``note``, shown by inspect); a Rademacher run has no note."""
+    import h5py
+    from click.testing import CliRunner
+
+    from fastdyn.cli import main
+
+    notes = {}
+    for dist in ("gaussian", "rademacher"):
+        p = tmp_path / f"{dist}.h5"
+        sets = [f"task.x_dist={dist}", "schedule.epochs=4", "schedule.n_saves=2"]
+        res = CliRunner().invoke(
+            main, ["-q", "simulate", "msfr_attn_quick", *(f"--set={s}" for s in sets), "-o", str(p)]
+        )
+        assert res.exit_code == 0, res.output
+        with h5py.File(p, "r") as f:
+            assert "theory/loss/test" in f
+            notes[dist] = f.attrs.get("note")
+        shown = CliRunner().invoke(main, ["inspect", str(p)]).output
+        assert ("note:     theory/* curves are the closed form for Rademacher tokens" in shown) == (
+            dist == "gaussian"
+        )
+    assert "tokens are gaussian" in notes["gaussian"] and notes["rademacher"] is None

@@ -255,6 +255,16 @@ def setup(cfg: Any, tools: Any) -> TrainedSetup:
         batch_size=None if full_batch else o.batch_size, epochs=cfg.schedule.epochs, save_steps=steps,
         time_per_step=o.lr, seed=cfg.seed, series=series, observe=observe, row=row, final=final,
         static={"tasks/index": track} | ({"adapt/factor": factors} if nf else {}), scales=scales,
-        extra_attrs={"n_represented": d, "n_params": layout.n_params, "n_sequences": data.n, "n_tokens": int(data.x.shape[0]), "tail_loss_test": ev.tail, "test_loss_method": ev.method},
+        extra_attrs={"n_represented": d, "n_params": layout.n_params, "n_sequences": data.n, "n_tokens": int(data.x.shape[0]), "tail_loss_test": ev.tail, "test_loss_method": ev.method} | _theory_note(cfg, series),
         checkpoint_every=cfg.output.checkpoint_every,
     )  # fmt: skip
+
+
+def _theory_note(cfg: Any, series: dict) -> dict[str, str]:
+    """A root ``note`` when the closed-form curves assume other tokens than the run's."""
+    if cfg.task.x_dist == "rademacher" or not any(
+        k.startswith(("theory/", "adapt/theory/")) for k in series
+    ):
+        return {}
+    return {"note": (f"theory/* curves are the closed form for Rademacher tokens (E x⁴ = 1); this run's "
+                     f"tokens are {cfg.task.x_dist}, which moves the fixed point at O(1/ψ)")}  # fmt: skip
