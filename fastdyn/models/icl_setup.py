@@ -196,6 +196,21 @@ def eq21_theory(s: Any, p: Prepared, times: np.ndarray) -> tuple[np.ndarray | No
     return pred[:, back], static
 
 
+def _eq21_note(pred: np.ndarray | None, static: dict) -> dict[str, str]:
+    """A root ``note`` naming the directions where the Eq. 21 chain does not apply: its head had
+    passed half-rise before its plateau began (zero duration: heads learning directions
+    together), or the curve has no small-weight past (NaN before t_s)."""
+    if pred is None:
+        return {}
+    bad = (static["theory/eq21/plateau_duration"] == 0) | ~np.all(np.isfinite(pred), axis=0)
+    if not bad.any():
+        return {}
+    dirs = ", ".join(str(d + 1) for d in np.flatnonzero(bad))
+    return {"note": (f"theory/eq21: not a prediction for direction(s) {dirs} (columns of "
+                     "params/Gamma_eig): the chain assumes each direction is learned by a head of "
+                     "its own, one after another, and here heads learned directions together")}  # fmt: skip
+
+
 def pcr_theory(s: Any, p: Prepared) -> dict[str, np.ndarray]:
     """``theory/pcr_loss`` (m = 0..D): the last-token loss of the PCR predictor at M_m,
     ŷ = βᵀ Γ_m x_q with Γ_m = Σ_{d≤m} λ_d⁻¹(1 + (1 + trΛ/λ_d)/N)⁻¹ e_d e_dᵀ (paper units) — exact
@@ -335,7 +350,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         model=model, prep=p.prep, theta=p.theta, optim=s.optim, batch_size=batch_size(s),
         epochs=s.schedule.epochs, save_steps=steps, time_per_step=2.0 * s.optim.lr, seed=s.seed,
         series=series, observe=observer(model, p.tests, p.eigvecs, ctx, diag), row=row, final=final,
-        static=static, scales=scales, extra_attrs={"n_trained": int(model.n_trained)},
+        static=static, scales=scales, extra_attrs={"n_trained": int(model.n_trained)} | _eq21_note(eq21, eq21_static),
         time_units=TIME_UNITS, time_long_name=TIME_LONG_NAME,
         checkpoint_every=s.output.checkpoint_every,
     )  # fmt: skip

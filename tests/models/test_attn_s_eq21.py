@@ -102,6 +102,17 @@ def test_setup_writes_eq21_only_for_rank_one_population_attn_s():
     assert "theory/eq21/Gamma_eig" not in s3.series
 
 
+def test_setup_notes_the_directions_where_the_chain_does_not_apply():
+    """Seed 0 without rotation: the head picked for direction 2 has passed half-rise before its
+    plateau (two heads learn directions together), so its duration is 0 and its curve NaN before
+    t_s; the file's root note names that direction. With rotation (the paper's Fig. 3) no note."""
+    s = setup(load_config(FIG3, POP + ["schedule.epochs=11", "data.rotate=false"]))
+    assert s.static["theory/eq21/plateau_duration"][1] == 0.0
+    assert s.extra_attrs["note"].startswith("theory/eq21: not a prediction for direction(s) 2 ")
+    s = setup(load_config(FIG3, POP + ["schedule.epochs=11"]))
+    assert np.all(s.static["theory/eq21/plateau_duration"] > 0) and "note" not in s.extra_attrs
+
+
 def test_streamed_eq21_matches_a_run_started_on_the_ansatz(tmp_path):
     # Fig. 3 setting (population, reduced, last-token loss, D = 4, linear spectrum), started ON the
     # ansatz through init.from_file: head d carries eigen-direction d with v = k_d = q_d (model
