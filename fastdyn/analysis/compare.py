@@ -55,6 +55,9 @@ _SYMBOL = {"time": "t", "model_size": "D", "n_samples": "N", "compute": "C"}
 #: with finite N_s the loss is ~ s_c^-eta - N_s^-eta, whose local slope departs from the law by
 #: ~eta (s_c/N_s)^eta / (1 - (s_c/N_s)^eta): 0.05 at s_c/N_s = 0.1 for eta = 1.5, 0.017 at 0.05.
 DEFAULT_CUTOFF_FRACTION = 0.1
+#: fits with |p| below this warn that their window is flat: a plateau, not a power law (the
+#: shipped laws have p ≥ 0.2; a saddle-to-saddle loss fitted over its last plateau gave 0.011)
+FLAT_P = 0.05
 
 
 def _fit_note(run: Run) -> str | None:
@@ -237,6 +240,17 @@ def _do_fit(
                 "cutoff steepens the curve there"
             )
     f = fit_power_law(x, y, win, offset=offset, bootstrap=bootstrap, seed=seed, ci=ci, loss=loss)
+    lo, hi = f.window
+    if abs(f.exponent) < FLAT_P:
+        notes.append(
+            f"the fitted exponent |p| = {abs(f.exponent):.3g} is below {FLAT_P:g}: the window is "
+            "flat (a plateau), not a power-law regime"
+        )
+    if lo > 0 and hi / lo < 10.0:
+        notes.append(
+            f"the window spans {math.log10(hi / lo):.2f} decades (< 1): the exponent is a local "
+            "slope, not a law"
+        )
     return f, mode, notes, reason
 
 

@@ -31,8 +31,8 @@ __all__ = [
     "theory_agreement",
 ]
 
-#: a series counts as on a level while |L/ℓ − 1| ≤ this (ICL plateaus of the shipped figures are
-#: met to 2e-4..4e-4 of their values: icl_fig3 at P = 80 000)
+#: a series counts as on a level while |L/ℓ − 1| ≤ this (the plateaus of the shipped
+#: saddle-to-saddle figures are met to 2e-4..4e-4 of their values at P = 80 000)
 LEVEL_TOL = 0.02
 #: theory values below this fraction of their maximum are left out of the agreement: a run's loss
 #: flattens at its round-off (≈ 1e-16 of the initial loss, squared errors: ≈ 1e-18..1e-21 seen)

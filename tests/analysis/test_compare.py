@@ -178,3 +178,20 @@ def test_plateau_table_matches_hand_values():
     assert w["loss_star"] == pytest.approx(w["plateaus"][-1], rel=1e-14)
     with pytest.raises(ValueError, match="--context"):
         plateau_table(4, 0.0)
+
+
+def test_flat_or_narrow_windows_warn(tmp_path):
+    """A fit over a plateau (|p| < FLAT_P) or over less than a decade says what it is."""
+    t = np.geomspace(1.0, 1e4, 200)
+    r = load(make_run(tmp_path / "f.h5", t, {"loss/test": t**-0.01}, model="other",
+                      config={"model": "other"}))  # fmt: skip
+    with pytest.warns(UserWarning, match="is below 0.05: the window is flat"):
+        rep = compare.fit_run(r, window=(1.0, 1e4), bootstrap=0)
+    assert rep.fit.exponent == pytest.approx(0.01, abs=1e-12)
+    r = load(make_run(tmp_path / "n.h5", t, {"loss/test": t**-0.5}, model="other",
+                      config={"model": "other"}))  # fmt: skip
+    with pytest.warns(UserWarning, match=r"the window spans 0\.\d+ decades \(< 1\)"):
+        compare.fit_run(r, window=(100.0, 500.0), bootstrap=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a law over three decades: no warning
+        compare.fit_run(r, window=(10.0, 1e4), bootstrap=0)
