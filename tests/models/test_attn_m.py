@@ -46,6 +46,49 @@ def test_forward_multi_block_matches_reference():
         assert abs(L - Lr) / Lr < FWD_RTOL
 
 
+@pytest.mark.parametrize("D", [1, 2, 4, 5, 8])
+def test_last_token_kernel_tiles_match_reference(D):
+    # P = 1024 + 600: a block of full tiles, then a block with full tiles and a partial one; D = 4
+    # and 8 take the four-column passes only, D = 1, 2, 5 the one-column remainder too
+    data = generate(D, 3, 1624, seed=D)
+    m = AttnM(D, 2, 3, attention_scale="1")
+    th = random_theta(m, 0.3, seed=D)
+    prep = m.prepare(data.tokens, data.labels)
+    g = np.empty(m.n_params)
+    L = m.loss_and_grad(th, prep, g)
+    Lr = attn_loss(m.to_arrays(th), data.tokens, data.labels, scale="1")
+    assert abs(L - Lr) / Lr < FWD_RTOL
+    fd = finite_difference(lambda t: m.loss_value(t, prep), th)
+    assert np.max(np.abs(g - fd)) / np.max(np.abs(fd)) < FD_RTOL
+
+
+def test_last_token_kernel_gathered_samples_and_threads_bit_identical():
+    import numba
+
+    data = generate(4, 31, 5000, seed=3)
+    m = AttnM(4, 8, 31, attention_scale="1")
+    th = random_theta(m, 0.3, seed=1)
+    prep = m.prepare(data.tokens, data.labels)
+    perm = np.random.default_rng(0).permutation(5000)
+    # a minibatch (gathered per block) equals the same samples laid out in that order, in place
+    Pp = m.prepare(data.tokens[perm], data.labels[perm])
+    out = {}
+    before = numba.get_num_threads()
+    try:
+        for nt in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(nt)
+            for name, pr, idx in (("gathered", prep, perm), ("in place", Pp, None)):
+                g = np.empty(m.n_params)
+                L = m.loss_and_grad(th, pr, g, idx)
+                out[nt, name] = (L, g)
+    finally:
+        numba.set_num_threads(before)
+    (L0, g0), *rest = out.values()
+    for L1, g1 in rest:
+        assert L1 == L0
+        np.testing.assert_array_equal(g1, g0)
+
+
 def test_layout_counts_and_roundtrip():
     D, H = 4, 3
     m = AttnM(D, H, 7)

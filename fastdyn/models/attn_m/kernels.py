@@ -18,8 +18,12 @@ is accumulated as ``T_abc = Σ_μ (δ/ρ) S_ab x_qc`` (S symmetric: only a ≤ b
 then ``∂L/∂r_ia = −(2/(P T)) Σ_bc T_abc B_ibc`` and ``∂L/∂B_ibc = −(2/(P T)) Σ_a r_ia T_abc`` —
 the spec's ``−(2/(Pρ)) Σ δ S B x̂_q`` and ``−(2/(Pρ)) Σ δ (S r) x̂_qᵀ`` summed in another order.
 Per sample this is O(D³) for any H. Sums over samples use fixed blocks of ``reduce.BLOCK``
-samples, each summed serially in sample order, blocks added in order (bit-identical for any number
-of threads).
+samples, blocks added in order (bit-identical for any number of threads). Inside a block the
+last-token kernel reads the per-sample arrays structure-of-arrays (packed S as (NP, P), x_q as
+(D, P)) so that every loop runs elementwise over consecutive samples and vectorises without
+fastmath; its sums over samples go into ``LANES`` fixed lanes (sample k of the block into lane
+k mod LANES, each lane in sample order), added pairwise at the end of the block. The cumulative and
+softmax kernels sum a block serially in sample order.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..._jit import PARALLEL, SERIAL
+from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
 from ...reduce import BLOCK, accumulate_blocks, n_blocks
 from .._fastexp import exp_nonpos
 
@@ -71,57 +75,211 @@ def contract_M(r, B, Msym):
             p += 1
 
 
+#: lanes of the last-token kernel's sums over samples: sample k of a block (counted from the block's
+#: start) adds into lane k mod LANES, each lane in sample order; the lanes are added pairwise at the
+#: end of the block (a fixed order). Samples go through in tiles of TILE = 4·LANES.
+LANES = 64
+TILE = 4 * LANES
+
+
 @njit(**SERIAL)
-def _lin_last_block(blk, idx, Sp, xq, yq, inv_rho, Msym, out):
+def _lin_last_tile(S, X, y, base, nt, inv_rho, Msym, g, yh, wx, acc):
+    """Samples base .. base+nt−1 of the SoA arrays S (NP, ·), X (D, ·), y: ŷ, δ, and the lanes of
+    Σ δ² (acc[0]) and T_pc = Σ (δ/ρ) S_p x_c (acc[1 + p·D + c]); nt ≤ TILE, tiles start on a
+    multiple of LANES. Every loop is elementwise over samples (it vectorises without fastmath):
+
+    - g_c = Σ_p M_pc S_p (p in order, five rows per pass), ŷ = (1/ρ) Σ_c x_c g_c (c in order);
+    - wx_c = (δ/ρ) x_c; lane j of T_pc adds S_p wx_c of samples j, j+L, j+2L, j+3L in order."""
+    prefer_wide_vectors()
+    NP, D = Msym.shape
+    L = LANES
+    for k in range(nt):
+        yh[k] = 0.0
+    c0 = 0
+    while c0 < D:
+        nc = 4 if c0 + 4 <= D else 1
+        for c in range(nc):
+            gc = g[c]
+            for k in range(nt):
+                gc[k] = 0.0
+        p = 0
+        while p < NP:
+            if nc == 4 and p + 5 <= NP:
+                s0 = S[p, base : base + nt]
+                s1 = S[p + 1, base : base + nt]
+                s2 = S[p + 2, base : base + nt]
+                s3 = S[p + 3, base : base + nt]
+                s4 = S[p + 4, base : base + nt]
+                for c in range(4):
+                    m0 = Msym[p, c0 + c]
+                    m1 = Msym[p + 1, c0 + c]
+                    m2 = Msym[p + 2, c0 + c]
+                    m3 = Msym[p + 3, c0 + c]
+                    m4 = Msym[p + 4, c0 + c]
+                    gc = g[c]
+                    for k in range(nt):
+                        gc[k] = (
+                            gc[k] + m0 * s0[k] + m1 * s1[k] + m2 * s2[k] + m3 * s3[k] + m4 * s4[k]
+                        )
+                p += 5
+            else:
+                s0 = S[p, base : base + nt]
+                for c in range(nc):
+                    m0 = Msym[p, c0 + c]
+                    gc = g[c]
+                    for k in range(nt):
+                        gc[k] = gc[k] + m0 * s0[k]
+                p += 1
+        for c in range(nc):
+            x = X[c0 + c, base : base + nt]
+            gc = g[c]
+            for k in range(nt):
+                yh[k] = yh[k] + x[k] * gc[k]
+        c0 += nc
+    d = g[0]
+    yb = y[base : base + nt]
+    for k in range(nt):
+        d[k] = yb[k] - yh[k] * inv_rho
+    for c in range(D):
+        x = X[c, base : base + nt]
+        wc = wx[c]
+        for k in range(nt):
+            wc[k] = (d[k] * inv_rho) * x[k]
+    if nt == TILE:
+        a = acc[0]
+        for j in range(L):
+            a[j] = (
+                a[j]
+                + d[j] * d[j]
+                + d[L + j] * d[L + j]
+                + d[2 * L + j] * d[2 * L + j]
+                + d[3 * L + j] * d[3 * L + j]
+            )
+        for p in range(NP):
+            s = S[p, base : base + TILE]
+            c0 = 0
+            while c0 < D:
+                if c0 + 4 <= D:
+                    a0 = acc[1 + p * D + c0]
+                    a1 = acc[2 + p * D + c0]
+                    a2 = acc[3 + p * D + c0]
+                    a3 = acc[4 + p * D + c0]
+                    w0 = wx[c0]
+                    w1 = wx[c0 + 1]
+                    w2 = wx[c0 + 2]
+                    w3 = wx[c0 + 3]
+                    for j in range(L):
+                        v0 = s[j]
+                        v1 = s[L + j]
+                        v2 = s[2 * L + j]
+                        v3 = s[3 * L + j]
+                        a0[j] = (
+                            a0[j]
+                            + v0 * w0[j]
+                            + v1 * w0[L + j]
+                            + v2 * w0[2 * L + j]
+                            + v3 * w0[3 * L + j]
+                        )
+                        a1[j] = (
+                            a1[j]
+                            + v0 * w1[j]
+                            + v1 * w1[L + j]
+                            + v2 * w1[2 * L + j]
+                            + v3 * w1[3 * L + j]
+                        )
+                        a2[j] = (
+                            a2[j]
+                            + v0 * w2[j]
+                            + v1 * w2[L + j]
+                            + v2 * w2[2 * L + j]
+                            + v3 * w2[3 * L + j]
+                        )
+                        a3[j] = (
+                            a3[j]
+                            + v0 * w3[j]
+                            + v1 * w3[L + j]
+                            + v2 * w3[2 * L + j]
+                            + v3 * w3[3 * L + j]
+                        )
+                    c0 += 4
+                else:
+                    a0 = acc[1 + p * D + c0]
+                    w0 = wx[c0]
+                    for j in range(L):
+                        a0[j] = (
+                            a0[j]
+                            + s[j] * w0[j]
+                            + s[L + j] * w0[L + j]
+                            + s[2 * L + j] * w0[2 * L + j]
+                            + s[3 * L + j] * w0[3 * L + j]
+                        )
+                    c0 += 1
+    else:  # the block's last, partial tile: one chunk of up to L samples at a time
+        for kk in range(0, nt, L):
+            m = min(L, nt - kk)
+            a = acc[0]
+            dk = d[kk : kk + m]
+            for j in range(m):
+                a[j] = a[j] + dk[j] * dk[j]
+            for p in range(NP):
+                s = S[p, base + kk : base + kk + m]
+                for c in range(D):
+                    a = acc[1 + p * D + c]
+                    w = wx[c, kk : kk + m]
+                    for j in range(m):
+                        a[j] = a[j] + s[j] * w[j]
+
+
+@njit(**SERIAL)
+def _lin_last_block(blk, idx, SpT, xqT, yq, inv_rho, Msym, full, out):
     """One block of the last-token linear kernel: out = [Σ δ², T_pc (packed, p-major)].
 
-    Per sample the packed cubic feature f_q = S_p x_c (q = p·D + c) is formed once, then
-    ŷ = (1/ρ) f·M and T += (δ/ρ) f: three contiguous loops of length (D+1)(D+2)/2·D that
-    vectorise. Accumulates in local arrays and writes ``out`` once at the end."""
+    ``full``: idx is 0..P−1 and the block's samples are read in place; otherwise they are first
+    gathered into block-local SoA arrays. Tiles of TILE samples (:func:`_lin_last_tile`) accumulate
+    into the lanes; the lanes are then added pairwise (j + h into j, h = LANES/2, …, 1)."""
     NP, D = Msym.shape
-    NQ = NP * D
     lo = blk * BLOCK
     hi = min(lo + BLOCK, idx.shape[0])
-    Mf = Msym.ravel()
-    T = np.zeros(NQ)
-    f = np.empty(NQ)
-    loss = 0.0
-    for k in range(lo, hi):
-        mu = idx[k]
+    n = hi - lo
+    if full:
+        S, X, y, off = SpT, xqT, yq, lo
+    else:
+        S = np.empty((NP, n))
+        X = np.empty((D, n))
+        y = np.empty(n)
         for p in range(NP):
-            sp = Sp[mu, p]
-            for c in range(D):
-                f[p * D + c] = sp * xq[mu, c]
-        # four interleaved partial sums (fixed order, so still deterministic) let the dot vectorise
-        s0 = s1 = s2 = s3 = 0.0
-        q = 0
-        while q + 4 <= NQ:
-            s0 += f[q] * Mf[q]
-            s1 += f[q + 1] * Mf[q + 1]
-            s2 += f[q + 2] * Mf[q + 2]
-            s3 += f[q + 3] * Mf[q + 3]
-            q += 4
-        while q < NQ:
-            s0 += f[q] * Mf[q]
-            q += 1
-        yhat = (s0 + s1) + (s2 + s3)
-        d = yq[mu] - yhat * inv_rho
-        loss += d * d
-        w = d * inv_rho
-        for q in range(NQ):
-            T[q] += w * f[q]
-    out[0] = loss
-    for q in range(NQ):
-        out[1 + q] = T[q]
+            for k in range(n):
+                S[p, k] = SpT[p, idx[lo + k]]
+        for c in range(D):
+            for k in range(n):
+                X[c, k] = xqT[c, idx[lo + k]]
+        for k in range(n):
+            y[k] = yq[idx[lo + k]]
+        off = 0
+    g = np.empty((4, TILE))
+    yh = np.empty(TILE)
+    wx = np.empty((D, TILE))
+    acc = np.zeros((1 + NP * D, LANES))
+    for t0 in range(0, n, TILE):
+        _lin_last_tile(S, X, y, off + t0, min(TILE, n - t0), inv_rho, Msym, g, yh, wx, acc)
+    h = LANES
+    while h > 1:
+        h //= 2
+        for q in range(acc.shape[0]):
+            a = acc[q]
+            for j in range(h):
+                a[j] = a[j] + a[j + h]
+    for q in range(acc.shape[0]):
+        out[q] = acc[q, 0]
 
 
 @njit(**PARALLEL)
-def lin_last(idx, Sp, xq, yq, inv_rho, Msym, partials):
-    """Per-block partials of the last-token linear attention loss and T (see module doc)."""
+def lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials):
+    """Per-block partials of the last-token linear attention loss and T (see module doc); the
+    per-sample arrays are structure-of-arrays: SpT (NP, P), xqT (D, P); ``full``: idx = 0..P−1."""
     nb = partials.shape[0]
     for blk in prange(nb):
-        partials[blk, :] = 0.0
-        _lin_last_block(np.int64(blk), idx, Sp, xq, yq, inv_rho, Msym, partials[blk])
+        _lin_last_block(np.int64(blk), idx, SpT, xqT, yq, inv_rho, Msym, full, partials[blk])
 
 
 @njit(**SERIAL)
@@ -222,6 +380,15 @@ def linear_loss_and_grad(
     return linear_with(lin_last, lin_cum, r, B, prep, idx, dr, dB)
 
 
+@njit(**SERIAL)
+def _is_range(idx):
+    """Whether idx is 0, 1, …, len − 1."""
+    for k in range(idx.shape[0]):
+        if idx[k] != k:
+            return False
+    return True
+
+
 def linear_with(last, cum, r, B, prep, idx, dr, dB) -> float:
     """:func:`linear_loss_and_grad` on the per-sample kernels ``last``/``cum`` (CPU or CUDA twins)."""
     D = B.shape[2]
@@ -230,7 +397,8 @@ def linear_with(last, cum, r, B, prep, idx, dr, dB) -> float:
     contract_M(r, B, Msym)
     partials = np.empty((n_blocks(idx.shape[0]), 1 + NP * D))
     if prep["loss"] == "last":
-        last(idx, prep["Sp"], prep["xq"], prep["yq"], prep["inv_rho"], Msym, partials)
+        full = idx.shape[0] == prep["yq"].shape[0] and (idx is prep.get("_all") or _is_range(idx))
+        last(idx, prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"], Msym, full, partials)
         nterm = idx.shape[0]
     else:
         cum(idx, prep["tokens"], prep["labels"], prep["scale_n"], Msym, partials)
@@ -393,9 +561,9 @@ def softmax_with(kernel, r, B, prep, idx, dr, dB) -> float:
 def prepare_attention(
     tokens: np.ndarray, labels: np.ndarray, scale: str, loss: str, softmax: bool
 ) -> dict:
-    """Per-sample arrays the attention kernels read, computed once: packed S_μ = X_μX_μᵀ
-    (P, (D+1)(D+2)/2), x_q (P, D), y_q (P,) for the last-token linear kernel; the tokens and labels
-    for the cumulative and softmax kernels."""
+    """Per-sample arrays the attention kernels read, computed once: for the last-token linear
+    kernel the packed S_μ = X_μX_μᵀ as ``SpT`` ((D+1)(D+2)/2, P), x_q as ``xqT`` (D, P) (samples
+    contiguous) and y_q (P,); the tokens and labels for the cumulative and softmax kernels."""
     P, T1, D1 = tokens.shape
     N = T1 - 1
     prep = {
@@ -409,7 +577,7 @@ def prepare_attention(
     if not softmax and loss == "last":
         Sp = np.empty((P, D1 * (D1 + 1) // 2))
         pack_S(prep["tokens"], Sp)
-        prep["Sp"] = Sp
-        prep["xq"] = np.ascontiguousarray(tokens[:, -1, : D1 - 1])
-        prep["yq"] = np.ascontiguousarray(labels[:, -1])
+        prep["SpT"] = np.ascontiguousarray(Sp.T)
+        prep["xqT"] = np.ascontiguousarray(tokens[:, -1, : D1 - 1].T, dtype=np.float64)
+        prep["yq"] = np.ascontiguousarray(labels[:, -1], dtype=np.float64)
     return prep

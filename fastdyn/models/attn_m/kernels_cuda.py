@@ -4,10 +4,10 @@ them through r_i, B_i): ``lin_last``, ``lin_cum``, ``soft`` and their wrappers
 
 Each kernel is two launches: one thread per sample writes that sample's contribution row
 [δ², gradient terms] (the CPU block kernel's per-sample arithmetic, operation for operation),
-then one thread per (block, column) adds its block's rows in sample order. For ``lin_last`` that
-is the CPU's summation order exactly; for ``lin_cum`` and ``soft`` the prefixes of one sample are
-summed first and then added (the CPU adds every prefix straight into the block sum), a round-off
-difference only (≤ 1e-15 relative in tests/cuda). The per-sample arrays (packed S, x_q, y_q,
+then one thread per (block, column) adds its block's rows in sample order. The CPU sums differ by
+round-off only (≤ 1e-15 relative in tests/cuda): its ``lin_last`` adds a block's samples into
+lanes that are summed pairwise, and for ``lin_cum`` and ``soft`` the GPU sums the prefixes of one
+sample first and then adds them (the CPU adds every prefix straight into the block sum). The per-sample arrays (packed S, x_q, y_q,
 tokens, labels) are copied to the device once and reused across steps.
 """
 
@@ -37,7 +37,7 @@ def _buf(name: str, shape: tuple[int, ...]):
 
 def _build() -> None:
     @cuda.jit
-    def lin_last_rows(idx, Sp, xq, yq, inv_rho, Mf, D, rows):
+    def lin_last_rows(idx, SpT, xqT, yq, inv_rho, Mf, D, rows):
         k = cuda.grid(1)
         if k >= idx.shape[0]:
             return
@@ -49,20 +49,20 @@ def _build() -> None:
         s3 = 0.0
         q = 0
         while q + 4 <= NQ:
-            s0 += (Sp[mu, q // D] * xq[mu, q % D]) * Mf[q]
-            s1 += (Sp[mu, (q + 1) // D] * xq[mu, (q + 1) % D]) * Mf[q + 1]
-            s2 += (Sp[mu, (q + 2) // D] * xq[mu, (q + 2) % D]) * Mf[q + 2]
-            s3 += (Sp[mu, (q + 3) // D] * xq[mu, (q + 3) % D]) * Mf[q + 3]
+            s0 += (SpT[q // D, mu] * xqT[q % D, mu]) * Mf[q]
+            s1 += (SpT[(q + 1) // D, mu] * xqT[(q + 1) % D, mu]) * Mf[q + 1]
+            s2 += (SpT[(q + 2) // D, mu] * xqT[(q + 2) % D, mu]) * Mf[q + 2]
+            s3 += (SpT[(q + 3) // D, mu] * xqT[(q + 3) % D, mu]) * Mf[q + 3]
             q += 4
         while q < NQ:
-            s0 += (Sp[mu, q // D] * xq[mu, q % D]) * Mf[q]
+            s0 += (SpT[q // D, mu] * xqT[q % D, mu]) * Mf[q]
             q += 1
         yhat = (s0 + s1) + (s2 + s3)
         d = yq[mu] - yhat * inv_rho
         rows[k, 0] = d * d
         w = d * inv_rho
         for q in range(NQ):
-            rows[k, 1 + q] = w * (Sp[mu, q // D] * xq[mu, q % D])
+            rows[k, 1 + q] = w * (SpT[q // D, mu] * xqT[q % D, mu])
 
     @cuda.jit
     def lin_cum_rows(idx, tokens, labels, scale_n, Msym, Sc, Sn, rows):
@@ -208,12 +208,13 @@ def _reduce(d_rows, partials: np.ndarray) -> None:
     d_p.copy_to_host(partials)
 
 
-def lin_last(idx, Sp, xq, yq, inv_rho, Msym, partials) -> None:
-    """GPU twin of :func:`.kernels.lin_last` (per-block partials of loss and T)."""
+def lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials) -> None:  # noqa: ARG001
+    """GPU twin of :func:`.kernels.lin_last` (per-block partials of loss and T; ``full`` unused:
+    every sample is read through idx)."""
     NP, D = Msym.shape
     d_rows = _buf("rows", (idx.shape[0], 1 + NP * D))
     _kernels()["lin_last"][_per_sample(idx.shape[0])](
-        _mem.to_device("attn", "idx", idx), _dev(Sp, "Sp"), _dev(xq, "xq"), _dev(yq, "yq"), float(inv_rho), _mem.to_device("attn", "Msym", np.ascontiguousarray(Msym).ravel()), D, d_rows
+        _mem.to_device("attn", "idx", idx), _dev(SpT, "SpT"), _dev(xqT, "xqT"), _dev(yq, "yq"), float(inv_rho), _mem.to_device("attn", "Msym", np.ascontiguousarray(Msym).ravel()), D, d_rows
     )  # fmt: skip
     _reduce(d_rows, partials)
 
