@@ -2,6 +2,7 @@
 
     python bench/peers_icl.py [--epochs 200] [--repeats 3] [--softmax-p 20000]
                               [--softmax-epochs 10] [--only attn_m,softmax] [--no-torch]
+                              [--peak-n 2048]
 
 Workloads (float64 everywhere; each peer trains E full-batch GD epochs from the same θ0 and its
 θ_E − θ0 is checked against fastdyn's):
@@ -19,8 +20,11 @@ Workloads (float64 everywhere; each peer trains E full-batch GD epochs from the 
   B_i = K_iᵀ Q_i, over the N+1 tokens. Same peers (the query row only, as fastdyn).
 
 FLOP counts per sample (by hand from the kernels, loss + gradient):
-- ATTN_M executed by fastdyn (lin_last): 5·NQ + 6, NQ = D(D+1)(D+2)/2 (form f = S_p x_c, dot with
-  M, T += w f), plus per epoch the O(H D³) contractions (≈ 4 H D1² D); "brute-force equivalent"
+- ATTN_M executed by fastdyn (lin_last, structure-of-arrays over samples, every multiply and add
+  counted, no FMA): 4·NQ + 4D + 4, NQ = NP·D, NP = (D+1)(D+2)/2 (g_c = Σ_p M_pc S_p from zero:
+  2 NQ; ŷ = Σ_c x_c g_c: 2D; δ and δ²: 4; wx_c = (δ/ρ) x_c: 2D; T_pc += S_p wx_c: 2 NQ), plus per
+  block the pairwise lane sums ((1 + NQ)(LANES − 1)) and per epoch the O(H D³) contractions
+  (≈ 4 H D1² D); "brute-force equivalent"
   with precomputed S: 3 × forward, forward = H(2 D1 D + 2 D1² + 2 D1) (W x_q, S·, r·);
   "authors' formulation" (full (N+1)² attention, no precompute): 3 × H(4 (N+1) D1² + 4 (N+1)² D1).
 - softmax: forward H(2 D1 D + (N+1)(4 D1 + 4)), backward H(N+1)(3 + D1(3 + 2D)); H(N+1) exps.
@@ -38,9 +42,13 @@ from _peers import header, measure, optional, rel_diff, report, setup_env  # noq
 
 
 def attn_m_flops(D, N, H, P):
+    from fastdyn.models.attn_m.kernels import LANES
+    from fastdyn.reduce import n_blocks
+
     D1 = D + 1
     nq = D * D1 * (D1 + 1) // 2
-    executed = P * (5 * nq + 6) + 4 * H * D1 * D1 * D
+    lanes = n_blocks(P) * (1 + nq) * (LANES - 1)
+    executed = P * (4 * nq + 4 * D + 4) + lanes + 4 * H * D1 * D1 * D
     brute = P * 3 * H * (2 * D1 * D + 2 * D1 * D1 + 2 * D1)
     authors = P * 3 * H * (4 * (N + 1) * D1 * D1 + 4 * (N + 1) ** 2 * D1)
     return executed, brute, authors
@@ -273,6 +281,25 @@ def bench(kind, a, jax, torch) -> None:
             f"{brute:.3g} ({brute / w * 1e-9:.1f} GFLOP/s equivalent), authors' full attention "
             f"{authors:.3g} ({authors / w * 1e-9:.1f} GFLOP/s equivalent) at fastdyn's 2-thread wall"
         )
+        peers = {k: t for k, t in res.items() if not k.startswith("fastdyn")}
+        if peers:
+            best = min(peers, key=lambda k: peers[k].wall_med)
+            print(
+                f"  strongest peer: {best}, {peers[best].wall_med / E * 1e3:.3f} ms/epoch; fastdyn "
+                f"{w * 1e3:.3f} ms/epoch: {peers[best].wall_med / res[ref].wall_med:.2f}x"
+            )
+        if a.peak_n:
+            from peak import matmul_gflops
+
+            for k in (1, min(2, nthr)):
+                t = res[f"fastdyn {k} thread(s)"]
+                pk = matmul_gflops(a.peak_n, 3, k)
+                gw, gc = ex * E / t.wall_med * 1e-9, ex * E / t.cpu_med * 1e-9
+                print(
+                    f"  fastdyn {k} thread(s): {gw:.2f} GFLOP/s wall ({gc:.2f} per CPU-second) "
+                    f"= {100 * gw / pk:.1f} % of the measured {k}-thread float64 matmul peak "
+                    f"{pk:.1f} GFLOP/s (bench/peak.py, n = {a.peak_n}, same run)"
+                )
     else:
         fl, ex = softmax_flops(D, N, H, P)
         report(title, res, E, "epoch", ref, fl)
@@ -293,6 +320,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default="attn_m,softmax")
     ap.add_argument("--no-torch", action="store_true", help="skip torch.compile (slow to compile)")
+    ap.add_argument(
+        "--peak-n", type=int, default=2048, help="matmul size of the FLOP peak (0: skip) [2048]"
+    )
     a = ap.parse_args()
     setup_env()
     header()
