@@ -2,8 +2,8 @@
 
 Every script runs its configs through the public API (:func:`fastdyn.load_config`,
 :func:`fastdyn.simulate`, :func:`fastdyn.load`, :mod:`fastdyn.analysis.compare`), writes HDF5 and
-PNG into ``results/gallery/<script>/``, copies the PNG into ``data/gallery/`` (full runs only,
-unless ``--no-gallery``), prints a table of measured key numbers beside theory, and writes the same
+PNG into ``results/gallery/<script>/``, copies the PNG into the tracked ``data/gallery/`` only when
+asked (``--update-gallery``, full runs), prints a table of measured key numbers beside theory, and writes the same
 rows as JSON (``results/gallery/<script>/summary.json``) for the README and the quick test.
 """
 
@@ -64,8 +64,11 @@ class Gallery:
         p.add_argument("--quick", action="store_true", help="reduced sizes (seconds): for the test")
         p.add_argument("--out", default=None, help="output folder [results/gallery/NAME]")
         p.add_argument(
-            "--no-gallery", action="store_true", help="do not copy PNGs to data/gallery/"
+            "--update-gallery",
+            action="store_true",
+            help="also copy the PNGs into the tracked data/gallery/ (full runs only)",
         )
+        p.add_argument("--no-gallery", action="store_true", help=argparse.SUPPRESS)  # the default
         p.add_argument("--threads", type=int, default=None, help="numba threads [all cores]")
         self.args = p.parse_args(argv)
         self.name = name
@@ -114,14 +117,14 @@ class Gallery:
 
     def figure(self, fig, stem: str) -> Path:
         """Save ``fig`` as results PNG (150 dpi: readable when zoomed; 80 gave 512×352 pixels) and,
-        for full runs, copy it to data/gallery/."""
+        with ``--update-gallery`` (full runs), copy it to data/gallery/."""
         import matplotlib.pyplot as plt
 
         png = self.out / f"{stem}.png"
         fig.savefig(png, dpi=150)
         plt.close(fig)
         self.pngs.append(png)
-        if not self.quick and not self.args.no_gallery:
+        if not self.quick and self.args.update_gallery:
             GALLERY.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(png, GALLERY / png.name)
         return png

@@ -48,7 +48,7 @@ def _load(name: str):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_quick(name: str, tmp_path: Path) -> None:
-    summary = _load(name).main(["--quick", "--no-gallery", "--out", str(tmp_path)])
+    summary = _load(name).main(["--quick", "--out", str(tmp_path)])
     assert summary["quick"] is True
     assert len(json.loads((tmp_path / "summary.json").read_text())["rows"]) == len(summary["rows"])
     rows = summary["rows"]
