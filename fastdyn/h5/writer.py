@@ -366,28 +366,14 @@ class RunWriter:
         a["timings"] = "{}"
         for k, v in (extra_attrs or {}).items():
             a[k] = v
-        tds = f.create_dataset(
-            layout.TIME,
-            shape=(0,),
-            maxshape=(None,),
-            dtype="f8",
-            chunks=(chunk_rows,),
-            fletcher32=True,
-        )
+        tds = _row_axis(f, layout.TIME, "f8", chunk_rows)
         tds.make_scale(layout.TIME)
         self._describe(tds, layout.TIME)
         for key, value in zip(("units", "long_name"), time_units or (None, None), strict=True):
             if value:
                 tds.attrs[key] = value
         if with_step:
-            sds = f.create_dataset(
-                layout.STEP,
-                shape=(0,),
-                maxshape=(None,),
-                dtype="i8",
-                chunks=(chunk_rows,),
-                fletcher32=True,
-            )
+            sds = _row_axis(f, layout.STEP, "i8", chunk_rows)
             self._describe(sds, layout.STEP)
             sds.dims[0].attach_scale(tds)
         for name, arr in (static or {}).items():
@@ -708,6 +694,13 @@ class RunWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._f is not None:
             self.close("failed: " + (str(exc).splitlines()[0] if exc else "closed without status"))
+
+
+def _row_axis(f: h5py.File, name: str, dtype: str, chunk_rows: int) -> h5py.Dataset:
+    """An empty 1-d dataset ``name`` that grows by one entry a row (the time or step axis)."""
+    return f.create_dataset(
+        name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(chunk_rows,), fletcher32=True
+    )
 
 
 def _attach_group_scale(f: h5py.File, ds: h5py.Dataset, scales: dict) -> None:
