@@ -398,27 +398,16 @@ class MsfrProblem:
         arrs = [np.empty(n) for _ in range(8)]
         lam, psi, rate, wtest, v0x, v0y, w0x, w0y = arrs
         scheme = INIT_BALANCED if it.scheme == "balanced" else INIT_RANDOM
+        init = (scheme, float(it.scale), self.seed)  # the initial weights' scheme, σ0 and seed
+        filled = (lam, psi, wtest, v0x, v0y, w0x, w0y)  # what both fillers write
         if self.source is not None:
             cols = self.source.read(first, first + n)
-            _fill_cols(
-                first,
-                cols["weight"],
-                1.0 / self.z,
-                cols["strength"],
-                cols["psi"],
-                scheme,
-                float(it.scale),
-                self.seed,
-                lam,
-                psi,
-                wtest,
-                v0x,
-                v0y,
-                w0x,
-                w0y,
-            )
+            weight, strength = cols["weight"], cols["strength"]
+            _fill_cols(first, weight, 1.0 / self.z, strength, cols["psi"], *init, *filled)
         else:
-            _fill(first, float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma), float(t.psi0), float(t.beta), int(t.psi_min), scheme, float(it.scale), self.seed, lam, psi, wtest, v0x, v0y, w0x, w0y)  # fmt: skip
+            laws = (float(t.alpha), 1.0 / self.z, float(t.strength0), float(t.gamma))
+            lengths = (float(t.psi0), float(t.beta), int(t.psi_min))
+            _fill(first, *laws, *lengths, *init, *filled)
         if self.finite_n:
             rate[:] = self.counts(first, n) / float(self.n_samples)
         else:
