@@ -36,7 +36,7 @@ from ._common import (
     _percentile_ci,
     _resample_weights,
 )
-from .power_law import PowerLawFit, _wls, fit_power_law
+from .power_law import PowerLawFit, _bootstrap_entries, _data_entries, _wls, fit_power_law
 from .window import _window_mask
 
 __all__ = ["BrokenPowerLawFit", "RegimeReport", "fit_broken_power_law", "detect_regimes"]
@@ -176,15 +176,9 @@ class BrokenPowerLawFit:
             "breakpoints": [_f(b) for b in self.breakpoints],
             "breakpoints_ci": [_pair(c) for c in self.breakpoints_ci],
             "prefactor": _f(self.prefactor),
-            "ci_level": self.ci_level,
-            "window": _pair(self.window),
-            "n_points": self.n_points,
-            "n_runs": self.n_runs,
-            "rss": _f(self.rss),
+            **_data_entries(self),
             "bic": _f(self.bic),
-            "bootstrap": self.bootstrap,
-            "bootstrap_method": self.bootstrap_method,
-            "residuals": [[_f(r) for r in row] for row in np.atleast_2d(self.residuals)],
+            **_bootstrap_entries(self),
         }
 
 

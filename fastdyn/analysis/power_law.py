@@ -99,6 +99,26 @@ def _wls(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> tuple[float, float, flo
     return float(a), float(b), float(math.sqrt(s2 / (sxx / (sw / u.size))))
 
 
+def _data_entries(fit: Any) -> dict[str, Any]:
+    """A fit's ``to_dict`` entries for its level, window, data and residual sum of squares."""
+    return {
+        "ci_level": fit.ci_level,
+        "window": _pair(fit.window),
+        "n_points": fit.n_points,
+        "n_runs": fit.n_runs,
+        "rss": _f(fit.rss),
+    }
+
+
+def _bootstrap_entries(fit: Any) -> dict[str, Any]:
+    """A fit's ``to_dict`` entries for its bootstrap and its log-space residuals (nested lists)."""
+    return {
+        "bootstrap": fit.bootstrap,
+        "bootstrap_method": fit.bootstrap_method,
+        "residuals": [[_f(r) for r in row] for row in np.atleast_2d(fit.residuals)],
+    }
+
+
 @dataclass(frozen=True, eq=False)
 class PowerLawFit:
     """Result of :func:`fit_power_law`: y = prefactor * x^-exponent (+ offset).
@@ -142,15 +162,9 @@ class PowerLawFit:
             "ci": _pair(self.ci),
             "prefactor_ci": _pair(self.prefactor_ci),
             "offset_ci": _pair(self.offset_ci),
-            "ci_level": self.ci_level,
-            "window": _pair(self.window),
-            "n_points": self.n_points,
-            "n_runs": self.n_runs,
-            "rss": _f(self.rss),
+            **_data_entries(self),
             "loss": self.loss,
-            "bootstrap": self.bootstrap,
-            "bootstrap_method": self.bootstrap_method,
-            "residuals": [[_f(r) for r in row] for row in np.atleast_2d(self.residuals)],
+            **_bootstrap_entries(self),
         }
 
 
