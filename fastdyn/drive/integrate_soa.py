@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
 
 from ..core import stop_flag
 from ..reduce import BLOCK
@@ -43,6 +43,16 @@ _njit = njit(**_FLAGS)
 COUNT_ACCEPTED, COUNT_REJECTED, COUNT_FAILED = 0, 1, 2
 
 _KERNELS: dict[tuple, Any] = {}
+
+# One signature per kernel, compiled when the kernel is built: the caller's arrays in any layout
+# ('A'), so a chunk's column slice of a state array (strided when the state holds more than one
+# chunk, contiguous when it holds one) and a part's own contiguous state run the same machine code
+# instead of compiling the kernel once per layout (≈ 3 s each); the arrays the wrappers make
+# (times, tpos, the stop flag) are contiguous.
+_F1, _F2, _I2 = types.float64[:], types.float64[:, :], types.int64[:, :]
+_F1C, _I1C, _F8, _I8 = types.float64[::1], types.int64[::1], types.float64, types.int64
+_RK4_SIG = types.void(_F2, _F2, _F8, _F1C, _F8, _I1C, _F2, _F2, _F2, _I1C)
+_DOPRI5_SIG = types.void(_F2, _F2, _F1, _I2, _F8, _F1C, _F8, _F8, _I8, _I1C, _F2, _F2, _F2, _I1C)
 
 
 @njit(inline="always", **_FLAGS)
@@ -64,13 +74,13 @@ def _add_terms(test_part, train_part, b, te, tr):
 
 
 def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
-    """The parallel CPU kernel of RK4 for one model (compiled once per process and model)."""
+    """The parallel CPU kernel of RK4 for one model (compiled here, once per process and model)."""
     key = ("rk4", rhs, observe, loss)
     if key in _KERNELS:
         return _KERNELS[key]
     task = soa_tasks.rk4_task(rhs, observe, loss, _njit)
 
-    @njit(parallel=True, **_FLAGS)
+    @njit(_RK4_SIG, parallel=True, **_FLAGS)
     def kernel(params, y, t0, times, h, tpos, test_part, train_part, f_track, stop):
         n, ns, kp, T = y.shape[1], y.shape[0], params.shape[0], times.shape[0]
         for b in prange((n + BLOCK - 1) // BLOCK):
@@ -93,13 +103,13 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
 
 
 def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
-    """The parallel CPU kernel of dopri5 for one model (compiled once per process and model)."""
+    """The parallel CPU kernel of dopri5 for one model (compiled here, once per process and model)."""
     key = ("dopri5", rhs, observe, loss)
     if key in _KERNELS:
         return _KERNELS[key]
     task = soa_tasks.dopri5_task(rhs, observe, loss, _njit)
 
-    @njit(parallel=True, **_FLAGS)
+    @njit(_DOPRI5_SIG, parallel=True, **_FLAGS)
     def kernel(
         params, y, h, counts, t0, times, rtol, atol, max_steps, tpos, test_part, train_part,
         f_track, stop,

@@ -2,8 +2,11 @@
 forms (the logistic flow, a linear system through scipy's expm), its segment/resume and thread
 bit-identity, its step budget, its stalled tasks and its adaptivity.
 
-The test kernels are defined here (a model's three functions of one task); one compile of the
-kernel per process (≈ 3 s), every run after it well under a second.
+The logistic flow runs on the example plug-in's own three functions (``fastdyn_logistic.kernels``,
+which the suite installs), so this file shares one compile of its kernel (≈ 3 s) with every other
+in-process logistic dopri5 run of the suite (the kernels are memoised per process and function
+objects); the linear system brings its own, one more compile. Every run after it is well under a
+second.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
+from fastdyn_logistic import kernels as logistic
 from numba import njit
 
 from fastdyn.core import stop_flag
@@ -18,24 +22,11 @@ from fastdyn.drive import integrate_soa as soa
 from fastdyn.reduce import BLOCK, accumulate_blocks, block_partials
 from tests._threads import assert_bit_identical, outputs_per_thread_count
 
-# ---- the logistic flow df/dt = r f (K − f): p = (r, K), y = (f,) -------------------------------
+# ---- the logistic flow df/dt = r f (K − f): p = (r, K, w), y = (f,) -----------------------------
+# the plug-in's functions: rhs, observe (f = y[0]) and loss = (w (f − K)²/2, r (f − K)²/2); the
+# tables below set w = 1
 
-
-@njit
-def logistic_rhs(p, y, dy):
-    dy[0] = p[0] * y[0] * (p[1] - y[0])
-
-
-@njit
-def first_component(p, y):
-    return y[0]
-
-
-@njit
-def logistic_loss(p, y):
-    """((f − K)²/2, r (f − K)²/2)."""
-    h = 0.5 * (y[0] - p[1]) ** 2
-    return h, p[0] * h
+logistic_rhs, first_component, logistic_loss = logistic.rhs, logistic.observe, logistic.loss
 
 
 def logistic_exact(r, k, f0, t):
@@ -84,8 +75,9 @@ def _run(rhs, obs, loss, params, y0, times, rtol, *, t0=0.0, h=None, counts=None
 
 
 def _logistic_table(n, rmin=1e-2, rmax=1e2):
+    """p = (r, K = 1, w = 1) for n rates r = rmin … rmax (log-spaced), f0 = 1e-3."""
     r = np.geomspace(rmin, rmax, n)
-    return np.ascontiguousarray(np.stack([r, np.ones(n)])), np.full((1, n), 1e-3)
+    return np.ascontiguousarray(np.stack([r, np.ones(n), np.ones(n)])), np.full((1, n), 1e-3)
 
 
 @pytest.fixture(autouse=True)
@@ -210,24 +202,22 @@ def test_step_budget_fails_the_call():
     assert not stop_flag.halted() and c1[2, 0] == 0 and 0 < c1[0, 0] < 200
 
 
-@njit
-def blowup_rhs(p, y, dy):
-    dy[0] = y[0] * y[0]
-
-
 def test_finite_time_blowup_stalls_and_freezes():
-    """y' = y², y(0) = 1 blows up at t = 1: the step shrinks until t + h == t, the task is
-    failed (counts[2] = 1, no halt) and its outputs after t = 1 stay at its last state (finite, ≥ 1e12,
+    """y' = y², y(0) = 1 (the logistic flow at r = −1, K = 0: −y·(0 − y) is y·y to the bit) blows
+    up at t = 1: the step shrinks until t + h == t, the task is failed (counts[2] = 1, no halt)
+    and its outputs after t = 1 stay at its last state (finite, ≥ 1e12,
     as y = 1/(1 − t) near the pole; measured 7e14 after 900 steps); the outputs before t = 1
     match 1/(1 − t) to ≤ 5·rtol (measured 6.7e-11, 6.1e-10 at rtol 1e-9). A later call leaves
     the stalled task as it is."""
-    params, y0 = np.zeros((1, 1)), np.ones((1, 1))
+    params, y0 = np.array([[-1.0], [0.0], [1.0]]), np.ones((1, 1))
     times = np.array([0.5, 0.9, 1.5, 2.0])
-    y, h, counts, f, *_ = _run(blowup_rhs, first_component, logistic_loss, params, y0, times, 1e-9)
+    y, h, counts, f, *_ = _run(
+        logistic_rhs, first_component, logistic_loss, params, y0, times, 1e-9
+    )
     assert counts[2, 0] == 1 and not stop_flag.halted()
     assert np.max(np.abs(f[0, :2] * (1 - times[:2]) - 1)) <= 5e-9
     assert np.isfinite(f[0, 2]) and f[0, 2] >= 1e12 and f[0, 3] == f[0, 2] == y[0, 0]
-    y2, _h2, c2, f2, *_ = _run(blowup_rhs, first_component, logistic_loss, params, y.copy(),
+    y2, _h2, c2, f2, *_ = _run(logistic_rhs, first_component, logistic_loss, params, y.copy(),
                                [3.0], 1e-9, t0=2.0, h=h.copy(), counts=counts.copy())  # fmt: skip
     assert f2[0, 0] == y[0, 0] and np.array_equal(c2, counts)
 
