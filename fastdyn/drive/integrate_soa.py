@@ -18,8 +18,10 @@ each task with its own step size and step counters in caller-owned arrays (the c
 output-time clipping of the lane-vectorised dopri5, so segments and resumes continue the same step
 sequence).
 
-The kernels are specialised per model (the model's functions are compile-time arguments), so they
-are not cached on disk (``cache=False``); a model may bring its own cached, lane-vectorised
+The kernels are specialised per model (the model's functions are compile-time arguments): numba's
+own cache cannot key them (``cache=False`` here), so :mod:`fastdyn.drive._kernel_cache` keeps each
+model's kernel in numba's cache directory under a fingerprint of the model's functions, and a new
+process loads it instead of compiling it again. A model may bring its own cached, lane-vectorised
 integrators as its fast path instead (an ``OdeSetup`` of its own).
 """
 
@@ -33,6 +35,7 @@ from numba import njit, prange, types
 from ..core import stop_flag
 from ..reduce import BLOCK
 from . import soa_tasks
+from ._kernel_cache import jit_cached
 
 _FLAGS = {"cache": False, "nogil": True, "error_model": "numpy"}
 _njit = njit(**_FLAGS)
@@ -44,7 +47,7 @@ COUNT_ACCEPTED, COUNT_REJECTED, COUNT_FAILED = 0, 1, 2
 
 _KERNELS: dict[tuple, Any] = {}
 
-# One signature per kernel, compiled when the kernel is built: the caller's arrays in any layout
+# One signature per kernel, compiled (or loaded from the cache) when the kernel is built: the caller's arrays in any layout
 # ('A'), so a chunk's column slice of a state array (strided when the state holds more than one
 # chunk, contiguous when it holds one) and a part's own contiguous state run the same machine code
 # instead of compiling the kernel once per layout (≈ 3 s each); the arrays the wrappers make
@@ -80,7 +83,6 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
         return _KERNELS[key]
     task = soa_tasks.rk4_task(rhs, observe, loss, _njit)
 
-    @njit(_RK4_SIG, parallel=True, **_FLAGS)
     def kernel(params, y, t0, times, h, tpos, test_part, train_part, f_track, stop):
         n, ns, kp, T = y.shape[1], y.shape[0], params.shape[0], times.shape[0]
         for b in prange((n + BLOCK - 1) // BLOCK):
@@ -98,7 +100,7 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
                 for r in range(ns):
                     y[r, i] = yy[r]
 
-    _KERNELS[key] = kernel
+    _KERNELS[key] = kernel = jit_cached(kernel, _RK4_SIG, parallel=True, **_FLAGS)
     return kernel
 
 
@@ -109,7 +111,6 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
         return _KERNELS[key]
     task = soa_tasks.dopri5_task(rhs, observe, loss, _njit)
 
-    @njit(_DOPRI5_SIG, parallel=True, **_FLAGS)
     def kernel(
         params, y, h, counts, t0, times, rtol, atol, max_steps, tpos, test_part, train_part,
         f_track, stop,
@@ -143,7 +144,7 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
                 counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
                 counts[COUNT_FAILED, i] = failed
 
-    _KERNELS[key] = kernel
+    _KERNELS[key] = kernel = jit_cached(kernel, _DOPRI5_SIG, parallel=True, **_FLAGS)
     return kernel
 
 
@@ -213,11 +214,10 @@ def advance_dopri5(
     run in ``prange`` and poll the stop flag before every step and output time; a task's
     arithmetic does not depend on its neighbours, so 1 and N threads give bit-identical results.
 
-    Not cached on disk (``cache=False``), like :func:`advance_rk4`: the model's functions are
-    compile-time arguments, so each model compiles its own kernel once per process (≈ 3 s).
-    ``cache=True`` does not help (numba 0.68, measured): the cache key of a dispatcher argument
-    holds the address of its Python function, so a new process never hits the cache and adds one
-    more entry to it on every start.
+    The model's functions are compile-time arguments, so each model has its own kernel, like
+    :func:`advance_rk4`: compiled once (≈ 3 s) and kept in numba's cache directory under a
+    fingerprint of the model's functions (:mod:`fastdyn.drive._kernel_cache`; numba's
+    ``cache=True`` keys a closure by a pickle that differs in every process, so it never hits).
     """
     times = np.ascontiguousarray(times, dtype=np.float64)
     if not (np.isfinite(rtol) and rtol > 0 and np.isfinite(atol) and atol >= 0):

@@ -3,10 +3,10 @@ forms (the logistic flow, a linear system through scipy's expm), its segment/res
 bit-identity, its step budget, its stalled tasks and its adaptivity.
 
 The logistic flow runs on the example plug-in's own three functions (``fastdyn_logistic.kernels``,
-which the suite installs), so this file shares one compile of its kernel (≈ 3 s) with every other
-in-process logistic dopri5 run of the suite (the kernels are memoised per process and function
-objects); the linear system brings its own, one more compile. Every run after it is well under a
-second.
+which the suite installs), so this file shares its kernel with every other logistic dopri5 run of
+the suite (memoised per process and function objects; compiled once, ≈ 3 s, then loaded from
+numba's cache, drive/_kernel_cache.py); the linear system brings its own. Every run after that is
+well under a second.
 """
 
 from __future__ import annotations
