@@ -97,3 +97,21 @@ def test_fixed_points_bad_input():
     )
     res = theory("fixed-points", "--model", "mlp", "--dim", 4)
     assert res.exit_code == 2 and "--model" in res.output
+
+
+def test_local_exponents_of_a_preset_name_the_regime_honestly():
+    """``--config`` takes a preset name; Λ_s ≡ 1 has no regime (both laws agree), and a window that
+    spans Λ_s = 1 says its formula is the nearer law, not that the tasks are in it."""
+    from click.testing import CliRunner
+
+    from fastdyn.cli import main
+
+    base = ["theory", "exponents", "--config", "quickstart", "--set", "task.n_tasks=10000",
+            "--set", "output.track=[]"]  # fmt: skip
+    res = CliRunner().invoke(main, base)
+    assert res.exit_code == 0, res.output
+    assert "regime: none (Λ_s = 1 for every task: both regimes give the same laws)" in res.output
+    assert "power-law formula at the local exponents (Λ_s constant)" in res.output
+    res = CliRunner().invoke(main, [*base, "--set", "task.gamma=-0.3"])
+    assert res.exit_code == 0, res.output
+    assert "regime: mixed" in res.output and "(mixed; nearest Λ_s ≫ 1)" in res.output

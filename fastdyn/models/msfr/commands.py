@@ -158,10 +158,11 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
     import math
 
     from ...config import load_config
+    from ...config.presets import resolve
     from ...problems.msfr import MsfrProblem
     from .local_laws import local_laws, tail_and_cutoff
 
-    cfg = load_config(config_path, list(sets))
+    cfg = load_config(resolve(config_path) if config_path else None, list(sets))
     task = getattr(cfg, "task", None)
     if task is None or not hasattr(task, "strength_law"):
         raise ConfigError(
@@ -213,7 +214,13 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
     click.echo(
         f"  tail T(s) = Σ_(s'>s) P Λ²/2: eta_w = {ll.eta_w:.4g};  emergence t_s: kappa_w = {ll.kappa_w:.4g}"
     )
-    click.echo(f"  regime: {names[ll.regime]}")
+    constant = ll.lam_hi <= ll.lam_lo * (1 + 1e-12)  # Λ_s the same for every task: no regime
+    if constant:
+        click.echo(
+            f"  regime: none (Λ_s = {ll.lam_lo:.4g} for every task: both regimes give the same laws)"
+        )
+    else:
+        click.echo(f"  regime: {names[ll.regime]}")
     click.echo(f"{'resource':<20s} {'local law':<28s} {'exponent'}")
     for key, name, sym, _ in _ROWS:
         expr = {
@@ -235,7 +242,7 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
                f"{ll.t_lo:.4g} to {ll.t_hi:.4g} (tasks {ll.s_lo} … {ll.s_hi} emerge), slope -{ll.time:.4g}")  # fmt: skip
     if ll.regime_law is not None:
         r = ll.regime_law
-        click.echo(f"power-law formula at the local exponents ({names[r['regime']]}): time {-r['time']:.4g} = "
+        click.echo(f"power-law formula at the local exponents ({'Λ_s constant' if constant else (names[r['regime']] if ll.regime != 'mixed' else 'mixed; nearest ' + names[r['regime']].split(' (')[0])}): time {-r['time']:.4g} = "
                    f"-{r['eta']:.4g}/{r['kappa_t']:.4g}, model size {-r['model_size']:.4g}, data {-r['data']:.4g} "
                    f"(eta = alpha_w + 2 gamma_w - 1; assumes the slopes hold beyond the window)")  # fmt: skip
     else:

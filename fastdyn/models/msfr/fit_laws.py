@@ -205,6 +205,9 @@ class MsfrScaling:
         except ValueError:
             p_other = "none"
         tasks = f"tasks s = {wr.s_lo}..{wr.s_hi} {what}, Λ_s = {wr.lam_lo:.3g}..{wr.lam_hi:.3g}"
+        if wr.lam_hi <= wr.lam_lo * (1 + 1e-12):  # one Λ for every task: no regime to choose
+            head = f"tasks s = {wr.s_lo}..{wr.s_hi} {what}, all with Λ_s = {wr.lam_lo:.3g}: both laws agree here"
+            return Theory(th.exponent, th.source, th.d_star, wr.regime, head)
         if wr.regime == "mixed":
             head = (f"mixed: {tasks} span Λ_s = 1 ({cross}); neither law holds exactly, nearest "
                     f"{scaling.REGIME_NAMES[wr.law]}")  # fmt: skip
