@@ -356,14 +356,17 @@ def _common_rows(run: Run, names: list[str]) -> None:
         run.series[k] = run.series[k][:n]
 
 
-#: re-reads of a file whose writer is alive, after a chunk failed its checksum (the reader met a
-#: chunk while the writer rewrote it in place; the write ends within milliseconds)
-LIVE_RETRIES = 6
+#: re-reads of a file whose writer is alive, after a read failed (the reader met a chunk or the
+#: end of the file while the writer rewrote or extended it; each write ends within milliseconds,
+#: but on a loaded machine a fast writer can meet a reader again: 12 tries over ≈ 2 s)
+LIVE_RETRIES = 12
+#: the longest pause between two of those re-reads, s
+LIVE_PAUSE_MAX = 0.25
 
 
 def load(path: str | os.PathLike, series: bool = True) -> Run:
     """Read a fastdyn file: every dataset as a numpy array (truncated to the rows written). A
-    file that a live process is writing is read again (after 10, 20, 40, … ms) when a read fails,
+    file that a live process is writing is read again (after 10, 20, 40, … ms, at most 0.25 s apart) when a read fails,
     since the reader may have met the last chunk half-rewritten; any other file fails at once."""
     p = Path(path)
     for attempt in range(LIVE_RETRIES + 1):
@@ -372,7 +375,7 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
         except FileFormatError:
             if attempt == LIVE_RETRIES or not _written_now(p):
                 raise
-        time.sleep(0.01 * 2**attempt)
+        time.sleep(min(0.01 * 2**attempt, LIVE_PAUSE_MAX))
     raise AssertionError("unreachable")
 
 

@@ -4,6 +4,7 @@ the stale lock a kill -9 leaves does not block a later resume."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -75,6 +76,23 @@ def _wait_for_lock(p, proc) -> None:
     while not (lock_path(p).exists() and lock_path(p).read_text().split()[:1] == [str(proc.pid)]):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() - t0 < 120, "the first writer never took the lock"
+        time.sleep(0.01)
+
+
+def _wait_for_inode_lock(p, proc) -> None:
+    """Until the file now at ``p`` carries the writer's name (``user.fastdyn.writer``, set right
+    after its inode lock is taken): the resume has renamed its copy into place and locked it."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            if str(proc.pid) in os.getxattr(p, "user.fastdyn.writer").decode():
+                return
+        except OSError as e:
+            if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):  # no user xattrs here: a fixed wait
+                time.sleep(1.0)
+                return
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < 120, "the first writer never locked the file"
         time.sleep(0.01)
 
 
@@ -167,9 +185,10 @@ def test_a_second_writer_by_another_name_exits_2_naming_the_holder(way, tmp_path
     if way == "symlink":
         other.symlink_to(p)
     elif way == "hard link":
-        time.sleep(0.5)  # the resume renames its copy into place: link the file that runs
+        _wait_for_inode_lock(p, first)  # the resume renamed its copy into place: link that one
         os.link(p, other)
     else:
+        _wait_for_inode_lock(p, first)  # past the name lock: the file's own lock is held
         lock_path(p).unlink()
         other = p
     t1 = time.monotonic()
