@@ -27,13 +27,15 @@ class FileFormatError(ValueError):
 @dataclass
 class Run:
     """One run read from disk: series by path (``"loss/test"``), attributes, the config as a dict;
-    ``meta`` the ``units`` and ``long_name`` attributes of each dataset."""
+    ``meta`` the ``units`` and ``long_name`` attributes of each dataset; ``dims`` the name of
+    each axis of each dataset (its dimension scale's name, as xarray's h5netcdf engine calls it)."""
 
     path: Path
     attrs: dict[str, Any]
     config: dict[str, Any]
     series: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, dict[str, str]] = field(default_factory=dict)
+    dims: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k} {v.shape}" for k, v in self.series.items())
@@ -344,6 +346,29 @@ def _describe(run: Run, name: str, ds: h5py.Dataset) -> None:
     run.meta[name] = {k: str(_attr(ds.attrs[k])) for k in ("units", "long_name") if k in ds.attrs}
 
 
+def _is_scale(ds: h5py.Dataset) -> bool:
+    return _attr(ds.attrs.get("CLASS", b"")) == "DIMENSION_SCALE"
+
+
+def _name_dims(run: Run, datasets: dict[str, h5py.Dataset]) -> None:
+    """``run.dims``: the name of each axis of each dataset read, the leaf name of the dimension
+    scale attached to it (as xarray's h5netcdf engine names it; a scale is its own axis),
+    ``phony_dim_K`` where none is. Scales are matched by object, not by the path HDF5 reports
+    for a dereferenced scale, which an SWMR reader of a running file may not get."""
+    leaf = {ds: name.rsplit("/", 1)[-1] for name, ds in datasets.items() if _is_scale(ds)}
+    for name, ds in datasets.items():
+        if ds in leaf:
+            run.dims[name] = (leaf[ds],)
+            continue
+        names = []
+        for k, scales in enumerate(ds.dims):
+            found = leaf.get(scales[0]) if len(scales) else None
+            if found is None and len(scales):
+                found = (scales[0].name or "").rsplit("/", 1)[-1] or None
+            names.append(found or f"phony_dim_{k}")
+        run.dims[name] = tuple(names)
+
+
 def _common_rows(run: Run, names: list[str]) -> None:
     """Cut the time-indexed series ``names`` to the rows every one of them holds. They are equal
     in any finished file; a run killed inside an append's flush (status ``running``) can leave
@@ -411,6 +436,7 @@ def _load(p: Path, series: bool) -> Run:
         run = Run(p, attrs, config)
         if series:
             along_time: list[str] = []  # the series that grow by one row per output time
+            datasets: dict[str, h5py.Dataset] = {}
 
             def visit(name: str, obj: Any) -> None:
                 if name.startswith("checkpoint"):
@@ -423,15 +449,18 @@ def _load(p: Path, series: bool) -> Run:
                     if obj.maxshape and obj.maxshape[0] is None:
                         along_time.append(name)
                     _describe(run, name, obj)
+                    datasets[name] = obj
 
             f.visititems(visit)
             for name in (layout.TIME, layout.STEP, "tasks/index"):
                 if name in f:
                     _describe(run, name, f[name])
+                    datasets[name] = f[name]
                     run.series[name] = np.asarray(read_rows(f[name]))
                     if name != "tasks/index":
                         along_time.append(name)
             _common_rows(run, along_time)
+            _name_dims(run, datasets)
         return run
     except FileFormatError:
         raise

@@ -1,13 +1,15 @@
 """Readers of a running file never see a torn or NaN row: plain h5py (SWMR, each series cut to
-the rows every series holds) and ``fastdyn.load`` poll files of three models while they are
-written, and every row they return equals the uninterrupted run's, bit for bit.
+the rows every series holds), ``fastdyn.load`` and xarray's ``engine="fastdyn"`` poll files of
+three models while they are written, and every row they return equals the uninterrupted run's,
+bit for bit.
 
 An append resizes and writes the series one after another, then flushes; a reader that comes
 between two of those metadata writes sees one series a row longer than another, and a reader
 that meets the last chunk while it is rewritten in place sees it fail its checksum. Both
 readers here handle that (``fastdyn.load`` cuts to the common rows and reads a live file again
 after a checksum failure). xarray's h5netcdf engine pads the shorter series with the fill value
-instead (NaN), which is why docs/reliability.md points running-file readers here.
+instead (NaN), which is why docs/reliability.md points xarray users of running files to
+``engine="fastdyn"``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import xarray as xr
 from click.testing import CliRunner
 
 import fastdyn
@@ -90,7 +93,7 @@ def test_readers_of_a_running_file_see_whole_rows(model, tmp_path):
         cwd=ROOT, env=dict(os.environ, NUMBA_NUM_THREADS="1"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    reads = {"h5py": 0, "fastdyn.load": 0}
+    reads = {"h5py": 0, "fastdyn.load": 0, "xarray": 0}
     lengths = set()
     try:
         t0 = time.monotonic()
@@ -110,10 +113,22 @@ def test_readers_of_a_running_file_see_whole_rows(model, tmp_path):
                     assert np.array_equal(run[k], ref[k][:n], equal_nan=True), ("load", k, n)
             reads["fastdyn.load"] += 1
             lengths.add(n)
+            for group, ds in xr.open_datatree(p, engine="fastdyn").to_dict().items():
+                for k, v in ds.variables.items():
+                    name = f"{group}/{k}".strip("/")
+                    if name in ref and v.dims[:1] == ("time",):
+                        n = v.shape[0]
+                        assert np.array_equal(v.values, ref[name][:n], equal_nan=True), (
+                            "xarray",
+                            name,
+                            n,
+                        )
+            reads["xarray"] += 1
     finally:
         _out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     print(model, reads, "distinct lengths seen:", len(lengths))
-    # ≥ 2000 reads over the three models on an idle machine (≈ 800 each); a loaded one reads
-    # less often, so the bar here is what any machine reaches while the writer runs
-    assert sum(reads.values()) >= 200 and len(lengths) >= 20, (reads, len(lengths))
+    # ≥ 2000 reads over the three models on an idle machine; a loaded one reads less often (54
+    # rounds of all three readers for attn-m at load 4), so the bar here is what any machine
+    # reaches while the writer runs: every reader many times, over many different lengths
+    assert min(reads.values()) >= 20 and len(lengths) >= 20, (reads, len(lengths))
