@@ -36,6 +36,18 @@ def test_exponential_strengths_have_no_single_power_law():
     assert "task.strength_law = 'exponential'" in res.output and "regime:" in res.output
 
 
+def test_exponential_frequencies_keep_the_time_law_and_say_so():
+    """P(s) ∝ e^-(s−1)/s0 at constant Λ: the tail Σ_(s'>s) P Λ²/2 and the emergence times
+    t_s ∝ 1/P_s are both exponential in s, so L ∝ t^-1 exactly while eta_w (the model-size
+    exponent) grows across the window."""
+    res = run("--set", "task.n_tasks=100000", "--set", "task.frequency_law=exponential",
+              "--set", "task.frequency_decay=1000", "--window", "100:10000")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "no single power law in model size over the window" in res.output, res.output
+    assert "the time law holds over the whole window (exponent 1 and 1)" in res.output
+    assert "not this window’s law" in res.output
+
+
 @pytest.mark.parametrize(
     "args, expect",
     [(["--alpha", 2, "--set", "task.n_tasks=100"], "--alpha: give either"),

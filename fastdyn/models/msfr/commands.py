@@ -160,7 +160,7 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
     from ...config import load_config
     from ...config.presets import resolve
     from ...problems.msfr import MsfrProblem
-    from .local_laws import local_laws, tail_and_cutoff
+    from .local_laws import CURVED, local_laws, tail_and_cutoff
 
     cfg = load_config(resolve(config_path) if config_path else None, list(sets))
     task = getattr(cfg, "task", None)
@@ -234,6 +234,12 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
     if ll.power_law:
         click.echo(f"power law over the window: the slopes of its halves agree within 10 % "
                    f"(eta_w {e0:.4g} / {e1:.4g}, kappa_w {k0:.4g} / {k1:.4g})")  # fmt: skip
+    elif abs(p0 - p1) <= CURVED * max(abs(p0), abs(p1)):
+        # eta_w and kappa_w steepen together (an exponential family): t keeps one law, D does not
+        click.echo(f"no single power law in model size over the window: eta_w {e0:.4g} → {e1:.4g} and "
+                   f"kappa_w {k0:.4g} → {k1:.4g} from its lower to its upper half, so the exponents of D and C are the "
+                   f"window's tangent only; the time law holds over the whole window (exponent {p0:.4g} and "
+                   f"{p1:.4g}): the tail and the emergence times steepen together")  # fmt: skip
     else:
         click.echo(f"no single power law over the window: the local slope changes (eta_w {e0:.4g} → {e1:.4g}, "
                    f"kappa_w {k0:.4g} → {k1:.4g}, time exponent {p0:.4g} → {p1:.4g} from its lower to its upper half); "
@@ -244,6 +250,7 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
         r = ll.regime_law
         click.echo(f"power-law formula at the local exponents ({'Λ_s constant' if constant else (names[r['regime']] if ll.regime != 'mixed' else 'mixed; nearest ' + names[r['regime']].split(' (')[0])}): time {-r['time']:.4g} = "
                    f"-{r['eta']:.4g}/{r['kappa_t']:.4g}, model size {-r['model_size']:.4g}, data {-r['data']:.4g} "
-                   f"(eta = alpha_w + 2 gamma_w - 1; assumes the slopes hold beyond the window)")  # fmt: skip
+                   f"(eta = alpha_w + 2 gamma_w - 1; assumes the slopes hold beyond the window"
+                   f"{'' if ll.power_law else ', which they do not here: not this window’s law'})")  # fmt: skip
     else:
         click.echo(f"power-law formula at the local exponents: none ({ll.regime_law_error})")
