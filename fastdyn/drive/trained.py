@@ -67,7 +67,8 @@ def run_trained(
     writer, ck = open_writer(
         output, resume, entry, cfg, series=job.series, static=job.static, scales=job.scales,
         with_step=True, extra_attrs=job.extra_attrs, time_units=job.time_units,
-        time_long_name=job.time_long_name, checkpoint=checkpoint_spec(job, opt),
+        time_long_name=job.time_long_name, checkpoint=checkpoint_spec(job, opt), dims=job.dims,
+        axes=job.axes,
     )  # fmt: skip
     theta = job.theta
     first = 0
@@ -115,5 +116,7 @@ def run_trained(
         bar.close()
     if ended is not None:
         return ended
-    writer.close(Outcome.COMPLETE.text(), timings(), datasets=job.final(theta))
+    writer.close(
+        Outcome.COMPLETE.text(), timings(), datasets=job.final(theta), dims=job.dims, axes=job.axes
+    )
     return Outcome.COMPLETE.text()

@@ -241,7 +241,9 @@ class RunWriter:
     """One output file. Series are declared up front: ``{path: trailing_shape}``; ``checkpoint``
     declares the resume state ``{name: (shape, dtype)}`` (two slots are allocated up front);
     ``time_units`` / ``time_long_name`` replace ``/time``'s default attributes (another time
-    convention, stated in the file)."""
+    convention, stated in the file). ``dims`` names the axes of datasets (the axes after the row
+    axis of a series, every axis of a static dataset; None leaves an axis to its index scale) and
+    ``axes`` describes each name (its ``long_name``): see :func:`_attach_named`."""
 
     def __init__(
         self,
@@ -259,6 +261,8 @@ class RunWriter:
         time_units: str | None = None,
         checkpoint: dict[str, tuple[tuple[int, ...], Any]] | None = None,
         time_long_name: str | None = None,
+        dims: dict[str, tuple[str | None, ...]] | None = None,
+        axes: dict[str, str] | None = None,
     ):
         self.path = Path(path)
         self.t_start = _time.time()
@@ -299,6 +303,7 @@ class RunWriter:
                 chunk_rows,
                 (time_units, time_long_name),
                 checkpoint,
+                (dims or {}, axes or {}),
             )
             f.flush()
             f.swmr_mode = True
@@ -347,7 +352,9 @@ class RunWriter:
         chunk_rows,
         time_units,
         checkpoint,
+        named,
     ) -> None:
+        dims, axes = named
         a = f.attrs
         a["format"] = layout.FORMAT_NAME
         a["format_version"] = layout.FORMAT_VERSION
@@ -385,6 +392,8 @@ class RunWriter:
         for name, (scale_name, _axis) in (scales or {}).items():
             f[name].make_scale(scale_name)
         for name in static or {}:
+            if name in dims:
+                _attach_named(f, f[name], dims[name], axes, first=0)
             if name not in (scales or {}):
                 _attach_group_scale(f, f[name], scales or {})
                 _index_scales(f, f[name], first=0)
@@ -411,6 +420,8 @@ class RunWriter:
                 if 0 < axis < ds.ndim and ds.shape[axis] == f[sname].shape[0]:
                     ds.dims[axis].attach_scale(f[sname])
                     _link_scale(f, name, sname)
+            if name in dims:
+                _attach_named(f, ds, dims[name], axes, first=1)
             _index_scales(f, ds)
         if checkpoint:
             g = f.create_group(CHECKPOINT)
@@ -542,9 +553,12 @@ class RunWriter:
         timings: dict[str, float] | None = None,
         attrs: dict[str, Any] | None = None,
         datasets: dict[str, np.ndarray] | None = None,
+        dims: dict[str, tuple[str | None, ...]] | None = None,
+        axes: dict[str, str] | None = None,
     ) -> None:
         """Record the final status (and timings) in the root attributes, plus any end-of-run
-        ``datasets`` (final weights); flush and close. Idempotent."""
+        ``datasets`` (final weights; their axes named by ``dims`` and ``axes`` as in
+        :class:`RunWriter`); flush and close. Idempotent."""
         if self._f is None:
             return
         if getattr(self, "_broken", False):  # a write failed: add nothing, keep the last flush
@@ -571,6 +585,8 @@ class RunWriter:
                     del f[k]
                 ds = f.create_dataset(k, data=v)
                 self._describe(ds, k)
+                if k in (dims or {}):
+                    _attach_named(f, ds, dims[k], axes or {}, first=0)
                 _index_scales(f, ds, first=0)
             f.flush()
         finally:
@@ -718,6 +734,59 @@ def _attach_group_scale(f: h5py.File, ds: h5py.Dataset, scales: dict) -> None:
         ):
             ds.dims[0].attach_scale(f[sname])
             return
+
+
+def _attach_named(
+    f: h5py.File, ds: h5py.Dataset, names: tuple[str | None, ...], axes: dict[str, str], first: int
+) -> None:
+    """Axis ``first + k`` of ``ds`` gets the dimension scale called ``names[k]`` (None: none here;
+    :func:`_index_scales` gives it an index). A name is one scale per file, whichever group holds
+    it: the first dataset on it creates it in its own group (0, 1, …; units "1", ``long_name``
+    ``axes[name]``), an existing scale of that base name (e.g. one declared by ``scales``) is
+    reused, and it is hard-linked into the group of every other dataset on it (netCDF readers
+    opening a group see its coordinates there; arrays on one axis share it). A length that
+    differs from the scale's is a layout error of the model (ValueError)."""
+    if len(names) != ds.ndim - first:
+        raise ValueError(f"{ds.name}: {len(names)} axis names for {ds.ndim - first} axes")
+    group = ds.parent.name.rstrip("/")
+    for k, name in enumerate(names):
+        if name is None:
+            continue
+        axis, n = first + k, ds.shape[first + k]
+        here = f"{group}/{name}"
+        sds = f[here] if here in f else _find_scale(f, name)
+        if sds is None:
+            sds = f.create_dataset(here, data=np.arange(n, dtype=np.int64))
+            sds.make_scale(name)
+            sds.attrs["units"] = "1"
+            sds.attrs["long_name"] = axes.get(name, f"index along the {name} axis")
+        elif not sds.is_scale or sds.shape != (n,):
+            raise ValueError(
+                f"{ds.name}: axis {axis} ({name}, length {n}) does not fit the dimension scale "
+                f"{sds.name} of shape {sds.shape}"
+            )
+        elif here not in f:
+            f[here] = sds
+        ds.dims[axis].attach_scale(sds)
+
+
+def _find_scale(f: h5py.File, name: str) -> h5py.Dataset | None:
+    """The dimension scale of base name ``name`` anywhere outside /checkpoint, or None."""
+    found: list[h5py.Dataset] = []
+
+    def visit(path: str, obj: Any) -> Any:
+        if (
+            path.rsplit("/", 1)[-1] == name
+            and not path.startswith(CHECKPOINT)
+            and isinstance(obj, h5py.Dataset)
+            and obj.is_scale
+        ):
+            found.append(obj)
+            return True
+        return None
+
+    f.visititems(visit)
+    return found[0] if found else None
 
 
 def _index_scales(f: h5py.File, ds: h5py.Dataset, first: int = 1) -> None:

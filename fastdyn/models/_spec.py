@@ -177,6 +177,8 @@ class TrainedSetup:
     - ``observe(theta) -> (losses, weights)``: what is measured at a save besides the train loss.
     - ``row(i, step, losses, weights) -> {series: row}``: row ``i`` of every series in ``series``.
     - ``final(theta) -> {path: array}``: datasets written when the run ends.
+    - ``dims`` / ``axes``: the names of the datasets' axes (HDF5 dimension scales, so that netCDF
+      readers show e.g. ``head`` rather than an index), see the fields below.
     """
 
     model: Any
@@ -195,6 +197,11 @@ class TrainedSetup:
     static: dict[str, np.ndarray] = field(default_factory=dict)
     #: static dataset → (scale label, axis of every series it labels | {series: axis})
     scales: dict[str, tuple[str, int | dict[str, int]]] | None = None
+    #: dataset → the names of its axes (after the row axis of a series; every axis of a static or
+    #: final dataset; None: an index axis), one dimension scale per name shared by every dataset
+    #: on it (:func:`fastdyn.h5.writer._attach_named`); ``axes``: name → its long_name
+    dims: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
+    axes: dict[str, str] = field(default_factory=dict)
     extra_attrs: dict[str, Any] = field(default_factory=dict)
     time_units: str | None = None
     time_long_name: str | None = None

@@ -27,6 +27,11 @@ Rank-one ATTN_S population runs (last-token loss) carry paper Eq. 21 beside ``/p
 ``head`` (D,), from the run's initial heads (:func:`eq21_theory`). ``/theory/pcr_loss`` (m = 0..D,
 last-token loss): the PCR predictor of M_m's loss — population, or on the IC test set
 (:func:`pcr_theory`).
+
+Every axis is named (:data:`AXES`: ``head``, ``row``, ``col``, ``rank``, ``feature``, ``x_row``,
+``x_col``, ``eig``, ``plateau``, ``context_length``; with ``data.save`` ``sequence``,
+``test_sequence``, ``position``, ``coordinate``): one HDF5 dimension scale per name, shared by every
+dataset on it (:func:`dims`; the writer links it into each group that uses it).
 """
 
 from __future__ import annotations
@@ -52,6 +57,65 @@ TIME_LONG_NAME = (
 
 #: the weights that are recorded as series at every save, not as final datasets
 _SERIES_WEIGHTS = ("value_weights", "Gamma", "Gamma_eig")
+
+#: the named axes of the ICL files (HDF5 dimension scales 0, 1, …, one per name, shared by every
+#: dataset on it): name → long_name. Lengths: head, other_head H; row, col, coordinate D+1;
+#: x_row, x_col, eig D; plateau D+1; rank R; feature D²; sequence P; test_sequence data.n_test;
+#: position N+1
+AXES = {
+    "head": "attention head i (mlp-cubic: hidden unit i)",
+    "other_head": "the second head j of a pair of heads (i, j)",
+    "row": "row of a (D+1)x(D+1) weight matrix: token coordinate x_1..x_D, then the label y",
+    "col": "column of a weight matrix: token coordinate x_1..x_D, then the label y",
+    "rank": "rank index r of the separate key and query (R rows each)",
+    "feature": "index a*D + b of the cubic feature z = vec(beta x_q^T), z_(a*D+b) = beta_a x_q,b",
+    "x_row": "row a of Gamma (D x D on the x coordinates): y_hat = sum_ab beta_a Gamma_ab x_q,b",
+    "x_col": "column b of Gamma (D x D on the x coordinates): y_hat = sum_ab beta_a Gamma_ab x_q,b",
+    "eig": "eigen-direction d of Lambda, in the order of /theory/eigvals (eigenvector column d)",
+    "plateau": "m of the fixed point M_m: the number of eigen-directions learned (0..D)",
+    "sequence": "training sequence mu (data.P of them)",
+    "test_sequence": "test sequence (data.n_test of them)",
+    "position": "token position in a sequence: 0..N-1 the context, N the query",
+    "coordinate": "token coordinate: x_1..x_D, then the label y",
+}
+
+#: the axes (after the save axis of a series) of every fixed ICL dataset; the weights in paper
+#: layout (``params/final/``, ``params/snapshots/``) take the model's ``array_axes``
+_DIMS: dict[str, tuple[str, ...]] = {
+    "params/value_weights": ("head",),
+    "params/Gamma": ("x_row", "x_col"),
+    "params/Gamma_eig": ("eig",),
+    "theory/Gamma_star": ("x_row", "x_col"),
+    "theory/eigvals": ("eig",),
+    "theory/plateaus": ("plateau",),
+    "theory/pcr_loss": ("plateau",),
+    "theory/eq21/Gamma_eig": ("eig",),
+    "theory/eq21/plateau_duration": ("eig",),
+    "theory/eq21/drop_time": ("eig",),
+    "theory/eq21/v0": ("eig",),
+    "theory/eq21/head": ("eig",),
+    "theory/test_context/L_of_Gamma_star": ("context_length",),
+    "theory/test_context/L_star": ("context_length",),
+    "diagnostics/head_cosine": ("head", "other_head"),
+    "diagnostics/in_weight_norm_v": ("head",),
+    "diagnostics/in_weight_norm_u": ("head",),
+    "data/tokens": ("sequence", "position", "coordinate"),
+    "data/labels": ("sequence", "position"),
+}
+
+
+def dims(model: Any, names: Any) -> dict[str, tuple[str, ...]]:
+    """The axis names of the datasets ``names`` that have them (see :data:`AXES`)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        group, _, leaf = name.rpartition("/")
+        if name in _DIMS:
+            out[name] = _DIMS[name]
+        elif group in ("params/final", "params/snapshots") and leaf in model.array_axes:
+            out[name] = model.array_axes[leaf]
+        elif group.startswith("data/test_") and leaf in ("tokens", "labels"):
+            out[name] = ("test_sequence", *_DIMS[f"data/{leaf}"][1:])
+    return out
 
 
 @dataclass
@@ -351,6 +415,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         epochs=s.schedule.epochs, save_steps=steps, time_per_step=2.0 * s.optim.lr, seed=s.seed,
         series=series, observe=observer(model, p.tests, p.eigvecs, ctx, diag), row=row, final=final,
         static=static, scales=scales, extra_attrs={"n_trained": int(model.n_trained)} | _eq21_note(eq21, eq21_static),
+        dims=dims(model, [*series, *static, *(f"params/final/{k}" for k in model.array_axes)]), axes=AXES,
         time_units=TIME_UNITS, time_long_name=TIME_LONG_NAME,
         checkpoint_every=s.output.checkpoint_every,
     )  # fmt: skip

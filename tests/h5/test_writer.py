@@ -115,3 +115,47 @@ def test_row_by_row_appends_do_not_grow_the_file_beyond_its_data(tmp_path):
     assert p.stat().st_size < raw + 200_000  # + metadata, attributes (config, versions)
     with h5py.File(p, "r") as f:
         assert f["params/Gamma"].shape == (1000, 8, 8)
+
+
+def test_named_axes_share_one_scale_per_name(tmp_path):
+    """``dims``: every dataset on a name gets the one scale of that name (hard-linked into its
+    group), at creation and at close (also after a reopen); a wrong length is refused."""
+    xr = pytest.importorskip("xarray")
+    p = tmp_path / "run.h5"
+    dims = {"a/w": ("unit",), "b/s": ("unit", None), "c/final": ("unit", "pair"), "b/n": ("unit",)}
+    axes = {"unit": "a unit", "pair": "a pair"}
+    w = RunWriter(
+        p,
+        model="m",
+        config_toml='model = "m"\n',
+        seed=0,
+        series={"a/w": (3,), "loss/test": ()},
+        static={"b/s": np.ones((3, 2)), "b/n": np.arange(3.0)},
+        dims=dims,
+        axes=axes,
+        checkpoint={"theta": ((1,), "f8")},
+    )
+    w.append(np.array([0.0]), {"a/w": np.zeros((1, 3)), "loss/test": np.array([1.0])})
+    w.checkpoint({"theta": np.zeros(1)})
+    w.close("interrupted")
+    w, _ = RunWriter.reopen(p)
+    w.close("complete", datasets={"c/final": np.zeros((3, 2))}, dims=dims, axes=axes)
+    with h5py.File(p, "r") as f:
+        assert f["a/unit"] == f["b/unit"] == f["c/unit"]  # one object, three links
+        assert f["a/unit"].attrs["long_name"] == "a unit" and list(f["a/unit"][:]) == [0, 1, 2]
+        assert "b/s_dim1" in f and "unit_dim0" not in str(list(f["b"]))
+    tree = xr.open_datatree(p, engine="h5netcdf")
+    assert tree["a"].to_dataset()["w"].dims == ("time", "unit")
+    assert tree["b"].to_dataset()["s"].dims == ("unit", "s_dim1")
+    assert tree["c"].to_dataset()["final"].dims == ("unit", "pair")
+    bad = tmp_path / "bad.h5"
+    with pytest.raises(ValueError, match=r"\(unit, length 3\) does not fit"):
+        RunWriter(
+            bad,
+            model="m",
+            config_toml='model = "m"\n',
+            seed=0,
+            series={"a/w": (3,)},
+            static={"b/n": np.arange(2.0)},
+            dims=dims,
+        )

@@ -5,7 +5,6 @@ last row against ``/params/final`` bit for bit, and off by default."""
 
 from __future__ import annotations
 
-import re
 import tomllib
 
 import h5py
@@ -43,7 +42,7 @@ def _run(path, config, *sets):
 
 def _arrays(group) -> list[str]:
     """The group's arrays, without the dimension scales the writer links beside them."""
-    return [k for k in group if not re.search(r"_dim\d+$", k) and k != "time"]
+    return [k for k in group if isinstance(group[k], h5py.Dataset) and not group[k].is_scale]
 
 
 def _snapshot(f, i) -> dict:

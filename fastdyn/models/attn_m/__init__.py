@@ -217,6 +217,8 @@ class AttnM(ICLModel):
     """ATTN_M (see the module docstring)."""
 
     name = "attn-m"
+    #: the axis names of :meth:`ICLModel.to_arrays`'s arrays (``fastdyn.models.icl_setup.AXES``)
+    array_axes = {"W_V": ("head", "row", "col"), "W_KQ": ("head", "row", "col")}
 
     @property
     def blocks(self):

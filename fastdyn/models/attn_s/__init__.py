@@ -22,6 +22,12 @@ class AttnS(ICLModel):
     :class:`fastdyn.models.icl_settings.ICLSettings` rejects it for runs."""
 
     name = "attn-s"
+    #: the axis names of :meth:`to_arrays`'s arrays (``fastdyn.models.icl_setup.AXES``)
+    array_axes = {
+        "W_V": ("head", "row", "col"),
+        "W_K": ("head", "rank", "col"),
+        "W_Q": ("head", "rank", "col"),
+    }
 
     def __init__(self, D: int, H: int, N: int, *, R: int = 1, **kw) -> None:
         if int(R) == R and R > 0 and R > D:

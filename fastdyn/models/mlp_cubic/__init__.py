@@ -24,6 +24,8 @@ class MLPCubic(ICLModel):
 
     name = "mlp-cubic"
     has_softmax = False
+    #: the axis names of :meth:`to_arrays`'s arrays (``fastdyn.models.icl_setup.AXES``)
+    array_axes = {"W1": ("head", "feature"), "w2": ("head",)}
 
     @property
     def blocks(self):
