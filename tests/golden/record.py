@@ -17,7 +17,7 @@ tests/golden/hashes.json), ``--only NAME`` (repeatable: record and merge just th
 The hashes depend on the numerical libraries and on the CPU (numba compiles for the host's vector
 width, numpy's libm kernels differ between AVX2 and AVX-512), so hashes.json keeps one set per
 recorded environment: recording replaces this environment's set and drops, from the others, every
-hash that changed here (stale there). On an environment with no set the test compares the hashes
+hash that changed here or is no longer written (stale there). On an environment with no set the test compares the hashes
 all recorded environments agree on.
 """
 
@@ -68,14 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         recorded["merged"] = [*recorded.get("merged", []), env | {"runs": sorted(a.only)}]
     # Other environments: a hash that changed here (or is new) is stale there; drop it, so that
     # environment compares only what this commit did not change (it is re-recorded there later).
+    # So is one this commit no longer writes (a dataset renamed or removed in a recorded file).
     stale = 0
     others = [e for e in envs if e is not here]
     if here is not None:
         for e in others:
             for f, keys in hashes.items():
                 theirs = e["hashes"].setdefault(f, {})
-                for k, h in keys.items():
-                    if k in theirs and before.get(f, {}).get(k) != h:
+                for k in list(theirs):
+                    gone = k in before.get(f, {}) and k not in keys
+                    if gone or (k in keys and before.get(f, {}).get(k) != keys[k]):
                         del theirs[k]
                         stale += 1
     envs = [*others, {"recorded": recorded, "hashes": dict(sorted(hashes.items()))}]
