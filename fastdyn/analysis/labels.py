@@ -61,6 +61,13 @@ def loss_levels(run: Run) -> list[tuple[str, np.ndarray]]:
     return [(n, np.atleast_1d(np.asarray(run[n], float))) for n in names if n in run]
 
 
+def level_label(run: Run, dataset: str) -> str | None:
+    """The ``long_name`` a level's dataset was described with (e.g. "train-set minimum (P =
+    5000)"), or None when it only carries its own path."""
+    ln = str(run.meta.get(dataset, {}).get("long_name", "") or "")
+    return ln if ln and ln.strip("/") != dataset.strip("/") else None
+
+
 def _time_units(run: Run) -> str:
     units = run.meta.get("time", {}).get("units", "gradient-flow time")
     return "tau" if units == "tau" or units.startswith("t/tau") else units

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..h5.reader import Run
 from ._common import _f
-from .labels import loss_levels
+from .labels import level_label, loss_levels
 
 __all__ = [
     "FLOOR",
@@ -82,10 +82,14 @@ class LevelsReport:
 
 def _named_levels(run: Run) -> list[tuple[str, float]]:
     """(name, ℓ) of every finite positive level, in the order declared; a value repeated (a last
-    plateau that is the global minimum) keeps its first name and gains the second."""
+    plateau that is the global minimum) keeps its first name and gains the second. A single level
+    described in the file is named by its ``long_name``."""
     out: list[list] = []
     for ds, vals in loss_levels(run):
         base = ds.rsplit("/", 1)[-1]
+        described = level_label(run, ds)
+        if described and vals.size == 1:
+            base = described
         for m, v in enumerate(vals):
             if not (math.isfinite(v) and v > 0):
                 continue

@@ -16,7 +16,15 @@ import numpy as np
 
 from ..h5.reader import Run
 from .compare import FitReport, FrontierReport
-from .labels import default_series, loss_levels, run_labels, series_name, time_label, y_label
+from .labels import (
+    default_series,
+    level_label,
+    loss_levels,
+    run_labels,
+    series_name,
+    time_label,
+    y_label,
+)
 from .levels import FLOOR
 
 STYLES = ("default", "paper")
@@ -108,12 +116,14 @@ def _styled(fn):
 
 
 def _levels(ax, run: Run, color: str, name: str) -> None:
-    """The model's reference levels (``loss_levels``): plateau losses dotted, L* dash-dotted, in
-    the run's colour; a plateau equal to L* is drawn once, as L*."""
+    """The model's reference levels (``loss_levels``): plateau losses dotted, L* dash-dotted, a
+    level the file describes (its ``long_name``, e.g. a finite train set's own minimum) dashed and
+    labelled by it, in the run's colour; a plateau equal to L* is drawn once, as L*."""
     levels = loss_levels(run)
     stars = [v for n, vals in levels if n.endswith("L_star") for v in vals]
     for n, vals in levels:
         star = n.endswith("L_star")
+        described = None if star or vals.size != 1 else level_label(run, n)
         first = True
         for m, v in enumerate(vals):
             if not (math.isfinite(v) and v > 0):
@@ -121,11 +131,14 @@ def _levels(ax, run: Run, color: str, name: str) -> None:
             if not star and any(abs(v - s) <= 1e-9 * abs(s) for s in stars):
                 continue
             if star:
-                lab = f"{name}: L* (global minimum)"
+                lab, ls = f"{name}: L* (global minimum, population)", "-."
+            elif described:
+                lab, ls = f"{name}: {described}", "--"
             else:
                 lab = f"{name}: plateaus L(M_m), m = 0..{vals.size - 1}" if first else None
-            ln = ax.axhline(v, color=color, lw=0.8, ls="-." if star else ":", label=lab)
-            ln.set_gid(n if star else f"{n}[{m}]")
+                ls = ":"
+            ln = ax.axhline(v, color=color, lw=0.8, ls=ls, label=lab)
+            ln.set_gid(n if star or described else f"{n}[{m}]")
             first = False
 
 

@@ -68,7 +68,7 @@ def run_trained(
         output, resume, entry, cfg, series=job.series, static=job.static, scales=job.scales,
         with_step=True, extra_attrs=job.extra_attrs, time_units=job.time_units,
         time_long_name=job.time_long_name, checkpoint=checkpoint_spec(job, opt), dims=job.dims,
-        axes=job.axes,
+        axes=job.axes, descriptions=job.descriptions,
     )  # fmt: skip
     theta = job.theta
     first = 0

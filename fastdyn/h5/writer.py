@@ -243,7 +243,8 @@ class RunWriter:
     ``time_units`` / ``time_long_name`` replace ``/time``'s default attributes (another time
     convention, stated in the file). ``dims`` names the axes of datasets (the axes after the row
     axis of a series, every axis of a static dataset; None leaves an axis to its index scale) and
-    ``axes`` describes each name (its ``long_name``): see :func:`_attach_named`."""
+    ``axes`` describes each name (its ``long_name``): see :func:`_attach_named`. ``descriptions``
+    gives datasets their ``(units, long_name)`` beyond :data:`fastdyn.h5.layout.DESCRIPTIONS`."""
 
     def __init__(
         self,
@@ -263,8 +264,10 @@ class RunWriter:
         time_long_name: str | None = None,
         dims: dict[str, tuple[str | None, ...]] | None = None,
         axes: dict[str, str] | None = None,
+        descriptions: dict[str, tuple[str, str]] | None = None,
     ):
         self.path = Path(path)
+        self._descriptions = dict(descriptions or {})
         self.t_start = _time.time()
         self.t_resumed = 0.0
         self._ckpt_seq = 0
@@ -439,9 +442,9 @@ class RunWriter:
                 )
             g.create_dataset("current", data=np.array([-1, 0], dtype=np.int64))
 
-    @staticmethod
-    def _describe(ds: h5py.Dataset, name: str) -> None:
-        units, long_name = layout.DESCRIPTIONS.get(name, ("1", name))
+    def _describe(self, ds: h5py.Dataset, name: str) -> None:
+        described = getattr(self, "_descriptions", {})  # none after a reopen
+        units, long_name = described.get(name) or layout.DESCRIPTIONS.get(name, ("1", name))
         ds.attrs["units"] = units
         ds.attrs["long_name"] = long_name
 

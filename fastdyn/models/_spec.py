@@ -202,6 +202,8 @@ class TrainedSetup:
     #: on it (:func:`fastdyn.h5.writer._attach_named`); ``axes``: name → its long_name
     dims: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
     axes: dict[str, str] = field(default_factory=dict)
+    #: dataset → (units, long_name) where the file format's defaults do not say what it is
+    descriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
     extra_attrs: dict[str, Any] = field(default_factory=dict)
     time_units: str | None = None
     time_long_name: str | None = None

@@ -30,11 +30,12 @@ _CLASSES = {"attn-m": AttnM, "attn-s": AttnS, "mlp-cubic": MLPCubic}
 _THEORY = {"attn-m": attn_m_theory, "attn-s": attn_s_theory, "mlp-cubic": attn_m_theory}
 
 #: reference levels on loss plots: ATTN_S visits every saddle M_m (plateau losses L(M_m)), the
-#: others go from M_0 straight to the global minimum L* (spec icl.md §4)
+#: others go from M_0 straight to the global minimum L* (spec icl.md §4); a finite train set
+#: has its own minimum beside L* (``theory/train_minimum``)
 _LEVELS = {
-    "attn-m": ("theory/L_star",),
-    "attn-s": ("theory/plateaus", "theory/L_star"),
-    "mlp-cubic": ("theory/L_star",),
+    "attn-m": ("theory/L_star", "theory/train_minimum"),
+    "attn-s": ("theory/plateaus", "theory/L_star", "theory/train_minimum"),
+    "mlp-cubic": ("theory/L_star", "theory/train_minimum"),
 }
 
 

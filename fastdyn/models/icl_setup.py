@@ -10,6 +10,8 @@ Series (axis 0 = save step; ``/time`` = t/τ = 2η·step, ``/step`` the optimise
 projections e_dᵀΓe_d on the eigenvectors of Λ, largest eigenvalue first) and, where the paper's
 Eq. 10 applies (ATTN_M / MLP, Λ ∝ I, last-token loss), ``/theory/loss/train``. Static:
 ``/theory/plateaus`` (L(M_m), m = 0..D), ``/theory/L_star``, ``/theory/Gamma_star``,
+``/theory/train_minimum`` (finite data, linear attention, last-token loss: the least-squares
+minimum of the train loss on the run's own train set, :mod:`fastdyn.models.icl_train_minimum`),
 ``/theory/eigvals``, the final weights in paper layout under ``/params/final/``, and with
 ``data.save`` the data set under ``/data/``. Opt-in (``output.diagnostics``, ``output.snapshots``):
 ``/diagnostics/…`` (head alignment, in-weight norms) and ``/params/snapshots/…`` (the weights at
@@ -373,6 +375,14 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         "theory/eigvals": np.asarray(theory["eigvals"]),
     }
     static |= eq21_static | pcr_theory(s, p)
+    described = {}
+    if data is not None:  # finite data: the train set's own minimum beside the population L*
+        from .icl_train_minimum import train_set_minimum
+
+        lp = train_set_minimum(model, data.tokens, data.labels)
+        if lp is not None:
+            static["theory/train_minimum"] = np.asarray(lp)
+            described["theory/train_minimum"] = ("1", f"train-set minimum (P = {data.P})")
     scales = None
     if ctx is not None:
         static["test/context_length"] = ctx.lengths
@@ -415,7 +425,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         epochs=s.schedule.epochs, save_steps=steps, time_per_step=2.0 * s.optim.lr, seed=s.seed,
         series=series, observe=observer(model, p.tests, p.eigvecs, ctx, diag), row=row, final=final,
         static=static, scales=scales, extra_attrs={"n_trained": int(model.n_trained)} | _eq21_note(eq21, eq21_static),
-        dims=dims(model, [*series, *static, *(f"params/final/{k}" for k in model.array_axes)]), axes=AXES,
+        dims=dims(model, [*series, *static, *(f"params/final/{k}" for k in model.array_axes)]), axes=AXES, descriptions=described,
         time_units=TIME_UNITS, time_long_name=TIME_LONG_NAME,
         checkpoint_every=s.output.checkpoint_every,
     )  # fmt: skip

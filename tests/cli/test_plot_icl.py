@@ -94,7 +94,7 @@ def test_attn_s_loss_plot_draws_the_plateau_lines(attn_s, tmp_path):
         assert np.min(np.abs(y - level)) < 1e-3 * level
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "attn_s: plateaus L(M_m), m = 0..4" in legend
-    assert "attn_s: L* (global minimum)" in legend
+    assert "attn_s: L* (global minimum, population)" in legend
     assert ax.get_xlabel().startswith("t/τ (paper time")
 
 

@@ -42,7 +42,14 @@ def _dims(f: h5py.File) -> dict[str, tuple[str, ...]]:
 @pytest.mark.parametrize(
     "model, weights",
     [
-        ("attn-s", {"W_V": ("head", "row", "col"), "W_K": ("head", "rank", "col"), "W_Q": ("head", "rank", "col")}),  # fmt: skip
+        (
+            "attn-s",
+            {
+                "W_V": ("head", "row", "col"),
+                "W_K": ("head", "rank", "col"),
+                "W_Q": ("head", "rank", "col"),
+            },
+        ),  # fmt: skip
         ("attn-m", {"W_V": ("head", "row", "col"), "W_KQ": ("head", "row", "col")}),
         ("mlp-cubic", {"W1": ("head", "feature"), "w2": ("head",)}),
     ],
