@@ -377,12 +377,13 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     static |= eq21_static | pcr_theory(s, p)
     described = {}
     if data is not None:  # finite data: the train set's own minimum beside the population L*
-        from .icl_train_minimum import train_set_minimum
+        from .icl_train_minimum import spans, train_set_minimum
 
         lp = train_set_minimum(model, data.tokens, data.labels)
         if lp is not None:
             static["theory/train_minimum"] = np.asarray(lp)
-            described["theory/train_minimum"] = ("1", f"train-set minimum (P = {data.P})")
+            bound = "" if spans(model) else "; a lower bound: these heads do not reach it"
+            described["theory/train_minimum"] = ("1", f"train-set minimum (P = {data.P}{bound})")
     scales = None
     if ctx is not None:
         static["test/context_length"] = ctx.lengths
