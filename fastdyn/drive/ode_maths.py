@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from ..config.schema import ConfigError
+from ..core.restore import restore_arrays, restore_clocks
 from ..models._spec import OdeMaths, OdeSetup
 from ..reduce import BLOCK, block_partials
 from . import integrate_soa
@@ -156,15 +157,8 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
         return out
 
     def restore(state: State, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
-        for name, arr in save_state(state).items():
-            if ck[name].shape != arr.shape:
-                raise ValueError(
-                    f"checkpoint: {name} has shape {ck[name].shape}, the config needs {arr.shape}"
-                )
-            arr[...] = ck[name]
-        if rows > 0:
-            for first, _k in chunks.spans:
-                state.t_at[first] = float(times[rows - 1])
+        restore_arrays(save_state(state), ck)
+        restore_clocks(state, chunks.spans, times, rows)
 
     def summary(state: State) -> dict[str, int]:
         out = {"tasks": int(state.y.shape[1])}

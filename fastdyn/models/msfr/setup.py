@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.restore import restore_arrays, restore_clocks
 from ...problems.msfr import MsfrProblem, TaskChunk, default_track
 from ...reduce import BLOCK, block_partials
 from .._spec import OdeSetup
@@ -172,19 +173,8 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
     def restore(state, ck, chunks, rows: int, last_step: int) -> None:
         """Put the checkpointed per-task state and every chunk's clock back (ValueError when the
         checkpoint does not fit the config)."""
-        ts = state.tasks
-        for name in _STATE:
-            arr = getattr(ts, name)
-            if ck[name].shape != arr.shape:
-                raise ValueError(
-                    f"checkpoint: {name} has shape {ck[name].shape}, the config needs {arr.shape}"
-                )
-            arr[...] = ck[name]
-        if rows > 0:
-            for first, _n in chunks.spans:
-                state.t_at[first] = float(times[rows - 1])
-                if steps is not None:
-                    state.k_at[first] = int(last_step)
+        restore_arrays(save_state(state), ck)
+        restore_clocks(state, chunks.spans, times, rows, None if steps is None else last_step)
 
     def failure(stats: dict[str, int]) -> str | None:
         unfinished = stats.get("step_limit", 0) + stats.get("stalled", 0) + stats.get("diverged", 0)

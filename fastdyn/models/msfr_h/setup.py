@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...config.schema import ConfigError
+from ...core.restore import restore_arrays, restore_clocks
 from ...problems.msfr import MsfrProblem, default_track
 from ...reduce import block_partials
 from .._spec import OdeSetup
@@ -187,17 +188,8 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         return {k: getattr(state, k) for k in names}
 
     def restore(state: State, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
-        for k in names:
-            arr = getattr(state, k)
-            if ck[k].shape != arr.shape:
-                raise ValueError(
-                    f"checkpoint: {k} has shape {ck[k].shape}, the config needs {arr.shape}"
-                )
-        for k in names:
-            getattr(state, k)[...] = ck[k]
-        if rows > 0:
-            for first, _m in chunks.spans:
-                state.t_at[first] = float(times[rows - 1])
+        restore_arrays(save_state(state), ck)
+        restore_clocks(state, chunks.spans, times, rows)
 
     def summary(state: State) -> dict[str, int]:
         out = {"tasks": int(state.y.shape[1])}
