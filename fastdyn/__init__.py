@@ -8,13 +8,11 @@ one-line user errors) does not load numba.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from . import (
     _cache,  # noqa: F401  (numba's cache directory, before any kernel is defined)
     _threads,  # noqa: F401  (idle kernel threads sleep: OMP_WAIT_POLICY=PASSIVE)
 )
+from ._lazy import lazy_attributes
 from ._version import __version__
 
 __all__ = ["__version__", "load", "load_config", "load_many", "simulate"]
@@ -29,16 +27,4 @@ _LAZY = {
 
 _SUBPACKAGES = {"analysis", "cli", "config", "drive", "h5", "models", "problems", "reduce", "sweep"}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBPACKAGES:
-        return importlib.import_module(f"fastdyn.{name}")
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'fastdyn' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes("fastdyn", globals(), _LAZY, _SUBPACKAGES)

@@ -6,8 +6,7 @@ does not load h5py.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_attributes
 
 __all__ = ["FileFormatError", "Run", "RunWriter", "load"]
 
@@ -19,13 +18,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'fastdyn.h5' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes("fastdyn.h5", globals(), _LAZY)
