@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -186,14 +187,22 @@ def apply_sets(data: dict, assignments: list[str]) -> dict:
     data = copy.deepcopy(data)
     for a in assignments:
         path, value = parse_set(a)
-        node = data
-        for p in path[:-1]:
-            nxt = node.setdefault(p, {})
-            if not isinstance(nxt, dict):
-                raise ConfigError(f"--set {a}: {p} is not a table")
-            node = nxt
-        node[path[-1]] = value
+        set_dotted(data, path, value, lambda p, a=a: ConfigError(f"--set {a}: {p} is not a table"))
     return data
+
+
+def set_dotted(
+    data: dict, path: Sequence[str], value: Any, not_a_table: Callable[[str], Exception]
+) -> None:
+    """``data[path[0]][path[1]]… = value``, making the tables on the way; a name on the way that
+    holds a value, not a table, raises ``not_a_table(name)``."""
+    node = data
+    for p in path[:-1]:
+        nxt = node.setdefault(p, {})
+        if not isinstance(nxt, dict):
+            raise not_a_table(p)
+        node = nxt
+    node[path[-1]] = value
 
 
 def read_toml(path: str | Path) -> dict:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.load import set_dotted
 from ..config.schema import ConfigError
 
 #: keys of an axis range table
@@ -376,14 +377,7 @@ def load(path: str | Path) -> Sweep:
 
 
 def _set_key(data: dict, key: str, value: Any) -> None:
-    node = data
-    parts = key.split(".")
-    for p in parts[:-1]:
-        nxt = node.setdefault(p, {})
-        if not isinstance(nxt, dict):
-            raise _err(f"{key}: {p} is not a config table")
-        node = nxt
-    node[parts[-1]] = value
+    set_dotted(data, key.split("."), value, lambda p: _err(f"{key}: {p} is not a config table"))
 
 
 def point_width(n: int) -> int:
