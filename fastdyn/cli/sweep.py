@@ -8,13 +8,34 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ._common import UserError, guarded, output_option, verbosity
 
-_RES_FLAGS = ("jobs", "cores", "memory", "walltime", "queue", "account")
+#: the job resources a flag sets (over ``resources.<name>`` of the sweep file): type and help
+_RESOURCES: dict[str, tuple[Any, str]] = {
+    "jobs": (click.IntRange(min=1), "slurm/pbs: jobs to start (resources.jobs)."),
+    "cores": (click.IntRange(min=1), "slurm/pbs/--print-array: CPUs per job (resources.cores)."),
+    "memory": (None, "slurm/pbs/--print-array: memory per job, e.g. 16GB (resources.memory)."),
+    "walltime": (
+        None,
+        "slurm/pbs/--print-array: wall time per job, e.g. 02:00:00 (resources.walltime).",
+    ),
+    "queue": (None, "slurm/pbs/--print-array: partition or queue (resources.queue)."),
+    "account": (None, "slurm/pbs/--print-array: account to charge (resources.account)."),
+}
+
+
+def resource_options(command: Callable) -> Callable:
+    """``--jobs``, ``--cores``, … (:data:`_RESOURCES`, in that order), passed as keyword
+    arguments named after the resource."""
+    for name, (kind, help) in reversed(_RESOURCES.items()):
+        command = click.option(f"--{name}", type=kind, help=help)(command)
+    return command
 
 
 @click.command("sweep")
@@ -71,23 +92,7 @@ _RES_FLAGS = ("jobs", "cores", "memory", "walltime", "queue", "account")
 @click.option(
     "--list", "list_points", is_flag=True, help="Print the points (name and swept values) and exit."
 )
-@click.option(
-    "--jobs", type=click.IntRange(min=1), help="slurm/pbs: jobs to start (resources.jobs)."
-)
-@click.option(
-    "--cores",
-    type=click.IntRange(min=1),
-    help="slurm/pbs/--print-array: CPUs per job (resources.cores).",
-)
-@click.option(
-    "--memory", help="slurm/pbs/--print-array: memory per job, e.g. 16GB (resources.memory)."
-)
-@click.option(
-    "--walltime",
-    help="slurm/pbs/--print-array: wall time per job, e.g. 02:00:00 (resources.walltime).",
-)
-@click.option("--queue", help="slurm/pbs/--print-array: partition or queue (resources.queue).")
-@click.option("--account", help="slurm/pbs/--print-array: account to charge (resources.account).")
+@resource_options
 @click.pass_context
 @guarded
 def command(
