@@ -34,6 +34,7 @@ import shutil
 import sys
 import time as _time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -293,21 +294,13 @@ class RunWriter:
                 raise _not_written(DiskFull(self.path, up_front + RESERVE, code=e.errno)) from None
             raise
         try:
-            self._create(
-                f,
-                model,
-                config_toml,
-                seed,
-                series,
-                static,
-                scales,
-                with_step,
-                extra_attrs,
-                chunk_rows,
-                (time_units, time_long_name),
-                checkpoint,
-                (dims or {}, axes or {}),
-            )
+            _write_root_attrs(f, model, config_toml, seed, extra_attrs or {})
+            tds = _create_axes(f, with_step, chunk_rows, (time_units, time_long_name))
+            named = _Named(dims or {}, axes or {}, self._descriptions)
+            _create_static(f, static or {}, scales or {}, named)
+            _create_series(f, tds, series, scales or {}, chunk_rows, named)
+            if checkpoint:
+                _create_checkpoint(f, checkpoint)
             f.flush()
             f.swmr_mode = True
             self._io.sync()
@@ -340,113 +333,6 @@ class RunWriter:
         finally:
             scratch.unlink(missing_ok=True)
             self._lock.release()
-
-    def _create(
-        self,
-        f,
-        model,
-        config_toml,
-        seed,
-        series,
-        static,
-        scales,
-        with_step,
-        extra_attrs,
-        chunk_rows,
-        time_units,
-        checkpoint,
-        named,
-    ) -> None:
-        dims, axes = named
-        a = f.attrs
-        a["format"] = layout.FORMAT_NAME
-        a["format_version"] = layout.FORMAT_VERSION
-        a["generated_by"] = f"fastdyn {__version__}"
-        a["model"] = model
-        a["config"] = config_toml
-        a["versions"] = json.dumps(versions())
-        a["seed"] = int(seed)
-        a["identity_crc32"] = identity_crc(a)
-        a["checksums"] = (
-            "identity_crc32 fletcher32"  # what this file carries (a removed one is refused)
-        )
-        a["command_line"] = " ".join(sys.argv)
-        a["created"] = _time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        a["status"] = layout.STATUS_RUNNING
-        a["timings"] = "{}"
-        for k, v in (extra_attrs or {}).items():
-            a[k] = v
-        tds = _row_axis(f, layout.TIME, "f8", chunk_rows)
-        tds.make_scale(layout.TIME)
-        self._describe(tds, layout.TIME)
-        for key, value in zip(("units", "long_name"), time_units or (None, None), strict=True):
-            if value:
-                tds.attrs[key] = value
-        if with_step:
-            sds = _row_axis(f, layout.STEP, "i8", chunk_rows)
-            self._describe(sds, layout.STEP)
-            sds.dims[0].attach_scale(tds)
-        for name, arr in (static or {}).items():
-            arr = np.asarray(arr)
-            ds = f.create_dataset(
-                name, data=arr, **({"fletcher32": True} if arr.ndim and arr.size else {})
-            )
-            self._describe(ds, name)
-        for name, (scale_name, _axis) in (scales or {}).items():
-            f[name].make_scale(scale_name)
-        for name in static or {}:
-            if name in dims:
-                _attach_named(f, f[name], dims[name], axes, first=0)
-            if name not in (scales or {}):
-                _attach_group_scale(f, f[name], scales or {})
-                _index_scales(f, f[name], first=0)
-        for name, trailing in series.items():
-            width = int(np.prod(trailing)) if trailing else 1
-            rows = max(1, min(chunk_rows, (1 << 21) // (8 * width)))  # ≤ 2 MiB per chunk
-            # No compression: in SWMR-write mode HDF5 never reuses freed file space, so a compressed
-            # chunk rewritten on every append leaves its old copy behind (1000 appends of a 64-wide
-            # row grew a file to 226 MB against 0.5 MB uncompressed; gzip saved 15% on such data).
-            ds = f.create_dataset(
-                name,
-                shape=(0, *trailing),
-                maxshape=(None, *trailing),
-                dtype="f8",
-                chunks=(rows, *trailing),
-                fillvalue=np.nan,
-                fletcher32=True,
-            )
-            self._describe(ds, name)
-            ds.dims[0].attach_scale(tds)
-            _link_scale(f, name, layout.TIME)
-            for sname, (_scale_label, where) in (scales or {}).items():
-                axis = where.get(name, 0) if isinstance(where, dict) else where
-                if 0 < axis < ds.ndim and ds.shape[axis] == f[sname].shape[0]:
-                    ds.dims[axis].attach_scale(f[sname])
-                    _link_scale(f, name, sname)
-            if name in dims:
-                _attach_named(f, ds, dims[name], axes, first=1)
-            _index_scales(f, ds)
-        if checkpoint:
-            g = f.create_group(CHECKPOINT)
-            g.attrs["long_name"] = (
-                "resume state: two slots written alternately; current = [slot, sequence]"
-            )
-            for slot in (0, 1):
-                s = g.create_group(f"slot{slot}")
-                for name, (shape, dtype) in checkpoint.items():
-                    s.create_dataset(
-                        name, data=np.zeros(shape, dtype=dtype)
-                    )  # allocated now, not in SWMR mode
-                s.create_dataset("meta", data=np.zeros(3, dtype=np.int64)).attrs["long_name"] = (
-                    "[sequence, rows written, crc32]"
-                )
-            g.create_dataset("current", data=np.array([-1, 0], dtype=np.int64))
-
-    def _describe(self, ds: h5py.Dataset, name: str) -> None:
-        described = getattr(self, "_descriptions", {})  # none after a reopen
-        units, long_name = described.get(name) or layout.DESCRIPTIONS.get(name, ("1", name))
-        ds.attrs["units"] = units
-        ds.attrs["long_name"] = long_name
 
     def _series(self) -> dict[str, h5py.Dataset]:
         if getattr(self, "_series_cache", None) is None:
@@ -587,7 +473,7 @@ class RunWriter:
                 if k in f:
                     del f[k]
                 ds = f.create_dataset(k, data=v)
-                self._describe(ds, k)
+                _describe(ds, k, getattr(self, "_descriptions", {}))  # none after a reopen
                 if k in (dims or {}):
                     _attach_named(f, ds, dims[k], axes or {}, first=0)
                 _index_scales(f, ds, first=0)
@@ -713,6 +599,144 @@ class RunWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._f is not None:
             self.close("failed: " + (str(exc).splitlines()[0] if exc else "closed without status"))
+
+
+# --- the layout of a new file (RunWriter's constructor, in this order) --------------------------
+
+
+def _describe(
+    ds: h5py.Dataset, name: str, described: dict[str, tuple[str, str]] | None = None
+) -> None:
+    """``units`` and ``long_name`` of ``ds``: the model's ``described[name]``, else
+    :data:`layout.DESCRIPTIONS`."""
+    units, long_name = (described or {}).get(name) or layout.DESCRIPTIONS.get(name, ("1", name))
+    ds.attrs["units"] = units
+    ds.attrs["long_name"] = long_name
+
+
+@dataclass(frozen=True)
+class _Named:
+    """What the model says about its datasets: axis names (``dims``), each name's ``long_name``
+    (``axes``) and the datasets' own units and long names (``described``)."""
+
+    dims: dict[str, tuple[str | None, ...]]
+    axes: dict[str, str]
+    described: dict[str, tuple[str, str]]
+
+
+def _write_root_attrs(
+    f: h5py.File, model: str, config_toml: str, seed: int, extra_attrs: dict[str, Any]
+) -> None:
+    """The root attributes: format, provenance, identity, status ``running`` and ``extra_attrs``."""
+    a = f.attrs
+    a["format"] = layout.FORMAT_NAME
+    a["format_version"] = layout.FORMAT_VERSION
+    a["generated_by"] = f"fastdyn {__version__}"
+    a["model"] = model
+    a["config"] = config_toml
+    a["versions"] = json.dumps(versions())
+    a["seed"] = int(seed)
+    a["identity_crc32"] = identity_crc(a)
+    a["checksums"] = (
+        "identity_crc32 fletcher32"  # what this file carries (a removed one is refused)
+    )
+    a["command_line"] = " ".join(sys.argv)
+    a["created"] = _time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    a["status"] = layout.STATUS_RUNNING
+    a["timings"] = "{}"
+    for k, v in extra_attrs.items():
+        a[k] = v
+
+
+def _create_axes(
+    f: h5py.File, with_step: bool, chunk_rows: int, time_units: tuple[str | None, str | None]
+) -> h5py.Dataset:
+    """The row axes: ``/time`` (a dimension scale; ``time_units``: its units and long name where
+    given) and, ``with_step``, ``/step``; returns ``/time``."""
+    tds = _row_axis(f, layout.TIME, "f8", chunk_rows)
+    tds.make_scale(layout.TIME)
+    _describe(tds, layout.TIME)
+    for key, value in zip(("units", "long_name"), time_units, strict=True):
+        if value:
+            tds.attrs[key] = value
+    if with_step:
+        sds = _row_axis(f, layout.STEP, "i8", chunk_rows)
+        _describe(sds, layout.STEP)
+        sds.dims[0].attach_scale(tds)
+    return tds
+
+
+def _create_static(
+    f: h5py.File, static: dict[str, np.ndarray], scales: dict, named: _Named
+) -> None:
+    """The datasets written once, the ``scales`` among them made dimension scales and attached,
+    the axes ``named.dims`` names given their scales."""
+    for name, arr in static.items():
+        arr = np.asarray(arr)
+        ds = f.create_dataset(
+            name, data=arr, **({"fletcher32": True} if arr.ndim and arr.size else {})
+        )
+        _describe(ds, name, named.described)
+    for name, (scale_name, _axis) in scales.items():
+        f[name].make_scale(scale_name)
+    for name in static:
+        if name in named.dims:
+            _attach_named(f, f[name], named.dims[name], named.axes, first=0)
+        if name not in scales:
+            _attach_group_scale(f, f[name], scales)
+            _index_scales(f, f[name], first=0)
+
+
+def _create_series(
+    f: h5py.File,
+    tds: h5py.Dataset,
+    series: dict[str, tuple[int, ...]],
+    scales: dict,
+    chunk_rows: int,
+    named: _Named,
+) -> None:
+    """The streamed series, empty and growing along rows (``tds`` their time axis), the axes
+    ``named.dims`` names given their scales."""
+    for name, trailing in series.items():
+        width = int(np.prod(trailing)) if trailing else 1
+        rows = max(1, min(chunk_rows, (1 << 21) // (8 * width)))  # ≤ 2 MiB per chunk
+        # No compression: in SWMR-write mode HDF5 never reuses freed file space, so a compressed
+        # chunk rewritten on every append leaves its old copy behind (1000 appends of a 64-wide
+        # row grew a file to 226 MB against 0.5 MB uncompressed; gzip saved 15% on such data).
+        ds = f.create_dataset(
+            name,
+            shape=(0, *trailing),
+            maxshape=(None, *trailing),
+            dtype="f8",
+            chunks=(rows, *trailing),
+            fillvalue=np.nan,
+            fletcher32=True,
+        )
+        _describe(ds, name, named.described)
+        ds.dims[0].attach_scale(tds)
+        _link_scale(f, name, layout.TIME)
+        for sname, (_scale_label, where) in scales.items():
+            axis = where.get(name, 0) if isinstance(where, dict) else where
+            if 0 < axis < ds.ndim and ds.shape[axis] == f[sname].shape[0]:
+                ds.dims[axis].attach_scale(f[sname])
+                _link_scale(f, name, sname)
+        if name in named.dims:
+            _attach_named(f, ds, named.dims[name], named.axes, first=1)
+        _index_scales(f, ds)
+
+
+def _create_checkpoint(f: h5py.File, checkpoint: dict[str, tuple[tuple[int, ...], Any]]) -> None:
+    """The two checkpoint slots, allocated now (not in SWMR mode), and ``current``."""
+    g = f.create_group(CHECKPOINT)
+    g.attrs["long_name"] = "resume state: two slots written alternately; current = [slot, sequence]"
+    for slot in (0, 1):
+        s = g.create_group(f"slot{slot}")
+        for name, (shape, dtype) in checkpoint.items():
+            s.create_dataset(name, data=np.zeros(shape, dtype=dtype))
+        s.create_dataset("meta", data=np.zeros(3, dtype=np.int64)).attrs["long_name"] = (
+            "[sequence, rows written, crc32]"
+        )
+    g.create_dataset("current", data=np.array([-1, 0], dtype=np.int64))
 
 
 def _row_axis(f: h5py.File, name: str, dtype: str, chunk_rows: int) -> h5py.Dataset:
