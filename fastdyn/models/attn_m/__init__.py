@@ -14,6 +14,8 @@ drops to ``H (D² + 1)`` (v_i = r_i[D], U_i = W^KQ_i[:D, :D]) and ŷ = Σ_i v_i 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ...problems.rng import STREAM_INIT_W, generator
@@ -213,7 +215,37 @@ class ICLModel:
         return f"{self.name}: D={self.D} H={self.H} N={self.N}, {self.n_trained} trained of {self.n_params}"
 
 
-class AttnM(ICLModel):
+class ReducedKernels:
+    """The compiled reduced path (``prep["kind"] == "stats"``: population moments) of a model whose
+    kernels live in :mod:`fastdyn.models.mlp_cubic.kernels`: :meth:`_stats_grad` and
+    :meth:`fused_gd` call the (gradient, fused GD) pair that :meth:`_reduced_kernels` returns with
+    the model's sizes :meth:`_reduced_sizes` and the moments yy, c, C. Listed before
+    :class:`ICLModel` in a model's bases."""
+
+    H: int
+    D: int
+
+    def _reduced_kernels(self) -> tuple[Callable[..., float], Callable[..., None]]:
+        """The model's compiled (loss and gradient, fused GD) kernels of the reduced loss."""
+        raise NotImplementedError
+
+    def _reduced_sizes(self) -> tuple[int, ...]:
+        """The sizes the kernels take after θ: (H, D)."""
+        return (self.H, self.D)
+
+    def _stats_grad(self, theta, prep, grad) -> float:
+        grad_kernel, _ = self._reduced_kernels()
+        return grad_kernel(theta, *self._reduced_sizes(), prep["yy"], prep["c"], prep["C"], grad)
+
+    def fused_gd(
+        self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
+    ) -> None:
+        """n reduced GD steps in one compiled call (losses[s] before update s)."""
+        _, gd_kernel = self._reduced_kernels()
+        gd_kernel(theta, *self._reduced_sizes(), prep["yy"], prep["c"], prep["C"], lr, n, losses)
+
+
+class AttnM(ReducedKernels, ICLModel):
     """ATTN_M (see the module docstring)."""
 
     name = "attn-m"
@@ -250,18 +282,10 @@ class AttnM(ICLModel):
         gr[:] = dr
         gW[:] = dB
 
-    def _stats_grad(self, theta, prep, grad) -> float:
-        from ..mlp_cubic.kernels import attn_m_reduced_grad
+    def _reduced_kernels(self) -> tuple[Callable[..., float], Callable[..., None]]:
+        from ..mlp_cubic.kernels import attn_m_reduced_gd, attn_m_reduced_grad
 
-        return attn_m_reduced_grad(theta, self.H, self.D, prep["yy"], prep["c"], prep["C"], grad)
-
-    def fused_gd(
-        self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
-    ) -> None:
-        """n reduced GD steps in one compiled call (losses[s] before update s)."""
-        from ..mlp_cubic.kernels import attn_m_reduced_gd
-
-        attn_m_reduced_gd(theta, self.H, self.D, prep["yy"], prep["c"], prep["C"], lr, n, losses)
+        return attn_m_reduced_grad, attn_m_reduced_gd
 
     def gamma(self, theta: np.ndarray) -> np.ndarray:
         """Γ = Σ_i v_i U_i (D, D); the predictor is ŷ ≈ κ βᵀ Γ x_q (κ = N/ρ)."""

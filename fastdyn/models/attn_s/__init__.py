@@ -12,12 +12,14 @@ key entries zero; "paper": the same stds on every trained entry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from ..attn_m import ICLModel, _need
+from ..attn_m import ICLModel, ReducedKernels, _need
 
 
-class AttnS(ICLModel):
+class AttnS(ReducedKernels, ICLModel):
     """ATTN_S (see the module docstring). H·R < D is allowed here (theory tests use one head);
     :class:`fastdyn.models.icl_settings.ICLSettings` rejects it for runs."""
 
@@ -70,22 +72,14 @@ class AttnS(ICLModel):
         gK[:] = np.einsum("ibc,irc->irb", dB, Q)
         gQ[:] = np.einsum("irb,ibc->irc", K, dB)
 
-    def _stats_grad(self, theta, prep, grad) -> float:
-        from ..mlp_cubic.kernels import attn_s_reduced_grad
+    def _reduced_kernels(self) -> tuple[Callable[..., float], Callable[..., None]]:
+        from ..mlp_cubic.kernels import attn_s_reduced_gd, attn_s_reduced_grad
 
-        return attn_s_reduced_grad(
-            theta, self.H, self.R, self.D, prep["yy"], prep["c"], prep["C"], grad
-        )
+        return attn_s_reduced_grad, attn_s_reduced_gd
 
-    def fused_gd(
-        self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
-    ) -> None:
-        """n reduced GD steps in one compiled call (losses[s] before update s)."""
-        from ..mlp_cubic.kernels import attn_s_reduced_gd
-
-        attn_s_reduced_gd(
-            theta, self.H, self.R, self.D, prep["yy"], prep["c"], prep["C"], lr, n, losses
-        )
+    def _reduced_sizes(self) -> tuple[int, ...]:
+        """(H, R, D): the rank of the key and query as well."""
+        return (self.H, self.R, self.D)
 
     def gamma(self, theta: np.ndarray) -> np.ndarray:
         """Γ = Σ_i v_i Σ_r k_ir q_irᵀ (D, D)."""

@@ -13,13 +13,15 @@ Init: every weight N(0, scale²) under either scheme.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from ..attn_m import AttnM, ICLModel, _need
+from ..attn_m import AttnM, ICLModel, ReducedKernels, _need
 from .kernels import linear_feature_loss_and_g, prepare_features
 
 
-class MLPCubic(ICLModel):
+class MLPCubic(ReducedKernels, ICLModel):
     """Two-layer linear network on the cubic feature z (see the module docstring)."""
 
     name = "mlp-cubic"
@@ -38,18 +40,10 @@ class MLPCubic(ICLModel):
         Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
         return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0]}
 
-    def _stats_grad(self, theta, prep, grad) -> float:
-        from .kernels import mlp_reduced_grad
+    def _reduced_kernels(self) -> tuple[Callable[..., float], Callable[..., None]]:
+        from .kernels import mlp_reduced_gd, mlp_reduced_grad
 
-        return mlp_reduced_grad(theta, self.H, self.D, prep["yy"], prep["c"], prep["C"], grad)
-
-    def fused_gd(
-        self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
-    ) -> None:
-        """n reduced GD steps in one compiled call (losses[s] before update s)."""
-        from .kernels import mlp_reduced_gd
-
-        mlp_reduced_gd(theta, self.H, self.D, prep["yy"], prep["c"], prep["C"], lr, n, losses)
+        return mlp_reduced_grad, mlp_reduced_gd
 
     def gamma(self, theta: np.ndarray) -> np.ndarray:
         W1, w2 = self.views(theta)
