@@ -60,9 +60,11 @@ def guarded(
     output: str | Path,
     timings: Callable[[], dict[str, float]],
     body: Callable[[], None],
+    progress: Any = None,
 ) -> str | None:
     """Run ``body()``; None when it returns, else the status the file was closed with (see the
-    module's table for what is returned, raised or re-raised)."""
+    module's table for what is returned, raised or re-raised). ``progress`` (a
+    :class:`~fastdyn.drive.progress.Progress`) is closed last, however the run ends."""
     try:
         body()
     except Ended as e:
@@ -81,4 +83,7 @@ def guarded(
     except BaseException as e:
         writer.close(Outcome.FAILED.text(f"{type(e).__name__}: {_first_line(e)}"), timings())
         raise
+    finally:
+        if progress is not None:
+            progress.close()
     return None

@@ -290,10 +290,7 @@ def run_ode(
                 )
 
     with job.resident():  # the state's home between calls (the device, for a GPU fast path)
-        try:
-            ended = guarded(writer, output, timings, loop)
-        finally:
-            bar.close()
+        ended = guarded(writer, output, timings, loop, bar)
     if ended is not None:
         return ended
     return finish(job, writer, job.summary(state) if state is not None else {}, timings())

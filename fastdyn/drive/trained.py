@@ -110,10 +110,7 @@ def run_trained(
         except DivergedError as e:
             raise RunFailed(str(e).splitlines()[0]) from None
 
-    try:
-        ended = guarded(writer, output, timings, loop)
-    finally:
-        bar.close()
+    ended = guarded(writer, output, timings, loop, bar)
     if ended is not None:
         return ended
     writer.close(
