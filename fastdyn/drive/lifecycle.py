@@ -16,6 +16,7 @@ same way for every model and driver:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +34,36 @@ class Ended(Exception):
         self.status = status
 
 
-def open_writer(
-    output: Path, resume: bool, entry: Any, cfg: Any, **declared: Any
-) -> tuple[RunWriter, dict[str, Any] | None]:
-    """The run's file and its checkpoint arrays: with ``resume`` ``output`` reopened at its newest
-    checkpoint (:meth:`RunWriter.reopen`; None when none was completed), else a new file for the
-    model of ``entry`` and ``cfg`` with the ``declared`` layout (:class:`RunWriter`'s keywords)
-    and no checkpoint; it keeps its checkpoint at the end when ``cfg.output.keep_checkpoint``."""
+@dataclass(frozen=True)
+class RunRequest:
+    """One run as :func:`fastdyn.drive.run.simulate` hands it to a driver (every driver takes it):
+    the validated config ``cfg`` of the registered model ``entry``, written to ``output``
+    (with ``resume``: that file continued from its checkpoint, its config checked by the caller);
+    ``progress`` as :class:`~fastdyn.drive.progress.Progress` takes it; ``tools``: what the
+    model's ``setup`` receives (the device and the drive-level functions)."""
+
+    entry: Any
+    cfg: Any
+    output: Path
+    progress: bool | float = False
+    resume: bool = False
+    tools: Any = None
+
+
+def open_writer(request: RunRequest, **declared: Any) -> tuple[RunWriter, dict[str, Any] | None]:
+    """The run's file and its checkpoint arrays: with ``request.resume`` its output reopened at
+    its newest checkpoint (:meth:`RunWriter.reopen`; None when none was completed), else a new file
+    for the model and config with the ``declared`` layout (:class:`RunWriter`'s keywords) and no
+    checkpoint; it keeps its checkpoint at the end when ``cfg.output.keep_checkpoint``."""
+    cfg = request.cfg
     ck = None
-    if resume:
-        writer, ck = RunWriter.reopen(output)
+    if request.resume:
+        writer, ck = RunWriter.reopen(request.output)
     else:
         writer = RunWriter(
-            output, model=entry.name, config_toml=to_toml(cfg), seed=cfg.seed, **declared
-        )
+            request.output, model=request.entry.name, config_toml=to_toml(cfg), seed=cfg.seed,
+            **declared,
+        )  # fmt: skip
     writer.keep_checkpoint = bool(getattr(cfg.output, "keep_checkpoint", False))
     return writer, ck
 

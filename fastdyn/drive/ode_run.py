@@ -17,7 +17,6 @@ evaluate them; this module owns everything else, once, for every ODE model:
 from __future__ import annotations
 
 import time as _time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
 from .checkpoint import Schedule, StopSignals, with_stop_signals
-from .lifecycle import Ended, guarded, open_writer
+from .lifecycle import Ended, RunRequest, guarded, open_writer
 from .ode_maths import ode_setup
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -195,29 +194,21 @@ class Chunks:
 
 
 @with_stop_signals
-def run_ode(
-    stop: StopSignals,
-    entry: Any,
-    cfg: Any,
-    output: Path,
-    *,
-    progress: bool | float = False,
-    resume: bool = False,
-    tools: Any = None,
-) -> str:
-    """Run ``cfg`` of the registered ODE model ``entry`` into ``output``; returns the final
-    status text. With ``resume`` the file ``output`` (same config, checked by the caller) is
-    continued from its checkpoint: the rows after it are dropped and recomputed, so the file ends
-    bit-identical to an uninterrupted run's.
+def run_ode(stop: StopSignals, request: RunRequest) -> str:
+    """Run the config of the registered ODE model of ``request`` into its output; returns the
+    final status text. With ``request.resume`` the output is continued from its checkpoint: the
+    rows after it are dropped and recomputed, so the file ends bit-identical to an uninterrupted
+    run's.
     ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""
     t_wall = _time.time()
-    job: OdeSetup = ode_setup(entry, cfg, tools)
+    output = request.output
+    job: OdeSetup = ode_setup(request.entry, request.cfg, request.tools)
     times, steps = job.times, job.steps
     chunks = Chunks(job)
     series, static = layout(job)
     ck_spec = {**job.checkpoint, "position": ((2,), "i8")}  # the arrays of a checkpoint slot
     writer, ck = open_writer(
-        output, resume, entry, cfg, checkpoint=ck_spec, series=series, static=static,
+        request, checkpoint=ck_spec, series=series, static=static,
         scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
         extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": job.tail[0], "tail_loss_train": job.tail[1], **job.extra_attrs},
     )  # fmt: skip
@@ -233,7 +224,7 @@ def run_ode(
     loss_ref = sum(job.zero_loss(ch) for ch in chunks) + job.tail[0] if job.simulate else 0.0
     seg = max(1, int(job.times_per_segment))
     last_step = None if steps is None else int(steps[-1])
-    bar = Progress(len(times), progress, start=a0, total_steps=last_step)
+    bar = Progress(len(times), request.progress, start=a0, total_steps=last_step)
     t_kernel = 0.0
     sched = Schedule(job.checkpoint_every, a0)
     timings = lambda: {"kernels": t_kernel, "total": _time.time() - t_wall}  # noqa: E731
@@ -249,7 +240,7 @@ def run_ode(
 
     def loop() -> None:
         nonlocal t_kernel
-        if not resume:
+        if not request.resume:
             checkpoint(0)
         t0 = _time.time()
         try:

@@ -43,6 +43,7 @@ def simulate(
     from ..models import registry
     from .checkpoint import write_error
     from .device import resolve
+    from .lifecycle import RunRequest
     from .outcome import RunFailed
 
     entry = registry.get_model(cfg.model)
@@ -52,6 +53,6 @@ def simulate(
     else:
         from .ode_run import run_ode as run
     try:
-        return run(entry, cfg, Path(output), progress=progress, resume=resume, tools=tools(device))
+        return run(RunRequest(entry, cfg, Path(output), progress, resume, tools(device)))
     except (DiskFull, WriteFailed) as e:  # creating, closing or compacting the file
         raise RunFailed(write_error(output, e)) from None

@@ -17,14 +17,13 @@ module owns everything else, once, for every trained model:
 from __future__ import annotations
 
 import time as _time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..models._spec import TrainedSetup
 from .checkpoint import Schedule, StopSignals, with_stop_signals
-from .lifecycle import Ended, guarded, open_writer
+from .lifecycle import Ended, RunRequest, guarded, open_writer
 from .optim import Optimizer, make_optimizer
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -47,25 +46,17 @@ def checkpoint_spec(job: TrainedSetup, opt: Optimizer) -> dict[str, tuple[tuple[
 
 
 @with_stop_signals
-def run_trained(
-    stop: StopSignals,
-    entry: Any,
-    cfg: Any,
-    output: Path,
-    *,
-    progress: bool | float = False,
-    resume: bool = False,
-    tools: Any = None,
-) -> str:
-    """Train the model of ``entry`` per ``cfg`` into ``output``; returns the final status text.
-    With ``resume`` the file ``output`` (same config, checked by the caller) continues from its
-    checkpoint; the rows after it are dropped and recomputed, bit-identically.
+def run_trained(stop: StopSignals, request: RunRequest) -> str:
+    """Train the model of ``request`` per its config into its output; returns the final status
+    text. With ``request.resume`` the output continues from its checkpoint; the rows after it are
+    dropped and recomputed, bit-identically.
     ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""
     t_wall = _time.time()
-    job: TrainedSetup = entry.setup(cfg, tools)
+    output = request.output
+    job: TrainedSetup = request.entry.setup(request.cfg, request.tools)
     opt = optimizer_for(job)
     writer, ck = open_writer(
-        output, resume, entry, cfg, series=job.series, static=job.static, scales=job.scales,
+        request, series=job.series, static=job.static, scales=job.scales,
         with_step=True, extra_attrs=job.extra_attrs, time_units=job.time_units,
         time_long_name=job.time_long_name, checkpoint=checkpoint_spec(job, opt), dims=job.dims,
         axes=job.axes, descriptions=job.descriptions,
@@ -81,7 +72,9 @@ def run_trained(
     row = {"i": writer.n_rows}
     sched = Schedule(job.checkpoint_every, first)
     total = job.epochs
-    bar = Progress(len(job.save_steps), progress, "train", start=writer.n_rows, total_steps=total)
+    bar = Progress(
+        len(job.save_steps), request.progress, "train", start=writer.n_rows, total_steps=total
+    )
 
     def on_checkpoint(step: int, th: np.ndarray, o: Optimizer) -> None:
         if stop.requested or sched.due(step):
