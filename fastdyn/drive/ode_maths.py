@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from ..config.schema import ConfigError
-from ..core.restore import restore_arrays, restore_clocks
+from ..core.soa_state import SoaState, soa_checkpoint
 from ..models._spec import OdeMaths, OdeSetup
 from ..reduce import BLOCK, block_partials
 from . import integrate_soa
@@ -41,17 +41,6 @@ class Chunk:
     n: int
     params: np.ndarray
     y0: np.ndarray
-
-
-@dataclass
-class State:
-    """y of every task; dopri5's per-task step h and counters [accepted, rejected, failed]
-    (width 0 for rk4); each chunk's clock (the time of its last output)."""
-
-    y: np.ndarray
-    h: np.ndarray
-    counts: np.ndarray
-    t_at: dict
 
 
 @njit(nogil=True, error_model="numpy")
@@ -123,14 +112,13 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
                 cache[(first, k)] = ch
         return ch
 
-    def new_state(chunks: Any, size: int) -> State:
+    def new_state(chunks: Any, size: int) -> SoaState:
         y = np.zeros((ns, size))
         for ch in chunks:
             y[:, ch.first : ch.first + ch.n] = ch.y0
-        w = size if adaptive else 0
-        return State(y, np.zeros(w), np.zeros((3, w), dtype=np.int64), {})
+        return SoaState.start(y, adaptive)
 
-    def advance(ch: Chunk, state: State, tt, _steps, loc, pt, pr, ft) -> None:
+    def advance(ch: Chunk, state: SoaState, tt, _steps, loc, pt, pr, ft) -> None:
         a, b = ch.first, ch.first + ch.n
         y = state.y[:, a:b]
         t0 = state.t_at.get(ch.first, 0.0)
@@ -150,22 +138,8 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
         te, tr, f = m.theory(ch.params, np.ascontiguousarray(tt, dtype=np.float64))
         return _block_sums(np.asarray(te)), _block_sums(np.asarray(tr)), np.asarray(f)[loc]
 
-    def save_state(state: State) -> dict[str, np.ndarray]:
-        out = {"y": state.y}
-        if adaptive:
-            out |= {"h": state.h, "counts": state.counts}
-        return out
-
-    def restore(state: State, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
-        restore_arrays(save_state(state), ck)
-        restore_clocks(state, chunks.spans, times, rows)
-
-    def summary(state: State) -> dict[str, int]:
-        out = {"tasks": int(state.y.shape[1])}
-        if adaptive:
-            acc, rej, failed = (int(x) for x in state.counts.sum(axis=1))
-            out |= {"steps": acc, "rejected": rej, "failed": failed}
-        return out
+    def restore(state: SoaState, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
+        state.restore(ck, chunks.spans, times, rows)
 
     def failure(counts: dict[str, int]) -> str | None:
         if counts.get("failed", 0):
@@ -177,9 +151,6 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
             return "dopri5 did not control the error; lower solver.rtol or solver.atol"
         return f"the rk4 step h = {m.solver.h:g} is too large for the fastest task; lower solver.h or use solver.integrator = 'dopri5'"
 
-    checkpoint = {"y": ((ns, n if sim else 0), "f8")}
-    if adaptive:
-        checkpoint |= {"h": ((n,), "f8"), "counts": ((3, n), "i8")}
     attrs = dict(m.extra_attrs)
     if integrator == "rk4":
         attrs["rk4_h"] = float(m.solver.h)
@@ -187,10 +158,11 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
         attrs |= {"dopri5_rtol": float(m.solver.rtol), "dopri5_atol": float(m.solver.atol)}
     return OdeSetup(
         n_tasks=n, spans=spans, chunk=chunk, times=times, steps=None, track=track, tail=m.tail,
-        simulate=sim, advance=advance, new_state=new_state, save_state=save_state,
-        restore=restore, summary=summary, failure=failure,
+        simulate=sim, advance=advance, new_state=new_state, save_state=SoaState.arrays,
+        restore=restore, summary=SoaState.summary, failure=failure,
         zero_loss=lambda ch: float(_test_loss_sum(m.loss, ch.params, ch.y0)),
-        cause=cause, checkpoint=checkpoint, theory=theory if m.theory is not None else None,
+        cause=cause, checkpoint=soa_checkpoint(ns, n if sim else 0, adaptive),
+        theory=theory if m.theory is not None else None,
         static=dict(m.static), extra_attrs=attrs,
         times_per_segment=int(m.output.times_per_segment),
         checkpoint_every=m.output.checkpoint_every,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...config.schema import ConfigError
-from ...core.restore import restore_arrays, restore_clocks
+from ...core.soa_state import SoaState, soa_checkpoint
 from ...problems.msfr import MsfrProblem, default_track
 from ...reduce import block_partials
 from .._spec import OdeSetup
@@ -42,18 +42,6 @@ class Chunk:
     q0: np.ndarray
     defect: np.ndarray  # ‖H² − μH‖_F / ‖H‖_F²
     rate_scale: np.ndarray  # (#/N) λmax(H) (2|Λ| + 2|f0|): the fastest rate of the task's flow
-
-
-@dataclass
-class State:
-    """(v, w) of every task and each chunk's clock (time of its last output); with dopri5 each
-    task's next step ``h`` (0: not chosen yet) and its counters ``counts`` (3, n) (accepted,
-    rejected steps, failed 0/1: ``integrate_soa.advance_dopri5``)."""
-
-    y: np.ndarray
-    t_at: dict
-    h: np.ndarray | None = None
-    counts: np.ndarray | None = None
 
 
 def build_chunk(
@@ -133,16 +121,15 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
             f"solver.h: RK4 at h = {step:.3g} needs {float(times[-1]) / step:.3g} steps per task to t = {float(times[-1]):g}, more than solver.max_steps = {cfg.solver.max_steps}; lower time.t_max or solver.steps_per_timescale, or raise solver.max_steps"
         )
 
-    def new_state(chunks: Any, size: int) -> State:
+    def new_state(chunks: Any, size: int) -> SoaState:
+        """(v, w) of every task stacked as y (2d, n)."""
         y = np.zeros((2 * d, size))
         for ch in chunks:
             y[:d, ch.first : ch.first + ch.n] = ch.v0
             y[d:, ch.first : ch.first + ch.n] = ch.w0
-        if dopri5:
-            return State(y, {}, np.zeros(size), np.zeros((3, size), dtype=np.int64))
-        return State(y, {})
+        return SoaState.start(y, dopri5)
 
-    def advance(ch: Chunk, state: State, tt, _steps, loc, pt, pr, ft) -> None:
+    def advance(ch: Chunk, state: SoaState, tt, _steps, loc, pt, pr, ft) -> None:
         a, b = ch.first, ch.first + ch.n
         t0 = state.t_at.get(ch.first, 0.0)
         soa = tools.integrate_soa
@@ -182,22 +169,8 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         )
         return pt, pr, ft
 
-    names = ("y", "h", "counts") if dopri5 else ("y",)
-
-    def save_state(state: State) -> dict[str, np.ndarray]:
-        return {k: getattr(state, k) for k in names}
-
-    def restore(state: State, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
-        restore_arrays(save_state(state), ck)
-        restore_clocks(state, chunks.spans, times, rows)
-
-    def summary(state: State) -> dict[str, int]:
-        out = {"tasks": int(state.y.shape[1])}
-        if dopri5:
-            c = state.counts
-            out |= {"steps": int(c[0].sum()), "rejected": int(c[1].sum()),
-                    "failed": int(c[2].sum())}  # fmt: skip
-        return out
+    def restore(state: SoaState, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
+        state.restore(ck, chunks.spans, times, rows)
 
     def failure(counts: dict[str, int]) -> str | None:
         if not counts.get("failed", 0):
@@ -219,10 +192,6 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
             return "gradient flow never raises a task's loss, so dopri5 lost accuracy; tighten solver.rtol"
         return f"the RK4 step h = {step:.3g} is too large for the fastest task; lower solver.h or raise solver.steps_per_timescale"
 
-    n_state = d_tasks if sim else 0
-    checkpoint = {"y": ((2 * d, n_state), "f8")}
-    if dopri5:
-        checkpoint |= {"h": ((n_state,), "f8"), "counts": ((3, n_state), "i8")}
     th = cfg.theory.level != "none"
     exact = defect_max <= hmat.EXACT_DEFECT
     attrs = {"theory_exact": int(exact), "theory_defect_max": defect_max}
@@ -235,8 +204,10 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
     return OdeSetup(
         n_tasks=d_tasks, spans=spans, chunk=chunk, times=times, steps=None, track=track,
         tail=problem.tail_losses(), simulate=sim, advance=advance, new_state=new_state,
-        save_state=save_state, restore=restore, summary=summary, failure=failure,
-        zero_loss=zero_loss, cause=cause, checkpoint=checkpoint, theory=theory if th else None,
+        save_state=SoaState.arrays, restore=restore, summary=SoaState.summary, failure=failure,
+        zero_loss=zero_loss, cause=cause,
+        checkpoint=soa_checkpoint(2 * d, d_tasks if sim else 0, dopri5),
+        theory=theory if th else None,
         static={"tasks/h_defect": tracked_defect}, extra_attrs=attrs,
         times_per_segment=cfg.output.times_per_segment, checkpoint_every=cfg.output.checkpoint_every,
     )  # fmt: skip
