@@ -61,6 +61,14 @@ def loss_levels(run: Run) -> list[tuple[str, np.ndarray]]:
     return [(n, np.atleast_1d(np.asarray(run[n], float))) for n in names if n in run]
 
 
+def predicted_drops(run: Run) -> np.ndarray | None:
+    """The model's predicted drop times in the file (``ModelEntry.drop_times``; entry m: the drop
+    onto level m + 1 of its first level dataset), or None."""
+    entry = _entry(run)
+    name = entry.drop_times if entry is not None else None
+    return np.atleast_1d(np.asarray(run[name], float)) if name and name in run else None
+
+
 def level_label(run: Run, dataset: str) -> str | None:
     """The ``long_name`` a level's dataset was described with (e.g. "train-set minimum (P =
     5000)"), or None when it only carries its own path."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..h5.reader import Run
 from ._common import _f
-from .labels import level_label, loss_levels
+from .labels import level_label, loss_levels, predicted_drops
 
 __all__ = [
     "FLOOR",
@@ -64,7 +64,7 @@ class LevelsReport:
     y_name: str
     tol: float
     levels: tuple[Level, ...]
-    drops: tuple[tuple[str, str, float], ...]  # (from level, to level, t)
+    drops: tuple[tuple[str, str, float, float], ...]  # (from, to, t, predicted t or NaN)
     warnings: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,17 +75,20 @@ class LevelsReport:
             "y": self.y_name,
             "tol": self.tol,
             "levels": [lv.to_dict() for lv in self.levels],
-            "drops": [{"from": a, "to": b, "t": _f(t)} for a, b, t in self.drops],
+            "drops": [
+                {"from": a, "to": b, "t": _f(t), "theory_t": _f(th)} for a, b, t, th in self.drops
+            ],
             "warnings": list(self.warnings),
         }
 
 
-def _named_levels(run: Run) -> list[tuple[str, float]]:
-    """(name, ℓ) of every finite positive level, in the order declared; a value repeated (a last
-    plateau that is the global minimum) keeps its first name and gains the second. A single level
-    described in the file is named by its ``long_name``."""
+def _named_levels(run: Run) -> list[tuple[str, float, int | None]]:
+    """(name, ℓ, m) of every finite positive level, in the order declared (m: its index in the
+    first level dataset, else None); a value repeated (a last plateau that is the global minimum)
+    keeps its first name and gains the second. A single level described in the file is named by
+    its ``long_name``."""
     out: list[list] = []
-    for ds, vals in loss_levels(run):
+    for j, (ds, vals) in enumerate(loss_levels(run)):
         base = ds.rsplit("/", 1)[-1]
         described = level_label(run, ds)
         if described and vals.size == 1:
@@ -98,8 +101,8 @@ def _named_levels(run: Run) -> list[tuple[str, float]]:
             if same is not None:
                 same[0] += f" = {name}"
             else:
-                out.append([name, float(v)])
-    return [(n, v) for n, v in out]
+                out.append([name, float(v), m if j == 0 else None])
+    return [(n, v, m) for n, v, m in out]
 
 
 def levels_report(run: Run, y: str, tol: float = LEVEL_TOL) -> LevelsReport | None:
@@ -113,20 +116,25 @@ def levels_report(run: Run, y: str, tol: float = LEVEL_TOL) -> LevelsReport | No
     t, L = t[ok], L[ok]
     if t.size == 0:
         raise ValueError(f"{run.path}: {y} has no finite values")
-    levels = []
-    for name, v in named:
+    levels, index = [], {}
+    for name, v, m in named:
+        index[name] = m
         dev = np.abs(L / v - 1.0)
         k = int(np.argmin(dev))
         on = np.nonzero(dev <= tol)[0]
         span = (float(t[on[0]]), float(t[on[-1]])) if on.size else None
         levels.append(Level(name, v, float(dev[k]), float(t[k]), span))
     visited = sorted((lv for lv in levels if lv.span is not None), key=lambda lv: lv.span[0])  # type: ignore[index]
+    predicted = predicted_drops(run)
     drops = []
     for a, b in zip(visited, visited[1:], strict=False):
         mid = 0.5 * (a.value + b.value)
         after = np.nonzero((t > a.span[1]) & (L <= mid))[0] if a.value > b.value else []  # type: ignore[index]
         if len(after):
-            drops.append((a.name, b.name, float(t[after[0]])))
+            m = index[b.name]  # the drop onto level m: the m-th predicted drop time (1-based)
+            ok = predicted is not None and m is not None and 1 <= m <= predicted.size
+            th = float(predicted[m - 1]) if ok else math.nan  # type: ignore[index]
+            drops.append((a.name, b.name, float(t[after[0]]), th))
     notes = []
     missed = [lv.name for lv in levels if lv.span is None]
     if missed:

@@ -85,6 +85,14 @@ def resolve_series(runs: list, y: str | None) -> list[str]:
     return out
 
 
+def _predicted(drop: dict) -> str:
+    """`` (theory t = …, ±x %)`` where the model predicts this drop's time."""
+    th = drop.get("theory_t")
+    if th is None or not th:
+        return ""
+    return f" (theory {_fmt(th)}, {100 * (drop['t'] / th - 1):+.1f} %)"
+
+
 def _fmt(v: float | None, spec: str = ".5g") -> str:
     return "n/a" if v is None or not math.isfinite(v) else format(v, spec)
 
@@ -183,7 +191,7 @@ def _describe_levels(d: dict[str, Any], echo) -> None:
         close = f"{lv['closest']:.1e} at t = {_fmt(lv['t_closest'])}"
         echo(f"  {lv['name']:<{w}s}  {lv['value']:>10.5f}  {close:<24s}  {on}")
     if d["drops"]:
-        echo("  drops      " + "; ".join(f"{x['from']} → {x['to']} at t = {_fmt(x['t'])}"
+        echo("  drops      " + "; ".join(f"{x['from']} → {x['to']} at t = {_fmt(x['t'])}" + _predicted(x)
                                          for x in d["drops"]))  # fmt: skip
 
 

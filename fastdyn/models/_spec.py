@@ -153,6 +153,9 @@ class ModelEntry:
     extras: dict[str, Callable[..., Any]] = field(default_factory=dict)
     default_series: tuple[str, ...] = ("loss/test",)
     loss_levels: tuple[str, ...] = ()
+    #: a dataset of the predicted times of the drops between the levels of ``loss_levels[0]``:
+    #: entry m is the drop onto level m + 1; ``fit`` prints it beside each measured drop
+    drop_times: str | None = None
     task_strengths: Callable[[Any, np.ndarray], np.ndarray | None] | None = None
     scaling: ScalingTheory | None = None
     param_targets: Callable[[Any], dict[str, np.ndarray]] | None = None

@@ -114,6 +114,9 @@ def _entry(name: str) -> _spec.ModelEntry:
         extras={"model": _CLASSES[name], **{f: getattr(th, f) for f in th.__all__}},
         default_series=("loss/train",),
         loss_levels=_LEVELS[name],
+        drop_times="theory/eq21/drop_time"
+        if name == "attn-s"
+        else None,  # Eq. 21's half-rise times
         param_targets=param_targets,
         fit_note=(
             f"{name} losses go through plateaus and drops (saddle to saddle), not a power law: the "

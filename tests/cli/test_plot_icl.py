@@ -60,6 +60,15 @@ def test_plot_and_fit_of_an_icl_file_need_no_y(attn_s, tmp_path):
     drops = [(x["from"], x["to"]) for x in d["drops"]]
     assert drops == [("plateaus[0]", "plateaus[1]"), ("plateaus[1]", "plateaus[2]")], d["drops"]
     assert all(spans[k][1] < x["t"] <= spans[k + 1][0] for k, x in enumerate(d["drops"]))
+    # beside each drop onto L(M_m), Eq. 21's half-rise time of the m-th direction the file
+    # carries; the measured drop (first save below the midpoint of the two plateaus) is on the
+    # save grid, 30 steps = 1.2 τ apart: measured 27.6 vs 26.47 and 40.8 vs 40.62, so two grid
+    # steps bound the difference
+    eq21 = fastdyn.load(attn_s)["theory/eq21/drop_time"]
+    assert [x["theory_t"] for x in d["drops"]] == [float(eq21[0]), float(eq21[1])]
+    assert all(abs(x["t"] - x["theory_t"]) <= 2 * 1.2 for x in d["drops"]), d["drops"]
+    text = run_cli("fit", attn_s, "--bootstrap", 0).stdout
+    assert "plateaus[0] → plateaus[1] at t = 27.6 (theory 26.466, +4.3 %)" in text, text
     res = run_cli("fit", attn_s, "--bootstrap", 0, "--window", "all")
     assert res.exit_code == 0, res.output
     assert "attn_s.h5: loss/train vs time" in res.stdout and "t/τ (paper time" in res.stdout
