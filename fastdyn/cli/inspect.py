@@ -78,7 +78,7 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
                 return
             if obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE"):
                 return  # an axis of the series (time, task index), listed under coordinates
-            echo(line(name, obj))
+            echo(line(name, obj) + _axes(obj))
 
         def scale(name, obj):
             if isinstance(obj, h5py.Dataset) and not name.startswith(CHECKPOINT):
@@ -105,6 +105,18 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
             for line in str(get("config")).splitlines():
                 echo("  " + line)
     return out
+
+
+def _axes(ds) -> str:
+    """``  (time, head)``: the names of the dimension scales on the axes of ``ds`` ("" when it
+    has none: a scalar); an axis without one, or whose scale HDF5 cannot name, shows as ``-``."""
+    if not ds.ndim:
+        return ""
+    names = []
+    for scales in ds.dims:
+        name = scales[0].name if len(scales) else None
+        names.append(name.rsplit("/", 1)[-1] if name else "-")
+    return f"  ({', '.join(names)})"
 
 
 def _checkpoint_size(group) -> str:

@@ -96,3 +96,12 @@ def test_every_axis_is_named_and_xarray_opens_every_group(tmp_path, model, weigh
         for node in tree.subtree:
             node.to_dataset().load()
     assert tree["params/final"].to_dataset()[next(iter(weights))].dims == next(iter(weights.values()))  # fmt: skip
+    # the fastdyn engine (whole rows of running files) names the same axes, and inspect shows them
+    ours = xr.open_datatree(p, engine="fastdyn")
+    assert ours["params"].to_dataset()["Gamma"].dims == ("time", "x_row", "x_col")
+    res = CliRunner().invoke(main, ["inspect", str(p)])
+    assert res.exit_code == 0, res.output
+    assert any(
+        line.split()[0] == "/params/Gamma" and line.endswith("(time, x_row, x_col)")
+        for line in res.output.splitlines()
+    ), res.output
