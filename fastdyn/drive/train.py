@@ -2,8 +2,12 @@
 
 A model object provides ``n_params``, ``loss_and_grad(theta, prep, grad, idx=None) -> loss``,
 ``loss_value(theta, prep)``, ``to_arrays(theta)`` and optionally ``observer(tests, eigvecs)``
-(what is measured at a save, when the caller passes no ``observe``) and ``fused_gd(theta, prep,
-lr, n_steps, losses)`` (several GD steps inside one compiled call, used for the reduced path).
+(what is measured at a save, when the caller passes no ``observe``), ``fused_gd(theta, prep,
+lr, n_steps, losses)`` (several GD steps inside one compiled call, used for the reduced path) and
+``gd_steps(prep)`` (None, or ``advance(theta, lr, losses, limit) -> steps taken``: up to
+``len(losses)`` full-batch GD steps in one compiled call, bit-identical to a ``loss_and_grad`` and
+a GD step each, losses[s] the loss before update s, stopping before a step whose loss or gradient
+is not finite or whose loss exceeds ``limit``).
 ``train`` runs ``n_steps`` optimiser updates, and at each save step s (0 ≤ s ≤ n_steps, the
 weights after s updates) calls
 
@@ -15,6 +19,7 @@ of arrays (the model's weights in its own layout, and what its observer adds).
 
 from __future__ import annotations
 
+import time as _time
 from collections.abc import Callable
 
 import numpy as np
@@ -27,6 +32,12 @@ __all__ = ["EXPLODE", "DivergedError", "hessian_lambda_max", "train"]
 #: below its stability bound does not raise the loss; past it the loss grows geometrically and
 #: crosses this factor within a few dozen steps, well before it overflows)
 EXPLODE = 1e6
+
+#: wall time a block of fused GD steps (``gd_steps``) aims at, s: the stop request is polled
+#: between blocks, so a SIGINT is answered within about this long
+BLOCK_SECONDS = 0.02
+#: steps of the first fused block (later ones are sized from the time per step measured)
+FIRST_BLOCK = 8
 
 
 class DivergedError(FloatingPointError):
@@ -116,6 +127,7 @@ def train(
     on_checkpoint: Callable[[int, np.ndarray, Optimizer], None] | None = None,
     resumed: bool = False,
     observe: Callable[[np.ndarray], tuple[dict[str, float], dict[str, np.ndarray]]] | None = None,
+    poll: Callable[[], bool] | None = None,
 ) -> dict[str, np.ndarray]:
     """Train ``theta`` in place; returns the recorded series (one row per save step):
     ``step`` (int64), ``loss/train``, ``loss/test_ic``, ``loss/test_iw`` (present sets),
@@ -132,6 +144,11 @@ def train(
     ``observe(theta) -> (losses, weights)`` replaces what is measured at a save (default: the
     ``tests`` losses and the model's weights, :func:`_default_observer`); its losses are recorded as
     ``loss/<name>`` and its weights passed to ``on_save``.
+
+    Full-batch GD on a model whose ``gd_steps(prep)`` gives an ``advance`` runs the steps between
+    saves in fused blocks of about :data:`BLOCK_SECONDS` each; after a block that ends before a
+    save, ``poll()`` (a stop request) is asked, and when it answers true ``on_checkpoint`` is
+    called at that step (to checkpoint and stop the run).
     """
     save_steps = np.unique(np.asarray(save_steps, dtype=np.int64))
     if save_steps.size and (save_steps[0] < first_step or save_steps[-1] > n_steps):
@@ -148,6 +165,12 @@ def train(
     fused = (
         full and optimizer.name == "gd" and hasattr(model, "fused_gd") and prep["kind"] == "stats"
     )
+
+    advance = None
+    if full and not fused and optimizer.name == "gd" and hasattr(model, "gd_steps"):
+        advance = model.gd_steps(prep)
+    block = np.empty(FIRST_BLOCK if advance is not None else 0)
+    retry = False  # the fused block stopped before a bad step: take it the per-step way
 
     look = observe if observe is not None else _default_observer(model, tests, eigvecs)
 
@@ -191,6 +214,23 @@ def train(
                 raise diverged(s, float(losses[bad[0]]) if bad.size else float("nan"))
             k = nxt
             continue
+        if advance is not None and not retry and not is_save and k < n_steps:
+            nxt = int(save_steps[si]) if si < save_steps.size else n_steps
+            n = min(nxt - k, block.shape[0])
+            limit = EXPLODE * good["ref"] if good["ref"] is not None else np.inf
+            t0 = _time.perf_counter()
+            done = advance(theta, optimizer.lr, block[:n], limit)
+            dt = _time.perf_counter() - t0
+            k += done
+            retry = done < n
+            if done > 0:  # the next block: about BLOCK_SECONDS at the time per step just seen
+                size = int(min(max(done * BLOCK_SECONDS / max(dt, 1e-9), 1), 1 << 16))
+                if size != block.shape[0]:
+                    block = np.empty(size)
+            if k < nxt and not retry and poll is not None and poll() and on_checkpoint is not None:
+                on_checkpoint(k, theta, optimizer)
+            continue
+        retry = False
         idx = None if full else minibatch_indices(seed, k, P, batch_size)
         L = model.loss_and_grad(theta, prep, grad, idx)
         exploding = good["ref"] is not None and full and L > EXPLODE * good["ref"]

@@ -9,7 +9,8 @@ module owns everything else, once, for every trained model:
 - checkpoints at save steps (``output.checkpoint_every``): the flat weights, the optimiser's
   moments and step counter and ``position = [step, rows]``; minibatches are a pure function of
   (seed, step), so ``--resume`` continues bit-identically;
-- SIGINT/SIGTERM: finish the step, checkpoint, status ``interrupted``, exit 130/143;
+- SIGINT/SIGTERM: finish the step (a save's, or a block of fused GD steps between saves),
+  checkpoint, status ``interrupted``, exit 130/143;
 - divergence (:class:`fastdyn.drive.train.DivergedError`: status ``failed: diverged at step …``);
 - progress on stderr, timings and the final status.
 """
@@ -99,6 +100,7 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
                 job.model, job.prep, theta, opt, job.epochs, steps, on_save,
                 batch_size=job.batch_size, seed=job.seed, first_step=first,
                 on_checkpoint=on_checkpoint, resumed=ck is not None, observe=job.observe,
+                poll=lambda: stop.requested,
             )  # fmt: skip
         except DivergedError as e:
             raise RunFailed(str(e).splitlines()[0]) from None

@@ -176,7 +176,8 @@ class TrainedSetup:
     ``/time`` attributes) state that convention in the file when it is not the default one.
 
     - ``model``: ``n_params``, ``loss_and_grad(theta, prep, grad, idx) -> loss`` (``idx`` None: the
-      full training set), ``loss_value(theta, prep)``; optionally ``fused_gd``.
+      full training set), ``loss_value(theta, prep)``; optionally ``fused_gd`` and ``gd_steps``
+      (GD steps in one compiled call, :mod:`fastdyn.drive.train`).
     - ``observe(theta) -> (losses, weights)``: what is measured at a save besides the train loss.
     - ``row(i, step, losses, weights) -> {series: row}``: row ``i`` of every series in ``series``.
     - ``final(theta) -> {path: array}``: datasets written when the run ends.

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fastdyn.drive import train as train_mod
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import DivergedError, train
 from fastdyn.models import _spec
@@ -108,6 +109,101 @@ def test_fused_gd_equals_python_path():
     ][::100]
     # same kernels; the Python path computes Γ with einsum in another order: round-off only
     np.testing.assert_allclose(fused, stepwise, rtol=1e-12)
+
+
+def _spy_gd_steps(monkeypatch, calls: list[int]) -> None:
+    """AttnM's fused GD steps, recording the size of each block it is asked for."""
+    orig = AttnM.gd_steps
+
+    def gd_steps(self, prep):
+        advance = orig(self, prep)
+
+        def spy(theta, lr, losses, limit):
+            calls.append(losses.shape[0])
+            return advance(theta, lr, losses, limit)
+
+        return spy
+
+    monkeypatch.setattr(AttnM, "gd_steps", gd_steps)
+
+
+@pytest.mark.parametrize("ic_only", [False, True])
+def test_fused_per_sample_gd_equals_one_step_at_a_time(monkeypatch, ic_only):
+    d = generate(3, 6, 2500, seed=4)  # three reduction blocks, the last one partial
+    m = AttnM(3, 2, 6, attention_scale="1", ic_only=ic_only)
+    prep = m.prepare(d.tokens, d.labels)
+    th0 = m.init("paper", 0.1, 1)
+    saves = [0, 1, 9, 40, 41, 120]
+
+    def run():
+        th = th0.copy()
+        rec = train(m, prep, th, make_optimizer("gd", m.n_params, 0.05), 120, saves)
+        return th, rec
+
+    calls: list[int] = []
+    _spy_gd_steps(monkeypatch, calls)
+    monkeypatch.setattr(train_mod, "FIRST_BLOCK", 3)  # blocks that split the gaps between saves
+    fused, rec_f = run()
+    # every step but the saves' 5 updates, the first gap in two blocks at least
+    assert sum(calls) == 120 - 5 and calls[0] == 3 and len(calls) >= 4
+    monkeypatch.setattr(AttnM, "gd_steps", lambda self, prep: None)
+    stepwise, rec_s = run()
+    np.testing.assert_array_equal(fused, stepwise)
+    for k in rec_s:
+        np.testing.assert_array_equal(rec_f[k], rec_s[k])
+
+
+def test_fused_per_sample_divergence_is_reported_as_one_step_at_a_time(monkeypatch):
+    d = generate(3, 6, 300, seed=1)
+    m = AttnM(3, 2, 6)
+    prep = m.prepare(d.tokens, d.labels)
+    th0 = m.init("paper", 1.0, 0)
+
+    def message():
+        opt = make_optimizer("gd", m.n_params, 1e3)
+        with pytest.raises(DivergedError) as e:
+            train(m, prep, th0.copy(), opt, 200, [0, 200])
+        return e.value.step, str(e.value)
+
+    calls: list[int] = []
+    _spy_gd_steps(monkeypatch, calls)
+    fused = message()
+    assert calls and fused[0] > 0  # diverged inside a fused block
+    monkeypatch.setattr(AttnM, "gd_steps", lambda self, prep: None)
+    assert fused == message()
+
+
+def test_stop_between_fused_blocks_checkpoints_there_and_resumes_bit_identically(monkeypatch):
+    d = generate(3, 6, 300, seed=2)
+    m = AttnM(3, 2, 6)
+    prep = m.prepare(d.tokens, d.labels)
+    th0 = m.init("paper", 0.1, 3)
+    saves = [0, 50, 100]
+    monkeypatch.setattr(train_mod, "FIRST_BLOCK", 4)
+    ref = th0.copy()
+    rec_ref = train(m, prep, ref, make_optimizer("gd", m.n_params, 0.05), 100, saves)
+
+    class Stop(Exception):
+        pass
+
+    at = {}
+
+    def on_checkpoint(step, th, opt):
+        if step not in saves:  # only ever asked between blocks when poll() says stop
+            at["step"], at["theta"] = step, th.copy()
+            raise Stop
+
+    th = th0.copy()
+    with pytest.raises(Stop):
+        train(m, prep, th, make_optimizer("gd", m.n_params, 0.05), 100, saves,
+              on_checkpoint=on_checkpoint, poll=lambda: True)  # fmt: skip
+    assert at["step"] == 1 + 4  # the save's step, then the first block of FIRST_BLOCK steps
+    th = at["theta"]
+    rest = [s for s in saves if s >= at["step"]]  # as the driver resumes
+    rec = train(m, prep, th, make_optimizer("gd", m.n_params, 0.05), 100, rest,
+                first_step=at["step"], resumed=True)  # fmt: skip
+    np.testing.assert_array_equal(th, ref)
+    np.testing.assert_array_equal(rec["loss/train"], rec_ref["loss/train"][1:])
 
 
 def test_sgd_reproducible_and_resume():

@@ -287,6 +287,24 @@ class AttnM(ReducedKernels, ICLModel):
 
         return attn_m_reduced_grad, attn_m_reduced_gd
 
+    def gd_steps(self, prep: dict):
+        """The fused full-batch GD steps of the per-sample last-token linear path on the CPU
+        (None elsewhere): ``advance(theta, lr, losses, limit) -> steps taken``, up to
+        ``len(losses)`` steps in one compiled call (:func:`.kernels.lin_last_gd`), bit-identical
+        to :meth:`loss_and_grad` and a GD step per epoch."""
+        if self.device != "cpu" or prep["kind"] != "linear" or prep["loss"] != "last":
+            return None
+        from .kernels import lin_last_gd
+
+        H, D, idx = self.H, self.D, _all_indices(prep)
+        maskf = self.mask.astype(np.float64)
+        S, X, y, inv_rho = prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"]
+
+        def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
+            return int(lin_last_gd(theta, H, D, maskf, idx, S, X, y, inv_rho, lr, limit, losses))
+
+        return advance
+
     def gamma(self, theta: np.ndarray) -> np.ndarray:
         """Γ = Σ_i v_i U_i (D, D); the predictor is ŷ ≈ κ βᵀ Γ x_q (κ = N/ρ)."""
         r, W = self.views(theta)

@@ -381,6 +381,60 @@ def linear_loss_and_grad(
 
 
 @njit(**SERIAL)
+def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, lr, limit, losses):
+    """Up to n = len(losses) full-batch GD steps θ ← θ − η ∂L/∂θ of last-token linear attention
+    on θ = [r (H, D+1), B (H, D+1, D)] in one call; returns the number of steps taken.
+
+    Each step is the operations of :func:`linear_loss_and_grad` (``idx`` = 0..P−1, read in
+    place), the gradient times ``maskf`` (1.0 trained, 0.0 held) and the update of
+    ``fastdyn.drive.optim.gd_step``, in the same order, so θ and the losses are bit-identical to
+    one call each per step. losses[s] = L before update s. A step whose loss or gradient is not
+    finite, or whose loss exceeds ``limit``, is not taken: the call returns before it, θ as the
+    previous steps left it (the caller then takes that step the slow way and reports it)."""
+    D1 = D + 1
+    NP = D1 * (D1 + 1) // 2
+    nr = H * D1
+    Msym = np.empty((NP, D))
+    partials = np.empty(((idx.shape[0] + BLOCK - 1) // BLOCK, 1 + NP * D))
+    tot = np.empty(1 + NP * D)
+    dr = np.empty((H, D1))
+    dB = np.empty((H, D1, D))
+    grad = np.empty(theta.shape[0])
+    nterm = idx.shape[0]
+    coef = -2.0 / nterm
+    full = nterm == yq.shape[0]  # True; a computed flag: the literal would compile lin_last anew
+    for s in range(losses.shape[0]):
+        r = theta[:nr].reshape((H, D1))
+        B = theta[nr:].reshape((H, D1, D))
+        contract_M(r, B, Msym)
+        lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials)
+        tot[:] = 0.0
+        accumulate_blocks(tot, partials)
+        heads_from_T(r, B, tot[1:], coef, dr, dB)
+        L = tot[0] / nterm
+        ok = np.isfinite(L) and not L > limit
+        for i in range(H):
+            for a in range(D1):
+                g = dr[i, a] * maskf[i * D1 + a]
+                grad[i * D1 + a] = g
+                ok = ok and np.isfinite(g)
+        q = nr
+        for i in range(H):
+            for b in range(D1):
+                for c in range(D):
+                    g = dB[i, b, c] * maskf[q]
+                    grad[q] = g
+                    ok = ok and np.isfinite(g)
+                    q += 1
+        if not ok:
+            return s
+        losses[s] = L
+        for k in range(theta.shape[0]):
+            theta[k] -= lr * grad[k]
+    return losses.shape[0]
+
+
+@njit(**SERIAL)
 def _is_range(idx):
     """Whether idx is 0, 1, …, len − 1."""
     for k in range(idx.shape[0]):
