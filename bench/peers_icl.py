@@ -8,8 +8,10 @@ Workloads (float64 everywhere; each peer trains E full-batch GD epochs from the 
 θ_E − θ0 is checked against fastdyn's):
 
 - ``attn_m``: Fig. 1 (ATTN_M, D = 4, N = 31, H = 8, P = 5000, ρ = 1, init 1e-6 reference,
-  lr 1e-3, last-token loss). fastdyn: the bench harness (``loss_and_grad`` + GD step per epoch,
-  as bench/icl_train.py). Peers use the precomputed per-sample statistics S_μ = Σ_j x̂_j x̂_jᵀ
+  lr 1e-3, last-token loss). fastdyn: the E epochs in one call of the fused GD steps the
+  trained-run driver takes between saves (``gd_steps``; the driver's blocks are ≈ 20 ms), and
+  the bench harness of bench/icl_train.py beside it (``loss_and_grad`` + GD step, a Python call
+  per epoch). Peers use the precomputed per-sample statistics S_μ = Σ_j x̂_j x̂_jᵀ
   (query label zero), so ŷ_μ = Σ_i r_iᵀ S_μ W_i x_q,μ is a few small matmuls per sample:
   JAX ``jit`` of a ``lax.fori_loop`` over the E epochs (``jax.grad``), and ``torch.compile`` of
   the loss with autograd and an in-place GD update per epoch. Each peer twice: per head as
@@ -205,21 +207,29 @@ def bench(kind, a, jax, torch) -> None:
     theta0 = model.init("reference", init, 0)
     nthr = numba.config.NUMBA_NUM_THREADS
 
-    def fd(k):
+    advance = model.gd_steps(prep) if hasattr(model, "gd_steps") else None
+
+    def fd(k, per_epoch):
         def run():
             numba.set_num_threads(k)
             theta = theta0.copy()
-            grad = np.empty(model.n_params)
-            opt = make_optimizer("gd", model.n_params, lr)
-            for _ in range(E):
-                model.loss_and_grad(theta, prep, grad)
-                opt.step(theta, grad)
+            if per_epoch:
+                grad = np.empty(model.n_params)
+                opt = make_optimizer("gd", model.n_params, lr)
+                for _ in range(E):
+                    model.loss_and_grad(theta, prep, grad)
+                    opt.step(theta, grad)
+            else:
+                advance(theta, lr, np.empty(E), np.inf)
             numba.set_num_threads(nthr)
             run.out = theta - theta0
 
         return run
 
-    cases = {f"fastdyn {k} thread(s)": fd(k) for k in (1, min(2, nthr))}
+    threads = (1, min(2, nthr))
+    cases = {f"fastdyn {k} thread(s)": fd(k, advance is None) for k in threads}
+    if advance is not None:
+        cases |= {f"fastdyn {k} thread(s), a call per epoch": fd(k, True) for k in threads}
     for c in cases.values():
         c()
     tok = np.ascontiguousarray(data.tokens, dtype=np.float64)  # query label already zero

@@ -169,7 +169,8 @@ def train(
     advance = None
     if full and not fused and optimizer.name == "gd" and hasattr(model, "gd_steps"):
         advance = model.gd_steps(prep)
-    block = np.empty(FIRST_BLOCK if advance is not None else 0)
+    cap = FIRST_BLOCK  # steps of the next fused block
+    buf = np.empty(cap if advance is not None else 0)  # the block's losses
     retry = False  # the fused block stopped before a bad step: take it the per-step way
 
     look = observe if observe is not None else _default_observer(model, tests, eigvecs)
@@ -216,17 +217,17 @@ def train(
             continue
         if advance is not None and not retry and not is_save and k < n_steps:
             nxt = int(save_steps[si]) if si < save_steps.size else n_steps
-            n = min(nxt - k, block.shape[0])
+            n = min(nxt - k, cap)
+            if buf.shape[0] < n:
+                buf = np.empty(n)
             limit = EXPLODE * good["ref"] if good["ref"] is not None else np.inf
             t0 = _time.perf_counter()
-            done = advance(theta, optimizer.lr, block[:n], limit)
+            done = advance(theta, optimizer.lr, buf[:n], limit)
             dt = _time.perf_counter() - t0
             k += done
             retry = done < n
             if done > 0:  # the next block: about BLOCK_SECONDS at the time per step just seen
-                size = int(min(max(done * BLOCK_SECONDS / max(dt, 1e-9), 1), 1 << 16))
-                if size != block.shape[0]:
-                    block = np.empty(size)
+                cap = int(min(max(done * BLOCK_SECONDS / max(dt, 1e-9), 1), 1 << 16))
             if k < nxt and not retry and poll is not None and poll() and on_checkpoint is not None:
                 on_checkpoint(k, theta, optimizer)
             continue
