@@ -9,9 +9,11 @@ separate processes, in three variants alternated over ``--repeat`` rounds:
 - ``1 thread`` the shipped config with ``NUMBA_NUM_THREADS=1``.
 
 For each: wall and CPU time of the process and the run's own ``timings.total``. Then, in this
-process, the per-epoch time of the step the run repeats (``loss_and_grad`` on the full batch + the
-GD update) on exactly the shipped config's model, data and init (built through the model's
-registered ``setup``, as the driver does), and the run's in-run time per epoch beside it.
+process, on exactly the shipped config's model, data and init (built through the model's
+registered ``setup``, as the driver does): the per-epoch time of the trained-run driver
+(:func:`fastdyn.drive.train.train` with saves at 0 and E only: the fused GD blocks the run takes
+between saves), and of a Python call per epoch (``loss_and_grad`` on the full batch + the GD
+update); the run's in-run time per epoch beside them. Threads: NUMBA_NUM_THREADS.
 
 Run: ``.venv/bin/python bench/icl_shipped.py [--repeat 3] [--epochs 6001]``
 """
@@ -83,6 +85,25 @@ def per_epoch_in_process(epochs: int) -> float:
     return (time.perf_counter() - t0) / epochs
 
 
+def per_epoch_driver(epochs: int) -> float:
+    """Seconds per epoch of the trained-run driver's loop over ``epochs`` GD epochs, saves at 0
+    and ``epochs`` only (nothing measured at them), on the shipped config's model and data."""
+    from fastdyn.config import load_config
+    from fastdyn.drive.optim import make_optimizer
+    from fastdyn.drive.train import train
+    from fastdyn.models.registry import get_model
+
+    cfg = load_config(PRESET)
+    job = get_model(cfg.model).setup(cfg, None)
+    theta = job.theta.copy()
+    opt = make_optimizer("gd", job.model.n_params, cfg.optim.lr)
+    nothing = lambda th: ({}, {})  # noqa: E731
+    train(job.model, job.prep, theta.copy(), opt, 10, [0, 10], observe=nothing)  # warm
+    t0 = time.perf_counter()
+    train(job.model, job.prep, theta, opt, epochs, [0, epochs], observe=nothing)
+    return (time.perf_counter() - t0) / epochs
+
+
 def kernel_in_run(d: Path) -> tuple[float, int]:
     """Seconds per call and number of calls of the model's ``loss_and_grad`` inside one in-process
     ``fastdyn simulate`` of the shipped config (cProfile's cumulative time: training steps plus
@@ -130,6 +151,8 @@ def main() -> None:
                 f" {1e3 * med['in_run'] / epochs:16.3f}"
             )
         per_call, calls = kernel_in_run(d)
+    drive = float(np.median([per_epoch_driver(a.epochs) for _ in range(a.repeat)]))
+    print(f"per epoch of the driver's loop (no saves, shipped model/data): {1e3 * drive:.3f} ms")
     step = float(np.median([per_epoch_in_process(a.epochs) for _ in range(a.repeat)]))
     print(
         f"per epoch in process (loss_and_grad + GD step, shipped model/data): {1e3 * step:.3f} ms"
