@@ -36,8 +36,9 @@ EXPLODE = 1e6
 #: wall time a block of fused GD steps (``gd_steps``) aims at, s: the stop request is polled
 #: between blocks, so a SIGINT is answered within about this long
 BLOCK_SECONDS = 0.02
-#: steps of the first fused block (later ones are sized from the time per step measured)
-FIRST_BLOCK = 8
+#: steps of the first fused block (later ones are sized from the time per step measured): one, so
+#: that no block of a large run takes much longer than BLOCK_SECONDS
+FIRST_BLOCK = 1
 
 
 class DivergedError(FloatingPointError):
