@@ -44,6 +44,7 @@ import threading
 
 import h5py
 
+from . import undo
 from .superblock import mark_write_access, with_end_address
 
 _FALLOC_FL_KEEP_SIZE = 1
@@ -115,6 +116,9 @@ class FailStopFile(io.RawIOBase):
         self._size = 0  # the size HDF5 sees after a failure
         self._superblock: bytes | None = None  # as last written at offset 0
         self._covered = 0  # the end-of-file address that superblock records
+        #: where a flush that rewrites several places first keeps their old bytes
+        #: (:mod:`fastdyn.h5.undo`); None: no journal (appends need none)
+        self.journal: str | os.PathLike | None = None
 
     # io.RawIOBase --------------------------------------------------------------------------
     def readable(self) -> bool:
@@ -247,15 +251,26 @@ class FailStopFile(io.RawIOBase):
         if self.error is not None or self.fd < 0:
             return
         held, self._mem, self._mem_end = self._mem, [], 0
+        old = self._journal(held)
+        if old is False:  # the journal could not be written: nothing rewritten, all held
+            self._hold_failed(held)
+            return
         for i, (at, blob) in enumerate(held):
             if not self._put(at, blob):
-                self._mem = self._mem + held[i + 1 :]  # kept in memory, in order, for reads
-                self._mem_end = max((o + len(b) for o, b in self._mem), default=0)
-                self._size = max(self._size, self._mem_end)
+                if old and undo.put_back(self.fd, old):  # the rewrites before it taken back
+                    undo.journal_path(self.journal).unlink(missing_ok=True)  # type: ignore[arg-type]
+                self._hold_failed(held if old else held[i + 1 :])
                 return
             if at == 0:
                 self._superblock, self._covered = blob, 0
             self._cover(at + len(blob))
+        if old:
+            try:
+                os.fsync(self.fd)  # every rewrite on the disk before the journal goes
+            except OSError as e:
+                self._fail(e)
+                return
+            undo.journal_path(self.journal).unlink(missing_ok=True)  # type: ignore[arg-type]
         if self._trunc is not None:
             size, self._trunc = self._trunc, None
             try:
@@ -277,6 +292,27 @@ class FailStopFile(io.RawIOBase):
                     os.close(fd)
                 finally:
                     super().close()  # (calls flush again: a no-op without a descriptor)
+
+    def _journal(self, held: list[tuple[int, bytes]]) -> list[tuple[int, bytes]] | bool | None:
+        """With :attr:`journal` set and more than one place to rewrite: the old bytes of each,
+        written to the journal first (:mod:`fastdyn.h5.undo`); False when that write failed
+        (recorded as the error); None when no journal is needed."""
+        if self.journal is None or len(held) < 2:
+            return None
+        old = [(at, os.pread(self.fd, len(blob), at)) for at, blob in held]
+        try:
+            undo.write(self.journal, old)
+        except OSError as e:
+            self._fail(e)
+            return False
+        return old
+
+    def _hold_failed(self, rest: list[tuple[int, bytes]]) -> None:
+        """After a failed write: ``rest`` (writes not on the disk) kept in memory, in order, for
+        HDF5's reads."""
+        self._mem = self._mem + rest
+        self._mem_end = max((o + len(b) for o, b in self._mem), default=0)
+        self._size = max(self._size, self._mem_end)
 
     # fastdyn -------------------------------------------------------------------------------
     def _fail(self, e: OSError) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from . import layout
+from . import layout, undo
 from .torn import read_rows
 from .writer import check_identity
 
@@ -285,6 +285,13 @@ def open_file(path: str | os.PathLike) -> h5py.File:
         raise FileFormatError(
             f"{p}: not a regular file (a FIFO, socket or device), expected a fastdyn HDF5 file"
         )
+    try:
+        undo.recover_unlocked(p)  # a close cut off half-way: the file as of its last flush
+    except OSError as e:
+        raise FileFormatError(
+            f"{p}: its last close was cut off half-way and the file cannot be put back here "
+            f"({e.strerror or e}); run fastdyn repair {p} where it can be written"
+        ) from None
     try:
         eof = _stored_eof(p)
     except OSError as e:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import h5py
 
-from . import layout
+from . import layout, undo
 from .lock import WriterLock, holder
 from .torn import repair_torn
 from .writer import clear_open_flags, read_checkpoint
@@ -60,6 +60,7 @@ def repair(path: str | os.PathLike) -> str:
     writes it, :class:`NothingToRepair` for a closed file."""
     p = Path(path)
     with WriterLock(p):
+        undo.recover(p)  # a close cut off half-way: first the file as of its last flush
         if not open_flags_set(p):
             raise NothingToRepair(
                 f"{p}: nothing to repair (the file is closed; any reader opens it)"

@@ -42,7 +42,7 @@ import h5py
 import numpy as np
 
 from .._version import __version__
-from . import layout
+from . import layout, undo
 from .compact import compact
 from .failstop import ignore_sigxfsz, open_failstop
 from .lock import WriterLock, inode_key
@@ -98,19 +98,7 @@ def _not_written(e: OSError) -> OSError:
     return e
 
 
-def _fsync_dir(path: Path) -> None:
-    """fsync the directory holding ``path`` after a rename into it (else a power cut can undo
-    the rename); where directories cannot be opened or synced, nothing."""
-    try:
-        fd = os.open(path.parent if str(path.parent) else ".", os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+_fsync_dir = undo.fsync_dir
 
 
 def versions() -> dict[str, str]:
@@ -460,6 +448,7 @@ class RunWriter:
             raise
         f, self._f = self._f, None
         failed = None
+        self._io.journal = self.path  # the close rewrites the root group in place: undo-journaled
         try:
             f.attrs["status"] = str(status)  # a plain str (h5py stores no str subclass)
             t = dict(timings or {})
@@ -545,6 +534,7 @@ class RunWriter:
         copy = real.with_name(f".{real.name}.resume-{os.getpid()}")
         f = None
         try:
+            undo.recover(real)  # a close cut off half-way: first the file as of its last flush
             need = real.stat().st_size + RESERVE
             if _free_bytes(real) < need:
                 raise _not_written(DiskFull(self.path, need, _free_bytes(real)))

@@ -44,7 +44,8 @@ def test_matches_the_naive_reference(tmp_path, sets, in_context_only):
     ref = train_minimum(f["data/tokens"][()], f["data/labels"][()], in_context_only)
     got = float(f["theory/train_minimum"][()])
     assert got == pytest.approx(ref, rel=REF_RTOL)
-    assert f["theory/train_minimum"].attrs["long_name"] == "train-set minimum (P = 200)"
+    bound = "" if "attention.H=5" not in sets else "; a lower bound: these heads do not reach it"
+    assert f["theory/train_minimum"].attrs["long_name"] == f"train-set minimum (P = 200{bound})"
     assert got < float(f["theory/L_star"][()])  # the train set's own fit: below the population's
 
 

@@ -108,8 +108,8 @@ def test_readers_of_a_running_file_see_whole_rows(model, tmp_path):
             reads["h5py"] += 1
             run = fastdyn.load(p)
             n = len(run.time)
-            for k in run.series:
-                if ref[k].shape[:1] == ref.time.shape and run[k].shape[:1] == (n,):
+            for k in run.series:  # (a scale shared by groups is named by any of its links)
+                if k in ref and ref[k].shape[:1] == ref.time.shape and run[k].shape[:1] == (n,):
                     assert np.array_equal(run[k], ref[k][:n], equal_nan=True), ("load", k, n)
             reads["fastdyn.load"] += 1
             lengths.add(n)
