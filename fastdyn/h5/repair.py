@@ -15,7 +15,8 @@ from pathlib import Path
 import h5py
 
 from . import layout, undo
-from .lock import WriterLock, holder
+from .compact import compact
+from .lock import WriterBusy, WriterLock, holder
 from .torn import repair_torn
 from .writer import clear_open_flags, read_checkpoint
 
@@ -84,3 +85,21 @@ def repair(path: str | os.PathLike) -> str:
             f.attrs["status"] = status
             f.flush()
     return status
+
+
+def finish_close(path: str | os.PathLike, keep_checkpoint: bool = False) -> bool:
+    """A file killed inside its close after its status became ``complete`` (its open flags still
+    set, no live writer): finish what the close would have done, clearing the flags and dropping
+    the resume state unless ``keep_checkpoint``; True when it did. Sweeps call it on their
+    complete points, which they otherwise leave alone."""
+    p = Path(path)
+    try:
+        if not open_flags_set(p) or writer_alive(p) is not None:
+            return False
+        repair(p)  # keeps the status (already complete)
+        if not keep_checkpoint:
+            with WriterLock(p):
+                compact(p, drop=("checkpoint",))
+    except (WriterBusy, NothingToRepair, OSError, RuntimeError):
+        return False
+    return True

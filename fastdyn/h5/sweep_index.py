@@ -70,6 +70,11 @@ def _file_row(path: Path, config_toml: str | None) -> Row | None:
         msg = f"unreadable point file ({str(e).splitlines()[0]})"
         return Row(f"failed: {msg}", msg)
     status = run.status or "running"
+    if status == COMPLETE:  # killed inside its close: closed now, as every complete point is
+        from ..h5.repair import finish_close
+
+        keep = run.config.get("output", {}).get("keep_checkpoint", False)
+        finish_close(path, keep_checkpoint=bool(keep))
     if config_toml is not None and run.attrs.get("config") != config_toml:
         msg = (
             "the point file's config differs from the sweep point (stale file from an edited sweep)"

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 
+import h5py
 import pytest
 from click.testing import CliRunner
 
@@ -63,6 +65,38 @@ def test_kill_then_resume_runs_only_missing(tmp_path, local12):
         assert_same_point_files(out_local / p.relpath, out / p.relpath)
     # a second resume has nothing left to run
     assert run_sweep(sw, out, resume=True).ran == []
+
+
+#: a sweep that dies (as kill -9) inside its first point's close, right after the flush that
+#: wrote status "complete" and before HDF5 cleared the file's open flags
+_DIE_IN_CLOSE = (
+    "import os, sys, fastdyn.h5.failstop as fs; from fastdyn.cli import main\n"
+    "orig = fs.FailStopFile.flush\n"
+    "def flush(self):\n    orig(self)\n    if self.journal is not None: os._exit(9)\n"
+    "fs.FailStopFile.flush = flush\nmain(sys.argv[1:])"
+)
+
+
+def test_a_point_killed_inside_its_close_is_closed_by_the_next_scan(tmp_path):
+    """Such a point says "complete" but plain h5py refuses it ("already open for write"); a
+    sweep leaves complete points alone, so its scan finishes the close (flags cleared, resume
+    state dropped) and --resume runs only the other points."""
+    path = write_sweep(tmp_path, SWEEP12)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-c", _DIE_IN_CLOSE, "-q", "sweep", str(path), "-o", str(out)],
+        env=sub_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 9, proc.stderr
+    p0 = out / "points" / "p0000.h5"
+    with pytest.raises(OSError, match="already open for write"):
+        h5py.File(p0, "r")
+    pts = load(path).points()
+    assert sweep_index.scan(out, pts)[pts[0].id].complete
+    with h5py.File(p0, "r") as f:  # a plain file now, without its resume state
+        assert f.attrs["status"] == "complete" and "checkpoint" not in f
+    res = run_sweep(load(path), out, resume=True)
+    assert sorted(res.ran) == sorted(p.name for p in pts[1:]) and res.counts() == {"complete": 12}
 
 
 FAILING = """
