@@ -17,9 +17,11 @@ disk takes no write at all, the journal stays, and :func:`recover` puts the old 
 ``fastdyn.load`` (so ``inspect``, ``fit``, ``plot``), ``repair`` and ``--resume`` call it under the
 writer lock before they read. The file is then exactly as of its last flush.
 
-Format: ``MAGIC``, then per region ``offset`` (u64) ``length`` (u32) and the bytes, then the
-CRC-32 of everything before it (u32). A journal that fails its CRC was cut off while being
-written, before any region was touched: it is deleted.
+Format: ``MAGIC``, the device and inode numbers of the file it belongs to (u64 each), then per
+region ``offset`` (u64) ``length`` (u32) and the bytes, then the CRC-32 of everything before it
+(u32). A journal that fails its CRC was cut off while being written, before any region was
+touched; one whose inode is not the file's (the file was replaced since: a new run, a copy) is
+stale. Both are deleted without touching the file.
 """
 
 from __future__ import annotations
@@ -38,37 +40,41 @@ def journal_path(path: str | os.PathLike) -> Path:
     return p.with_name(f".{p.name}.undo")
 
 
-def encode(regions: list[tuple[int, bytes]]) -> bytes:
-    """The journal's bytes for ``regions`` [(offset, old bytes)]."""
-    body = bytearray(MAGIC)
+def encode(regions: list[tuple[int, bytes]], inode: tuple[int, int] = (0, 0)) -> bytes:
+    """The journal's bytes for ``regions`` [(offset, old bytes)] of the file ``inode``
+    (st_dev, st_ino)."""
+    body = bytearray(MAGIC) + struct.pack("<QQ", *inode)
     for at, old in regions:
         body += struct.pack("<QI", at, len(old)) + old
     return bytes(body) + struct.pack("<I", zlib.crc32(body))
 
 
-def decode(blob: bytes) -> list[tuple[int, bytes]] | None:
-    """The regions of a journal, or None when it is not a whole one (cut off while written)."""
-    if len(blob) < len(MAGIC) + 4 or not blob.startswith(MAGIC):
+def decode(blob: bytes) -> tuple[tuple[int, int], list[tuple[int, bytes]]] | None:
+    """The file inode and the regions of a journal, or None when it is not a whole one (cut off
+    while written)."""
+    if len(blob) < len(MAGIC) + 20 or not blob.startswith(MAGIC):
         return None
     body, (crc,) = blob[:-4], struct.unpack("<I", blob[-4:])
     if zlib.crc32(body) != crc:
         return None
-    out, at = [], len(MAGIC)
+    inode = struct.unpack_from("<QQ", body, len(MAGIC))
+    out, at = [], len(MAGIC) + 16
     while at < len(body):
         off, n = struct.unpack_from("<QI", body, at)
         at += 12
         out.append((off, bytes(body[at : at + n])))
         at += n
-    return out
+    return (inode[0], inode[1]), out
 
 
 def write(path: str | os.PathLike, regions: list[tuple[int, bytes]]) -> Path:
     """Write and fsync the journal of ``path`` (OSError when the disk refuses it: then nothing
     was rewritten yet, and the caller writes nothing)."""
     j = journal_path(path)
+    st = os.stat(path)
     fd = os.open(j, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        data = memoryview(encode(regions))
+        data = memoryview(encode(regions, (st.st_dev, st.st_ino)))
         while data:
             n = os.write(fd, data)
             if n <= 0:
@@ -111,10 +117,15 @@ def recover(path: str | os.PathLike) -> bool:
         blob = j.read_bytes()
     except FileNotFoundError:
         return False
-    regions = decode(blob)
-    if regions is None:  # cut off while written: nothing had been rewritten
-        j.unlink(missing_ok=True)
+    found = decode(blob)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    if found is None or st is None or found[0] != (st.st_dev, st.st_ino):
+        j.unlink(missing_ok=True)  # cut off while written (nothing rewritten yet), or stale
         return False
+    regions = found[1]
     fd = os.open(p, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
     try:
         if not put_back(fd, regions):

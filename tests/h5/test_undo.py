@@ -28,13 +28,26 @@ def test_a_cut_off_journal_is_dropped_and_the_file_left_alone(tmp_path):
     p = tmp_path / "run.h5"
     data = os.urandom(2048)
     p.write_bytes(data)
-    blob = undo.encode([(10, b"x" * 100)])
-    assert undo.decode(blob) == [(10, b"x" * 100)]
+    st = p.stat()
+    blob = undo.encode([(10, b"x" * 100)], (st.st_dev, st.st_ino))
+    assert undo.decode(blob) == ((st.st_dev, st.st_ino), [(10, b"x" * 100)])
     for cut in (5, len(undo.MAGIC) + 3, len(blob) - 1):
         undo.journal_path(p).write_bytes(blob[:cut])
         assert undo.decode(blob[:cut]) is None
         assert undo.recover(p) is False
         assert p.read_bytes() == data and not undo.journal_path(p).exists()
+
+
+def test_a_journal_of_a_replaced_file_is_dropped_and_the_new_file_left_alone(tmp_path):
+    """A new run (or a copy) at the same path is another inode: an old journal never touches it."""
+    p = tmp_path / "run.h5"
+    p.write_bytes(b"a" * 256)
+    undo.write(p, [(0, b"a" * 16), (100, b"a" * 16)])
+    new = tmp_path / "new.h5"
+    new.write_bytes(b"b" * 256)
+    new.replace(p)  # the path now names another file
+    assert undo.recover(p) is False
+    assert p.read_bytes() == b"b" * 256 and not undo.journal_path(p).exists()
 
 
 def test_the_journal_lies_beside_the_file_a_symlink_points_to(tmp_path):
