@@ -228,7 +228,8 @@ def train(
             k += done
             retry = done < n
             if done > 0:  # the next block: about BLOCK_SECONDS at the time per step just seen
-                cap = int(min(max(done * BLOCK_SECONDS / max(dt, 1e-9), 1), 1 << 16))
+                # (at most 4× the last block: one block's timing may hold a compile or noise)
+                cap = int(min(max(done * BLOCK_SECONDS / max(dt, 1e-9), 1), 4 * done, 1 << 16))
             if k < nxt and not retry and poll is not None and poll() and on_checkpoint is not None:
                 on_checkpoint(k, theta, optimizer)
             continue

@@ -251,26 +251,29 @@ class FailStopFile(io.RawIOBase):
         if self.error is not None or self.fd < 0:
             return
         held, self._mem, self._mem_end = self._mem, [], 0
-        old = self._journal(held)
-        if old is False:  # the journal could not be written: nothing rewritten, all held
+        regions = self._journal(held)
+        if regions is False:  # the journal could not be written: nothing rewritten, all held
             self._hold_failed(held)
             return
         for i, (at, blob) in enumerate(held):
-            if not self._put(at, blob):
-                if old and undo.put_back(self.fd, old):  # the rewrites before it taken back
-                    undo.journal_path(self.journal).unlink(missing_ok=True)  # type: ignore[arg-type]
-                self._hold_failed(held if old else held[i + 1 :])
+            written = self._put(at, blob)  # (a failed one is kept in memory by _put)
+            if written:
+                if at == 0:
+                    self._superblock, self._covered = blob, 0
+                self._cover(at + len(blob))
+            if self.error is not None:  # this write, or the superblock's raise, failed
+                if regions:  # the rewrites so far taken back; the journal stays if they cannot be
+                    undo.done(self.journal, remove=undo.put_back(self.fd, regions))  # type: ignore[arg-type]
+                self._hold_failed(held if regions else held[i + 1 :])
                 return
-            if at == 0:
-                self._superblock, self._covered = blob, 0
-            self._cover(at + len(blob))
-        if old:
+        if regions:
             try:
                 os.fsync(self.fd)  # every rewrite on the disk before the journal goes
             except OSError as e:
                 self._fail(e)
+                undo.done(self.journal, remove=False)  # type: ignore[arg-type]
                 return
-            undo.journal_path(self.journal).unlink(missing_ok=True)  # type: ignore[arg-type]
+            undo.done(self.journal, remove=True)  # type: ignore[arg-type]
         if self._trunc is not None:
             size, self._trunc = self._trunc, None
             try:
@@ -293,19 +296,23 @@ class FailStopFile(io.RawIOBase):
                 finally:
                     super().close()  # (calls flush again: a no-op without a descriptor)
 
-    def _journal(self, held: list[tuple[int, bytes]]) -> list[tuple[int, bytes]] | bool | None:
-        """With :attr:`journal` set and more than one place to rewrite: the old bytes of each,
-        written to the journal first (:mod:`fastdyn.h5.undo`); False when that write failed
+    def _journal(self, held: list[tuple[int, bytes]]) -> list[undo.Region] | bool | None:
+        """With :attr:`journal` set and more than one place to rewrite: the old and new bytes of
+        each, written to the journal first (:mod:`fastdyn.h5.undo`); False when that failed
         (recorded as the error); None when no journal is needed."""
         if self.journal is None or len(held) < 2:
             return None
-        old = [(at, os.pread(self.fd, len(blob), at)) for at, blob in held]
         try:
-            undo.write(self.journal, old)
+            regions = []
+            for at, blob in held:
+                old = os.pread(self.fd, len(blob), at)
+                n = len(old)  # (a rewrite that runs past the end: its part inside the file)
+                regions.append((at, old, blob[:n]))
+            undo.write(self.journal, regions)
         except OSError as e:
             self._fail(e)
             return False
-        return old
+        return regions
 
     def _hold_failed(self, rest: list[tuple[int, bytes]]) -> None:
         """After a failed write: ``rest`` (writes not on the disk) kept in memory, in order, for

@@ -82,7 +82,8 @@ def repair(path: str | os.PathLike) -> str:
                 status = f"interrupted: the writing process was killed; {rows} rows kept, {after}; continue with fastdyn simulate --resume {p}"
             else:
                 status = old  # killed while closing: its final status was already written
-            f.attrs["status"] = status
+            if status != old:  # (a file killed inside its close keeps its status: no rewrite)
+                f.attrs["status"] = status
             f.flush()
     return status
 

@@ -296,6 +296,7 @@ class RunWriter:
                 raise _write_failed(self.path, self._io.error)
             replaced = inode_key(self.path)  # an --overwrite: the old file, locked until now
             os.replace(tmp, self.path)
+            undo.journal_path(self.path).unlink(missing_ok=True)  # an old close's: not this file's
             _fsync_dir(self.path)
             self._lock.drop(replaced)
         except BaseException as e:

@@ -62,7 +62,7 @@ def _coordinate(
 def groups(run: Run, drop_variables: Iterable[str] = ()) -> dict[str, xr.Dataset]:
     """One :class:`xarray.Dataset` per group of ``run`` (``"/"``, ``"/loss"``, …), each axis
     labelled by its dimension scale where the file has one."""
-    drop = set(drop_variables)
+    drop = {drop_variables} if isinstance(drop_variables, str) else set(drop_variables)
     scales = _scales(run)
     paths = {"/"}
     for name in run.series:
@@ -81,9 +81,32 @@ def groups(run: Run, drop_variables: Iterable[str] = ()) -> dict[str, xr.Dataset
             )
         for var in list(data_vars.values()):
             for dim, size in zip(var.dims, var.shape, strict=True):
-                if dim not in coords and (src := _coordinate(run, dim, size, group, scales)):
+                if dim in coords or dim in drop:
+                    continue
+                if src := _coordinate(run, dim, size, group, scales):
                     coords[dim] = _variable(run, src)
         out[group] = xr.Dataset(data_vars, coords, attrs=_root_attrs(run) if group == "/" else {})
+    return out
+
+
+#: xarray's CF decoders: a fastdyn file has no CF encoding (no scale factors, fill values or time
+#: units to decode), so they are accepted and change nothing
+_DECODERS = ("mask_and_scale", "decode_times", "concat_characters", "decode_coords",
+             "use_cftime", "decode_timedelta")  # fmt: skip
+
+
+def _subtree(found: dict[str, xr.Dataset], group: str | None) -> dict[str, xr.Dataset]:
+    """The groups at and below ``group`` (all for None), re-rooted there."""
+    key = "/" + (group or "").strip("/")
+    if key == "/":
+        return found
+    out = {
+        "/" + p[len(key) :].strip("/"): ds
+        for p, ds in found.items()
+        if p == key or p.startswith(key + "/")
+    }
+    if not out:
+        raise OSError(f"no group {group!r}; has {', '.join(sorted(found))}")
     return out
 
 
@@ -91,7 +114,8 @@ class FastdynBackend(BackendEntrypoint):
     """``engine="fastdyn"`` for :func:`xarray.open_dataset` and :func:`xarray.open_datatree`."""
 
     description = "fastdyn files, also while they are written (whole rows only)"
-    open_dataset_parameters = ("filename_or_obj", "drop_variables", "group")
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "group", *_DECODERS)
+    supports_groups = True
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         return False  # only when asked for by name: h5netcdf stays the default for .h5 files
@@ -100,8 +124,9 @@ class FastdynBackend(BackendEntrypoint):
         self,
         filename_or_obj: str | os.PathLike,
         *,
-        drop_variables: Iterable[str] | None = None,
+        drop_variables: str | Iterable[str] | None = None,
         group: str | None = None,
+        **decoders: Any,
     ) -> xr.Dataset:
         key = "/" + (group or "").strip("/")
         found = groups(load(filename_or_obj), drop_variables or ())
@@ -110,16 +135,27 @@ class FastdynBackend(BackendEntrypoint):
         return found[key]
 
     def open_groups_as_dict(  # type: ignore[override]
-        self, filename_or_obj: str | os.PathLike, *, drop_variables: Iterable[str] | None = None
+        self,
+        filename_or_obj: str | os.PathLike,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        group: str | None = None,
+        **decoders: Any,
     ) -> dict[str, xr.Dataset]:
-        return groups(load(filename_or_obj), drop_variables or ())
+        return _subtree(groups(load(filename_or_obj), drop_variables or ()), group)
 
     def open_datatree(  # type: ignore[override]
-        self, filename_or_obj: str | os.PathLike, *, drop_variables: Iterable[str] | None = None
+        self,
+        filename_or_obj: str | os.PathLike,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        group: str | None = None,
+        **decoders: Any,
     ) -> xr.DataTree:
-        return xr.DataTree.from_dict(
-            self.open_groups_as_dict(filename_or_obj, drop_variables=drop_variables)
+        found = self.open_groups_as_dict(
+            filename_or_obj, drop_variables=drop_variables, group=group
         )
+        return xr.DataTree.from_dict(found)
 
 
 __all__ = ["FastdynBackend", "groups"]
