@@ -145,17 +145,10 @@ class FastdynBackend(BackendEntrypoint):
         return _subtree(groups(load(filename_or_obj), drop_variables or ()), group)
 
     def open_datatree(  # type: ignore[override]
-        self,
-        filename_or_obj: str | os.PathLike,
-        *,
-        drop_variables: str | Iterable[str] | None = None,
-        group: str | None = None,
-        **decoders: Any,
+        self, filename_or_obj: str | os.PathLike, **kwargs: Any
     ) -> xr.DataTree:
-        found = self.open_groups_as_dict(
-            filename_or_obj, drop_variables=drop_variables, group=group
-        )
-        return xr.DataTree.from_dict(found)
+        """The groups of :meth:`open_groups_as_dict` (same keywords) as one tree."""
+        return xr.DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
 
 
 __all__ = ["FastdynBackend", "groups"]
