@@ -70,6 +70,12 @@ class Gallery:
         )
         p.add_argument("--no-gallery", action="store_true", help=argparse.SUPPRESS)  # the default
         p.add_argument("--threads", type=int, default=None, help="numba threads [all cores]")
+        p.add_argument(
+            "--vector",
+            choices=("pdf", "svg"),
+            default=None,
+            help="also write each figure as PDF or SVG (vector output, beside the PNG)",
+        )
         self.args = p.parse_args(argv)
         self.name = name
         self.quick = self.args.quick
@@ -116,12 +122,15 @@ class Gallery:
         return r
 
     def figure(self, fig, stem: str) -> Path:
-        """Save ``fig`` as results PNG (150 dpi: readable when zoomed; 80 gave 512×352 pixels) and,
-        with ``--update-gallery`` (full runs), copy it to data/gallery/."""
+        """Save ``fig`` as results PNG (150 dpi: readable when zoomed; 80 gave 512×352 pixels), with
+        ``--vector`` also as PDF/SVG, and with ``--update-gallery`` (full runs) copy the PNG to
+        data/gallery/."""
         import matplotlib.pyplot as plt
 
         png = self.out / f"{stem}.png"
         fig.savefig(png, dpi=150)
+        if self.args.vector:
+            fig.savefig(png.with_suffix(f".{self.args.vector}"))
         plt.close(fig)
         self.pngs.append(png)
         if not self.quick and self.args.update_gallery:

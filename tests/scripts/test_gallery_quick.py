@@ -48,7 +48,10 @@ def _load(name: str):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_quick(name: str, tmp_path: Path) -> None:
-    summary = _load(name).main(["--quick", "--out", str(tmp_path)])
+    vector = ["--vector", "pdf"] if name == "icl_fig1" else []  # PDF beside the PNG, on request
+    summary = _load(name).main(["--quick", "--out", str(tmp_path), *vector])
+    if vector:
+        assert (tmp_path / "icl_fig1.pdf").read_bytes()[:5] == b"%PDF-"
     assert summary["quick"] is True
     assert len(json.loads((tmp_path / "summary.json").read_text())["rows"]) == len(summary["rows"])
     rows = summary["rows"]
