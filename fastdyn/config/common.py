@@ -1,6 +1,6 @@
 """① Config keys and cross-section rules that several models share, declared once.
 
-Fields: the top-level ``model``, ``seed`` and ``device``; the ``[output]`` keys of a resumable run
+Fields: the top-level ``model``, ``seed`` and ``device``, and a section's own ``seed``; the ``[output]`` keys of a resumable run
 (``track``, ``checkpoint_every``, ``keep_checkpoint``); the optimiser keys of the trained models;
 the dopri5 tolerances. Each is a factory: the key's type, default and allowed values live here, the
 help text, which says what the model's seed draws or what its checkpoint holds, is the model's.
@@ -25,7 +25,7 @@ from .schema import OPTIMIZERS, ConfigError, choice, every, flag, integer, integ
 __all__ = [
     "SEED_MAX", "atol", "beta1", "beta2", "check_computes", "check_save_steps",
     "check_step_budget", "check_track", "checkpoint_every", "device",
-    "keep_checkpoint", "model_key", "momentum", "optimizer", "rtol", "seed", "track",
+    "keep_checkpoint", "model_key", "momentum", "optimizer", "rtol", "section_seed", "seed", "track",
 ]  # fmt: skip
 
 #: the largest seed of the models whose draws take a signed 64-bit seed
@@ -43,6 +43,11 @@ def model_key(name: str) -> Any:
 def seed(help: str, hi: int | None = SEED_MAX) -> Any:
     """The top-level ``seed`` (0 by default, ≥ 0; ``hi``: the largest, None for no bound)."""
     return integer(0, 0, hi, help=help)
+
+
+def section_seed(what: str) -> Any:
+    """A section's own ``seed`` of ``what`` it draws (≥ 0), omitted: the run's ``seed``."""
+    return integer(None, 0, help=f"seed of {what}; omitted = the run's seed")
 
 
 def device(help: str) -> Any:

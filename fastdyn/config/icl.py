@@ -85,14 +85,10 @@ class DataSettings(Section, prefix="data."):
     )
     population: bool = flag(False, help="train on the population moments (needs attention.reduced)")
     from_file: str | None = text(
-        None,
-        optional=True,
-        help=".npz data set (x, y, optional test arrays) instead of drawing one",
+        None, help=".npz data set (x, y, optional test arrays) instead of drawing one"
     )
     save: bool = flag(False, help="store the data set in the output file")
-    seed: int | None = integer(
-        None, 0, optional=True, help="seed of the data draw; omitted = the run's seed"
-    )
+    seed: int | None = common.section_seed("the data draw")
 
     def check(self) -> None:
         if self.spectrum == "explicit" and (
@@ -160,18 +156,11 @@ class InitSettings(Section, prefix="init."):
     scale: float = number(1e-6, 0.0, help="standard deviation of the initial weights")
     from_file: str | None = text(
         None,
-        optional=True,
         help=".npz with the paper-layout arrays (W_V, W_KQ | W_V, W_K, W_Q | W1, w2) instead of drawing them",
     )
-    seed: int | None = integer(
-        None,
-        0,
-        optional=True,
-        help="seed of the initial weights; omitted = the run's seed",
-    )
+    seed: int | None = common.section_seed("the initial weights")
     match: str | None = text(
         None,
-        optional=True,
         help="'attn-m' (mlp-cubic only): start from the function of attn-m's draw with the same seed and scale (scheme 'reference': W1_i = vec(U_i), w2_i = v_i); omitted = the model's own draw",
     )
 
@@ -188,7 +177,6 @@ class TestSettings(Section, prefix="test."):
         None,
         1,
         100_000,
-        optional=True,
         help="context lengths N′ at which the test loss is streamed (/loss/test_context); population runs exactly, others on data.n_test fresh in-context sequences per N′",
     )
 
@@ -200,7 +188,7 @@ class OptimSettings(Section, prefix="optim."):
     name: str = common.optimizer()
     lr: float = number(1e-3, 0.0, lo_open=True, help="learning rate η (paper time t/τ = 2η·step)")
     batch_size: int | None = integer(
-        None, 1, 10**10, optional=True, help="sgd: sequences per minibatch; omitted = full batch"
+        None, 1, 10**10, help="sgd: sequences per minibatch; omitted = full batch"
     )
     momentum: float = common.momentum()
     beta1: float = common.beta1()
@@ -249,12 +237,10 @@ class OutputSettings(Section, prefix="output."):
     keep_checkpoint: bool = common.keep_checkpoint()
     diagnostics: bool | None = flag(
         None,
-        optional=True,
         help="stream head alignment (/diagnostics/head_cosine*: pairwise cosine of the heads' functions v_i U_i) and the in-weight norms |𝐯_i|, |𝐮_i| (/diagnostics/in_weight_norm_*) at every save; omitted = false",
     )
     snapshots: bool | None = flag(
         None,
-        optional=True,
         help="store the weights in paper layout at every save (/params/snapshots/<name>, as /params/final/<name>); omitted = false (large: n_params per save)",
     )
 

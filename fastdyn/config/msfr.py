@@ -99,7 +99,6 @@ class TaskSection(Section, prefix="task."):
     )
     table: str | None = text(
         None,
-        optional=True,
         help="a task table file (.npz, .csv, .h5) with columns weight (or P), strength, psi, optional counts; its length is n_tasks (docs/task-tables.md)",
     )
 

@@ -14,7 +14,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import common, msfr
-from .schema import ConfigError, Section, choice, integer, number, numbers, regular_input, text
+from .schema import (
+    ConfigError,
+    Section,
+    choice,
+    integer,
+    like,
+    number,
+    numbers,
+    regular_input,
+    text,
+)
 
 #: largest d (state 2d per task)
 MAX_DIM = 8
@@ -25,13 +35,12 @@ class TaskSection(msfr.TaskSection):
     """[task]: the MSFR task distribution (spec §1); with RK4 every task is integrated at the step
     of the fastest, so the defaults (n_tasks, psi0) are small."""
 
-    n_tasks: int = integer(30, 1, 10**8, help="number of task types N_s")
-    psi0: float = number(
-        10.0, 1.0, 1e9, help="ψ0 in ψ_s = max(psi_min, round(ψ0 s^-β))", units="tokens"
-    )
-    x_dist: str = choice(
-        "rademacher",
-        ("rademacher",),
+    n_tasks: int = like(msfr.TaskSection, "n_tasks", 30, hi=10**8)
+    psi0: float = like(msfr.TaskSection, "psi0", 10.0)
+    x_dist: str = like(
+        msfr.TaskSection,
+        "x_dist",
+        options=("rademacher",),
         help="unused: H_s is given by [h] (kept so that MSFR task sections validate unchanged)",
     )
 
@@ -59,7 +68,6 @@ class HSection(Section, prefix="h."):
     )
     file: str | None = text(
         None,
-        optional=True,
         help="an .npz with array H of shape (d, d) (every task) or (n_tasks, d, d), in units of κ_s, symmetric; replaces spectrum and eigenvectors",
     )
 
@@ -138,9 +146,9 @@ def read_h_file(path: str) -> np.ndarray:
 class InitSection(msfr.InitSection):
     """[init]: initial v_s, w_s ∈ R^d."""
 
-    scheme: str = choice(
-        "balanced",
-        ("balanced", "random"),
+    scheme: str = like(
+        msfr.InitSection,
+        "scheme",
         help="balanced: v = w = σ0 x_1 (the top eigenvector of H_s); random: i.i.d. N(0, σ0²) entries, seeded per task (MSFR's streams)",
     )
 
@@ -149,8 +157,8 @@ class InitSection(msfr.InitSection):
 class TimeSection(msfr.TimeSection):
     """[time]: the output time grid (gradient-flow time t)."""
 
-    t_max: float = number(300.0, 0.0, 1e15, lo_open=True, help="last output time")
-    n_times: int = integer(128, 1, 10**7, help="number of output times (log/linear grids)")
+    t_max: float = like(msfr.TimeSection, "t_max", 300.0)
+    n_times: int = like(msfr.TimeSection, "n_times", 128)
 
 
 @dataclass(frozen=True)
@@ -204,9 +212,7 @@ class OutputSection(msfr.OutputSection):
     """[output]: as MSFR's, with smaller kernel calls (the generic RK4 steps every task at the
     fastest task's step)."""
 
-    chunk_tasks: int = integer(
-        65_536, 1024, 2**31, help="tasks per kernel call (rounded down to a multiple of 1024)"
-    )
+    chunk_tasks: int = like(msfr.OutputSection, "chunk_tasks", 65_536)
 
 
 @dataclass(frozen=True)

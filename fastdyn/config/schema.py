@@ -1,7 +1,8 @@
 """Config schema: frozen dataclasses whose fields carry their allowed values, units and help.
 
 A field is declared with one of :func:`number`, :func:`integer`, :func:`choice`, :func:`flag`,
-:func:`numbers`, :func:`integers`, :func:`text`; :func:`fastdyn.config.load.build` turns a TOML
+:func:`numbers`, :func:`integers`, :func:`text` (or restated from a base section with another
+default by :func:`like`); :func:`fastdyn.config.load.build` turns a TOML
 table into the dataclass, rejecting unknown keys, wrong types, non-finite numbers and values out of
 range with one line that names the field (``task.n_tasks: must be an integer ≥ 1, got 0``).
 Cross-field rules live in each section's ``check()`` method and raise :class:`ConfigError`; the
@@ -54,7 +55,8 @@ def regular_input(path: Any, field: str) -> int:
 @dataclass(frozen=True)
 class Rule:
     """What a field accepts. ``kind`` is one of number, integer, choice, flag, numbers, integers, text, every.
-    ``optional``: ``None`` is accepted too (a default meaning "not given"; TOML cannot write it)."""
+    ``optional``: ``None`` is accepted too (a default meaning "not given"; TOML cannot write it):
+    the field factories set it for a ``None`` default."""
 
     kind: str
     lo: float | None = None
@@ -191,7 +193,9 @@ def number(
 def integer(
     default: int | None, lo=None, hi=None, *, extra=(), optional=False, help="", units=""
 ) -> Any:
-    """An integer field with optional bounds (``optional``: also ``None``, "not given")."""
+    """An integer field with optional bounds (a ``None`` default, or ``optional``: also ``None``,
+    "not given")."""
+    optional = optional or default is None
     return _field(
         default,
         Rule("integer", lo, hi, extra=tuple(extra), help=help, units=units, optional=optional),
@@ -205,18 +209,28 @@ def choice(default: str, options, *, help="", key: str | None = None) -> Any:
 
 
 def flag(default: bool | None, *, optional=False, help="") -> Any:
-    """A boolean field (``optional``: also ``None``, "not given", left out of the resolved TOML)."""
-    return _field(default, Rule("flag", help=help, optional=optional))
+    """A boolean field (a ``None`` default, or ``optional``: also ``None``, "not given", left out of
+    the resolved TOML)."""
+    return _field(default, Rule("flag", help=help, optional=optional or default is None))
 
 
 def text(default: str | None, *, optional=False, help="") -> Any:
-    """A free string field (paths; ``optional``: also ``None``, "not given")."""
-    return _field(default, Rule("text", help=help, optional=optional))
+    """A free string field (paths; a ``None`` default, or ``optional``: also ``None``, "not given")."""
+    return _field(default, Rule("text", help=help, optional=optional or default is None))
 
 
 def numbers(default, lo=None, hi=None, *, lo_open=False, help="", units="") -> Any:
     """A list of finite floats (stored as a tuple)."""
     return _field(default, Rule("numbers", lo, hi, lo_open, help=help, units=units))
+
+
+def like(section: type, name: str, default: Any = dataclasses.MISSING, **rule: Any) -> Any:
+    """Field ``name`` of ``section`` as declared there, with another ``default`` and the ``Rule``
+    attributes in ``rule`` replaced (``hi``, ``options``, ``help``): a subclass that changes a key
+    states only what differs."""
+    f = next(f for f in dataclasses.fields(section) if f.name == name)
+    value = f.default if default is dataclasses.MISSING else default
+    return _field(value, dataclasses.replace(f.metadata["rule"], **rule), f.metadata.get("key"))
 
 
 def physical_memory() -> int:
@@ -336,8 +350,11 @@ def parse_every(value: Any, field: str = "output.checkpoint_every") -> tuple[str
 
 
 def integers(default, lo=None, hi=None, *, optional=False, help="") -> Any:
-    """A list of integers (stored as a tuple); ``optional``: None (not given) is allowed too."""
-    return _field(default, Rule("integers", lo, hi, help=help, optional=optional))
+    """A list of integers (stored as a tuple); a ``None`` default, or ``optional``: None (not given)
+    is allowed too."""
+    return _field(
+        default, Rule("integers", lo, hi, help=help, optional=optional or default is None)
+    )
 
 
 class Section:
