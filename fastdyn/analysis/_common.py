@@ -29,6 +29,11 @@ def _f(v: Any) -> Any:
     return v if math.isfinite(v) else None
 
 
+def _floats(values: Any) -> list[Any]:
+    """JSON-safe list of floats (:func:`_f` of each)."""
+    return [_f(v) for v in values]
+
+
 def _pair(a: Sequence[float] | None) -> list[Any] | None:
     return None if a is None else [_f(a[0]), _f(a[1])]
 

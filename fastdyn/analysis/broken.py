@@ -30,13 +30,21 @@ from ._common import (
     _check_bootstrap,
     _check_ci,
     _f,
+    _floats,
     _logs,
     _normal_ci,
     _pair,
     _percentile_ci,
     _resample_weights,
 )
-from .power_law import PowerLawFit, _bootstrap_entries, _data_entries, _wls, fit_power_law
+from .power_law import (
+    PowerLawFit,
+    _bootstrap_entries,
+    _data_entries,
+    _data_fields,
+    _wls,
+    fit_power_law,
+)
 from .window import _window_mask
 
 __all__ = ["BrokenPowerLawFit", "RegimeReport", "fit_broken_power_law", "detect_regimes"]
@@ -170,10 +178,10 @@ class BrokenPowerLawFit:
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": "broken_power_law",
-            "exponents": [_f(p) for p in self.exponents],
-            "exponents_stderr": [_f(p) for p in self.exponents_stderr],
+            "exponents": _floats(self.exponents),
+            "exponents_stderr": _floats(self.exponents_stderr),
             "exponents_ci": [_pair(c) for c in self.exponents_ci],
-            "breakpoints": [_f(b) for b in self.breakpoints],
+            "breakpoints": _floats(self.breakpoints),
             "breakpoints_ci": [_pair(c) for c in self.breakpoints_ci],
             "prefactor": _f(self.prefactor),
             **_data_entries(self),
@@ -279,12 +287,7 @@ def fit_broken_power_law(
         breakpoints=tuple(float(q) for q in xb),
         breakpoints_ci=x_ci,
         prefactor=float(np.exp(coef[0])),
-        ci_level=ci,
-        window=win,
-        n_points=n,
-        n_runs=n_runs,
-        residuals=resid if n_runs > 1 else resid[0],
-        rss=rss,
+        **_data_fields(ci, win, resid, rss),
         bic=_bic(rss, u.size, 3 + 2 * n_breaks),
         bootstrap=n_boot,
         bootstrap_method=method,
@@ -315,7 +318,7 @@ class RegimeReport:
         return {
             "n_breaks": self.n_breaks,
             "broken": self.broken,
-            "bic": [_f(b) for b in self.bic],
+            "bic": _floats(self.bic),
             "min_delta_bic": self.min_delta_bic,
             "regimes": [
                 {k: (_pair(v) if k == "ci" else _f(v)) for k, v in r.items()} for r in self.regimes

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import _f
+from ._common import _f, _floats
 from .power_law import PowerLawFit, fit_power_law
 
 __all__ = ["Frontier", "frontier"]
@@ -50,9 +50,9 @@ class Frontier:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "C": [_f(c) for c in self.C],
-            "L_star": [_f(c) for c in self.L_star],
-            "D_star": [_f(c) for c in self.D_star],
+            "C": _floats(self.C),
+            "L_star": _floats(self.L_star),
+            "D_star": _floats(self.D_star),
             "interior": [bool(b) for b in self.interior],
             "loss_exponent": _f(self.loss_exponent),
             "d_star_exponent": _f(self.d_star_exponent),

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..h5.reader import Run
-from ._common import _f
+from ._common import _f, _pair
 from .labels import level_label, loss_levels, predicted_drops
 
 __all__ = [
@@ -53,7 +53,7 @@ class Level:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "value": _f(self.value), "closest": _f(self.closest),
                 "t_closest": _f(self.t_closest),
-                "span": None if self.span is None else [_f(v) for v in self.span]}  # fmt: skip
+                "span": _pair(self.span)}  # fmt: skip
 
 
 @dataclass(frozen=True)

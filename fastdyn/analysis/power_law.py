@@ -51,6 +51,7 @@ from ._common import (
     _check_bootstrap,
     _check_ci,
     _f,
+    _floats,
     _logs,
     _normal_ci,
     _pair,
@@ -110,12 +111,20 @@ def _data_entries(fit: Any) -> dict[str, Any]:
     }
 
 
+def _data_fields(ci: float, window: tuple[float, float], resid: np.ndarray, rss: float) -> dict:
+    """A fit result's keyword arguments for :func:`_data_entries`' fields: ``resid`` (runs ×
+    points) is stored as one row for one run, like the fitted y."""
+    n_runs, n = resid.shape
+    return {"ci_level": ci, "window": window, "n_points": n, "n_runs": n_runs,
+            "residuals": resid if n_runs > 1 else resid[0], "rss": rss}  # fmt: skip
+
+
 def _bootstrap_entries(fit: Any) -> dict[str, Any]:
     """A fit's ``to_dict`` entries for its bootstrap and its log-space residuals (nested lists)."""
     return {
         "bootstrap": fit.bootstrap,
         "bootstrap_method": fit.bootstrap_method,
-        "residuals": [[_f(r) for r in row] for row in np.atleast_2d(fit.residuals)],
+        "residuals": [_floats(row) for row in np.atleast_2d(fit.residuals)],
     }
 
 
@@ -406,12 +415,7 @@ def fit_power_law(
         ci=_percentile_ci(boot_p, ci, p),
         prefactor_ci=_percentile_ci(boot_A, ci, A),
         offset_ci=_percentile_ci(boot_L, ci, Linf) if offset else None,
-        ci_level=ci,
-        window=win,
-        n_points=n,
-        n_runs=n_runs,
-        residuals=resid if n_runs > 1 else resid[0],
-        rss=rss,
+        **_data_fields(ci, win, resid, rss),
         loss=loss,
         bootstrap=n_boot,
         bootstrap_method=method,
