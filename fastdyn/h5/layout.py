@@ -31,37 +31,33 @@ FORMAT_VERSION = 1
 TIME = "time"
 STEP = "step"
 
+#: long_name of the well-known dimensionless series (units "1")
+_DIMENSIONLESS = {
+    "step": "optimiser step",
+    "loss/test": "test loss L_test(t)",
+    "loss/train": "training loss L_train(t)",
+    "loss/test_ic": "in-context test loss (fresh task vectors)",
+    "loss/test_iw": "in-weight test loss (noise context, fixed task vector)",
+    "theory/loss/test": "closed-form test loss",
+    "theory/loss/train": "closed-form training loss",
+    "diagnostics/head_cosine": "pairwise cosine of the heads' functions vec(v_i U_i)",
+    "diagnostics/head_cosine_min": "smallest pairwise cosine of the heads' functions (i < j)",
+    "diagnostics/head_cosine_mean": "mean pairwise cosine of the heads' functions (i < j)",
+    "diagnostics/in_weight_norm_v": "|v_i|: norm of head i's value weights on the x coordinates",
+    "diagnostics/in_weight_norm_u": "|u_i|: norm of head i's key-query label row (separate key and query: the keys' label entries)",
+    "tasks/index": "1-based task index s",
+    "tasks/f": "task output f_s(t)",
+    "theory/tasks/f": "closed-form task output f_s(t)",
+}
+
 #: (units, long_name) of the well-known series
 DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "time": ("gradient-flow time", "output time t (gd: t = learning_rate * step)"),
-    "step": ("1", "optimiser step"),
-    "loss/test": ("1", "test loss L_test(t)"),
-    "loss/train": ("1", "training loss L_train(t)"),
-    "loss/test_ic": ("1", "in-context test loss (fresh task vectors)"),
-    "loss/test_iw": ("1", "in-weight test loss (noise context, fixed task vector)"),
-    "theory/loss/test": ("1", "closed-form test loss"),
-    "theory/loss/train": ("1", "closed-form training loss"),
-    "diagnostics/head_cosine": ("1", "pairwise cosine of the heads' functions vec(v_i U_i)"),
-    "diagnostics/head_cosine_min": (
-        "1",
-        "smallest pairwise cosine of the heads' functions (i < j)",
-    ),
-    "diagnostics/head_cosine_mean": ("1", "mean pairwise cosine of the heads' functions (i < j)"),
-    "diagnostics/in_weight_norm_v": (
-        "1",
-        "|v_i|: norm of head i's value weights on the x coordinates",
-    ),
-    "diagnostics/in_weight_norm_u": (
-        "1",
-        "|u_i|: norm of head i's key-query label row (separate key and query: the keys' label entries)",
-    ),
-    "tasks/index": ("1", "1-based task index s"),
-    "tasks/f": ("1", "task output f_s(t)"),
-    "theory/tasks/f": ("1", "closed-form task output f_s(t)"),
     "tasks/emergence": (
         "gradient-flow time",
         "half-rise time t_s of the leading or first-order closed form (root attribute emergence_level; theory.level = exact stores the first-order one)",
     ),
+    **{name: ("1", long_name) for name, long_name in _DIMENSIONLESS.items()},
 }
 
 STATUS_RUNNING = "running"
