@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from ._common import flag_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="More detail on stderr.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress or chatter on stderr.")
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@flag_option("-q", "--quiet", help="No progress or chatter on stderr.")
+@flag_option("--debug", help="Show tracebacks for errors.")
 @click.version_option(__version__, prog_name="fastdyn")
 @click.pass_context
 def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:

@@ -80,6 +80,16 @@ def sets_option(help: str):
     return click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=help)
 
 
+def flag_option(*decls: str, help: str):
+    """A boolean flag (``--overwrite``; a second name in ``decls``: the parameter's)."""
+    return click.option(*decls, is_flag=True, help=help)
+
+
+def count_option(*decls: str, help: str):
+    """A count ≥ 1 (``--workers N``), None when not given."""
+    return click.option(*decls, type=click.IntRange(min=1), help=help)
+
+
 #: ``--threads N``: numba's thread count for a run in this process (see :func:`set_threads`)
 threads_option = click.option("--threads", type=int, help="numba threads [default: all cores].")
 

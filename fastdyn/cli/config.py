@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import guarded
+from ._common import flag_option, guarded
 
 
 @click.group("config")
@@ -15,9 +15,7 @@ def command() -> None:
 
 @command.command("keys")
 @click.argument("model", required=False)
-@click.option(
-    "--markdown", is_flag=True, help="Print docs/config.md (markdown tables) instead of plain text."
-)
+@flag_option("--markdown", help="Print docs/config.md (markdown tables) instead of plain text.")
 @guarded
 def keys_cmd(model: str | None, markdown: bool) -> None:
     """Every config key of MODEL (default: every model): type, default, allowed values, units, meaning."""

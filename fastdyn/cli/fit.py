@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ._common import UserError, guarded
+from ._common import UserError, flag_option, guarded
 
 X_CHOICES = ("time", "model_size", "n_samples", "compute")
 
@@ -230,7 +230,7 @@ def _one(ys: list[str]) -> str:
               help="Series to fit [default: the model's default series, e.g. loss/test or loss/train].")  # fmt: skip
 @click.option("--window", default=None,
               help="auto, all, or LO:HI in x units [default: auto for --x time, else all].")  # fmt: skip
-@click.option("--offset", is_flag=True, help="Fit L = A x^-p + L_inf (irreducible offset).")
+@flag_option("--offset", help="Fit L = A x^-p + L_inf (irreducible offset).")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Bootstrap resamples for the CI (0: Student-t interval from the stderr).")  # fmt: skip
 @click.option("--loss", "loss", type=click.Choice(("l2", "huber")), default="l2", show_default=True,
@@ -242,8 +242,8 @@ def _one(ys: list[str]) -> str:
 @click.option("--ci", "ci_level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=0.95, show_default=True, help="Confidence level.")  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@click.option("--allow-running", is_flag=True, help="Fit files whose run is still running.")
+@flag_option("--json", "as_json", help="Print JSON instead of text.")
+@flag_option("--allow-running", help="Fit files whose run is still running.")
 @guarded
 def command(files, x, y, window, offset, bootstrap, loss, at, cutoff_fraction, ci_level, seed,
             as_json, allow_running) -> None:  # fmt: skip

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import UserError, guarded, output_option
+from ._common import UserError, flag_option, guarded, output_option
 from .fit import _hint, _one, load_checked, parse_window, resolve_series
 
 KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
@@ -49,7 +49,7 @@ KINDS = ("loss", "scaling", "frontier", "tasks", "weights")
 )
 @click.option("--bootstrap", type=click.IntRange(min=0), default=200, show_default=True,
               help="Bootstrap resamples for the CI in the legend.")  # fmt: skip
-@click.option("--allow-running", is_flag=True, help="Plot files whose run is still running.")
+@flag_option("--allow-running", help="Plot files whose run is still running.")
 @guarded
 def command(files: tuple[str, ...], output: str, kind: str, x: str, series: str | None,
             labels: tuple[str, ...], title: str | None, style: str, window: str,

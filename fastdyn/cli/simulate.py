@@ -11,6 +11,7 @@ import click
 
 from ._common import (
     UserError,
+    flag_option,
     guarded,
     output_option,
     set_threads,
@@ -25,8 +26,8 @@ from ._common import (
 @output_option("Output HDF5 file [default: results/<config name>.h5].")
 @sets_option("Override a config value, e.g. --set task.n_tasks=1000 (repeatable).")
 @threads_option
-@click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
-@click.option("--quiet", is_flag=True, help="No progress on stderr (fastdyn -q: nothing at all).")
+@flag_option("--overwrite", help="Replace an existing output file.")
+@flag_option("--quiet", help="No progress on stderr (fastdyn -q: nothing at all).")
 @click.option(
     "--progress-every",
     "every",
@@ -40,14 +41,12 @@ from ._common import (
     metavar="FILE",
     help="Continue an interrupted or crashed run FILE from its checkpoint (CONFIG/--set, if given, must match the file's).",
 )
-@click.option(
+@flag_option(
     "--force",
-    is_flag=True,
     help="With --resume: accept a config that differs from the file's in result-neutral fields only (output.checkpoint_every, output.times_per_segment).",
 )
-@click.option(
+@flag_option(
     "--check",
-    is_flag=True,
     help="Validate CONFIG (and --set) and exit: 0 valid, 2 invalid; nothing is written.",
 )
 @click.option(

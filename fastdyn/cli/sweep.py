@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ._common import UserError, guarded, output_option, verbosity
+from ._common import UserError, count_option, flag_option, guarded, output_option, verbosity
 
 #: the job resources a flag sets (over ``resources.<name>`` of the sweep file): type and help
 _RESOURCES: dict[str, tuple[Any, str]] = {
@@ -50,14 +50,12 @@ def resource_options(command: Callable) -> Callable:
     metavar="local|processes|ADDRESS|slurm|pbs",
     help="local: points one after another in this process; processes: a Dask LocalCluster; tcp://… or a scheduler .json file: an existing Dask scheduler; slurm/pbs: dask-jobqueue.",
 )
-@click.option(
+@count_option(
     "--workers",
-    type=click.IntRange(min=1),
     help="Worker processes (processes: default one per core; slurm/pbs: total workers).",
 )
-@click.option(
+@flag_option(
     "--resume",
-    is_flag=True,
     help="Continue the sweep in the output directory: complete points are skipped, failed ones retried once.",
 )
 @click.option(
@@ -65,33 +63,25 @@ def resource_options(command: Callable) -> Callable:
     metavar="I/N",
     help="Run only shard I of N (points with id ≡ I mod N), idempotently; default from SLURM_ARRAY_TASK_ID/COUNT when set.",
 )
-@click.option(
+@flag_option(
     "--print-array",
-    is_flag=True,
     help="Print the sbatch --array line that runs this sweep as a SLURM job array, and exit.",
 )
-@click.option(
+@count_option(
     "--array-size",
-    type=click.IntRange(min=1),
     help="With --print-array: number of array tasks [default: one per point].",
 )
-@click.option(
-    "--reindex", is_flag=True, help="Rebuild the index from the point files present, and exit."
-)
-@click.option(
+@flag_option("--reindex", help="Rebuild the index from the point files present, and exit.")
+@count_option(
     "--threads",
-    type=click.IntRange(min=1),
     help="numba threads per point [default: all cores (local), cores/workers (processes)].",
 )
-@click.option(
+@count_option(
     "--split-tasks",
     "split_parts",
-    type=click.IntRange(min=1),
     help="Run the sweep's single config as one ODE run split into this many task-index parts (overrides [split] parts).",
 )
-@click.option(
-    "--list", "list_points", is_flag=True, help="Print the points (name and swept values) and exit."
-)
+@flag_option("--list", "list_points", help="Print the points (name and swept values) and exit.")
 @resource_options
 @click.pass_context
 @guarded

@@ -28,7 +28,7 @@ from pathlib import Path
 import click
 
 from .. import plugins
-from ._common import UserError, guarded, threads_option, verbosity
+from ._common import UserError, flag_option, guarded, threads_option, verbosity
 
 
 def _preset_model(name: str) -> str:
@@ -92,7 +92,7 @@ def _writable_dir(d: Path) -> str | None:
     help="Warm only the kernels of this model (repeatable) [default: every model].",
 )
 @threads_option
-@click.option("--list", "as_list", is_flag=True, help="Print the runs it would do and exit.")
+@flag_option("--list", "as_list", help="Print the runs it would do and exit.")
 @click.pass_context
 @guarded
 def command(ctx, cache_dir, models, threads, as_list) -> None:
