@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import common
+from . import common, msfr
 from .device import check_supported
-from .msfr import InitSection, TaskSection
+from .msfr import InitSection
 from .schema import (
     ConfigError,
     Section,
@@ -32,6 +32,7 @@ from .schema import (
     flag,
     integer,
     integers,
+    like,
     number,
     numbers,
 )
@@ -144,13 +145,22 @@ class OutputSection(Section, prefix="output."):
 
 
 @dataclass(frozen=True)
+class TaskSection(msfr.TaskSection):
+    """[task]: the MSFR task table (spec §1), sampled: 1000 task types and N = 10 000 training
+    sequences by default (n_samples must be finite)."""
+
+    n_tasks: int = like(msfr.TaskSection, "n_tasks", 1000)
+    n_samples: float | str = like(msfr.TaskSection, "n_samples", 10_000.0)
+
+
+@dataclass(frozen=True)
 class MsfrAttnConfig(Section):
     """A whole msfr-attn run."""
 
     model: str = common.model_key("msfr-attn")
     seed: int = common.seed("seed of every random draw (counts, data, init, minibatches)")
     device: str = common.device("where the kernels run (msfr-attn: cpu only; docs/cuda.md)")
-    task: TaskSection = TaskSection(n_tasks=1000, n_samples=10_000.0)
+    task: TaskSection = TaskSection()
     init: InitSection = InitSection()
     data: DataSection = DataSection()
     attention: AttentionSection = AttentionSection()

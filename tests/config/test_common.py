@@ -65,3 +65,15 @@ def test_msfr_sections_built_in_python_fail_as_the_toml_does(build, sets):
 def test_a_section_given_the_wrong_type_is_named():
     with pytest.raises(ConfigError, match=r"^task: must be a TaskSection, got 1$"):
         MsfrConfig(task=1)
+
+
+def test_a_model_keeps_its_own_section_defaults_from_a_config_file():
+    """A key a model's section defaults differently (msfr-attn's task: 1000 task types, 10 000
+    sampled sequences, where MSFR has 10 000 and 'inf') has that default from a file too, and a
+    minimal msfr-attn file is valid (it was refused for MSFR's n_samples = 'inf')."""
+    from fastdyn.config.load import from_dict
+    from fastdyn.config.msfr_attn import MsfrAttnConfig
+
+    cfg = from_dict({"model": "msfr-attn"})
+    assert (cfg.task.n_tasks, cfg.task.n_samples) == (1000, 10_000.0)
+    assert cfg == MsfrAttnConfig()
