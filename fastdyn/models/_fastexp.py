@@ -14,17 +14,29 @@ from numba.extending import intrinsic
 from .._jit import SERIAL
 
 
-@intrinsic
-def _int64_bits_as_float64(typingctx, bits):
-    """Reinterpret the bits of an int64 as a float64 (an LLVM bitcast, free and vectorisable)."""
-    if not isinstance(bits, types.Integer):
-        return None
-    sig = types.float64(types.int64)
+def _bitcast(name: str, source: type, sig: types.Signature, target: ir.Type) -> object:
+    """The intrinsic ``name`` that reinterprets the bits of its argument (of numba type class
+    ``source``) as LLVM type ``target``, typed ``sig``: an LLVM bitcast, free and vectorisable."""
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
+    def bits_as(typingctx, x):  # noqa: ARG001 (numba passes the typing context)
+        if not isinstance(x, source):
+            return None
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], target)
+
+        return sig, codegen
+
+    bits_as.__name__ = bits_as.__qualname__ = name
+    return intrinsic(bits_as)
+
+
+_int64_bits_as_float64 = _bitcast(
+    "_int64_bits_as_float64", types.Integer, types.float64(types.int64), ir.DoubleType()
+)
+_float64_bits_as_int64 = _bitcast(
+    "_float64_bits_as_int64", types.Float, types.int64(types.float64), ir.IntType(64)
+)
 
 
 _LOG2E = 1.4426950408889634
@@ -66,19 +78,6 @@ def exp_nonpos(x):
 # ---------------------------------------------------------------------------------------------
 # branch-free, vectorisable log on positive normal numbers
 # ---------------------------------------------------------------------------------------------
-
-
-@intrinsic
-def _float64_bits_as_int64(typingctx, x):
-    """Reinterpret the bits of a float64 as an int64 (an LLVM bitcast, free and vectorisable)."""
-    if not isinstance(x, types.Float):
-        return None
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return sig, codegen
 
 
 _LN2 = 0.6931471805599453
