@@ -14,8 +14,6 @@ drops to ``H (D² + 1)`` (v_i = r_i[D], U_i = W^KQ_i[:D, :D]) and ŷ = Σ_i v_i 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from ...problems.rng import STREAM_INIT_W, generator
@@ -218,31 +216,39 @@ class ICLModel:
 class ReducedKernels:
     """The compiled reduced path (``prep["kind"] == "stats"``: population moments) of a model whose
     kernels live in :mod:`fastdyn.models.mlp_cubic.kernels`: :meth:`_stats_grad` and
-    :meth:`fused_gd` call the (gradient, fused GD) pair that :meth:`_reduced_kernels` returns with
-    the model's sizes :meth:`_reduced_sizes` and the moments yy, c, C. Listed before
-    :class:`ICLModel` in a model's bases."""
+    :meth:`fused_gd` call ``reduced_grad`` / ``reduced_gd`` there with the model's code
+    :meth:`_reduced_kind`, its sizes :meth:`_reduced_sizes` and the moments yy, c, C. Listed
+    before :class:`ICLModel` in a model's bases."""
 
     H: int
     D: int
 
-    def _reduced_kernels(self) -> tuple[Callable[..., float], Callable[..., None]]:
-        """The model's compiled (loss and gradient, fused GD) kernels of the reduced loss."""
+    def _reduced_kind(self) -> int:
+        """The model's code in ``mlp_cubic.kernels.reduced_grad`` (MLP, ATTN_M or ATTN_S)."""
         raise NotImplementedError
 
-    def _reduced_sizes(self) -> tuple[int, ...]:
-        """The sizes the kernels take after θ: (H, D)."""
-        return (self.H, self.D)
+    def _reduced_sizes(self) -> tuple[int, int, int]:
+        """The sizes the kernels take after θ: (H, R, D), R = 0 (unused) unless ATTN_S."""
+        return (self.H, 0, self.D)
 
     def _stats_grad(self, theta, prep, grad) -> float:
-        grad_kernel, _ = self._reduced_kernels()
-        return grad_kernel(theta, *self._reduced_sizes(), prep["yy"], prep["c"], prep["C"], grad)
+        from ..mlp_cubic.kernels import reduced_grad
+
+        sizes = self._reduced_sizes()
+        return reduced_grad(
+            self._reduced_kind(), theta, *sizes, prep["yy"], prep["c"], prep["C"], grad
+        )
 
     def fused_gd(
         self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
     ) -> None:
         """n reduced GD steps in one compiled call (losses[s] before update s)."""
-        _, gd_kernel = self._reduced_kernels()
-        gd_kernel(theta, *self._reduced_sizes(), prep["yy"], prep["c"], prep["C"], lr, n, losses)
+        from ..mlp_cubic.kernels import reduced_gd
+
+        sizes = self._reduced_sizes()
+        reduced_gd(
+            self._reduced_kind(), theta, *sizes, prep["yy"], prep["c"], prep["C"], lr, n, losses
+        )
 
 
 class AttnM(ReducedKernels, ICLModel):
@@ -282,10 +288,10 @@ class AttnM(ReducedKernels, ICLModel):
         gr[:] = dr
         gW[:] = dB
 
-    def _reduced_kernels(self) -> tuple[Callable[..., float], Callable[..., None]]:
-        from ..mlp_cubic.kernels import attn_m_reduced_gd, attn_m_reduced_grad
+    def _reduced_kind(self) -> int:
+        from ..mlp_cubic.kernels import ATTN_M
 
-        return attn_m_reduced_grad, attn_m_reduced_gd
+        return ATTN_M
 
     def gd_steps(self, prep: dict):
         """The fused full-batch GD steps of the per-sample last-token linear path on the CPU

@@ -12,8 +12,6 @@ key entries zero; "paper": the same stds on every trained entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from ..attn_m import ICLModel, ReducedKernels, _need
@@ -72,12 +70,12 @@ class AttnS(ReducedKernels, ICLModel):
         gK[:] = np.einsum("ibc,irc->irb", dB, Q)
         gQ[:] = np.einsum("irb,ibc->irc", K, dB)
 
-    def _reduced_kernels(self) -> tuple[Callable[..., float], Callable[..., None]]:
-        from ..mlp_cubic.kernels import attn_s_reduced_gd, attn_s_reduced_grad
+    def _reduced_kind(self) -> int:
+        from ..mlp_cubic.kernels import ATTN_S
 
-        return attn_s_reduced_grad, attn_s_reduced_gd
+        return ATTN_S
 
-    def _reduced_sizes(self) -> tuple[int, ...]:
+    def _reduced_sizes(self) -> tuple[int, int, int]:
         """(H, R, D): the rank of the key and query as well."""
         return (self.H, self.R, self.D)
 

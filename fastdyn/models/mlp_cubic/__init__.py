@@ -13,8 +13,6 @@ Init: every weight N(0, scale²) under either scheme.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from ..attn_m import AttnM, ICLModel, ReducedKernels, _need
@@ -40,10 +38,10 @@ class MLPCubic(ReducedKernels, ICLModel):
         Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
         return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0]}
 
-    def _reduced_kernels(self) -> tuple[Callable[..., float], Callable[..., None]]:
-        from .kernels import mlp_reduced_gd, mlp_reduced_grad
+    def _reduced_kind(self) -> int:
+        from .kernels import MLP
 
-        return mlp_reduced_grad, mlp_reduced_gd
+        return MLP
 
     def gamma(self, theta: np.ndarray) -> np.ndarray:
         W1, w2 = self.views(theta)

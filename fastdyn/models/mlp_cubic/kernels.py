@@ -173,16 +173,6 @@ def mlp_reduced_grad(theta, H, D, yy, c, C, grad):
 
 
 @njit(**SERIAL)
-def mlp_reduced_gd(theta, H, D, yy, c, C, lr, n, losses):
-    """n GD steps of the reduced MLP in one call; losses[s] = L before update s."""
-    grad = np.empty(theta.shape[0])
-    for s in range(n):
-        losses[s] = mlp_reduced_grad(theta, H, D, yy, c, C, grad)
-        for k in range(theta.shape[0]):
-            theta[k] -= lr * grad[k]
-
-
-@njit(**SERIAL)
 def attn_m_reduced_grad(theta, H, D, yy, c, C, grad):
     """Reduced ATTN_M on θ = [r (H, D+1), W (H, D+1, D)] with v_i = r_i[D], U_i = W_i[:D, :]:
     γ = Σ v_i vec(U_i); ∂L/∂U_i = −2 v_i G, ∂L/∂v_i = −2⟨U_i, G⟩; the held entries get 0."""
@@ -252,21 +242,34 @@ def attn_s_reduced_grad(theta, H, R, D, yy, c, C, grad):
     return L
 
 
-@njit(**SERIAL)
-def attn_m_reduced_gd(theta, H, D, yy, c, C, lr, n, losses):
-    """n GD steps of reduced ATTN_M in one call; losses[s] = L before update s."""
-    grad = np.empty(theta.shape[0])
-    for s in range(n):
-        losses[s] = attn_m_reduced_grad(theta, H, D, yy, c, C, grad)
-        for k in range(theta.shape[0]):
-            theta[k] -= lr * grad[k]
+#: the reduced losses of :func:`reduced_grad` and :func:`reduced_gd` (their argument ``kind``)
+MLP, ATTN_M, ATTN_S = 0, 1, 2
+
+
+def reduced_grad(
+    kind: int, theta: np.ndarray, H: int, R: int, D: int, yy: float, c: np.ndarray,
+    C: np.ndarray, grad: np.ndarray,
+) -> float:  # fmt: skip
+    """Reduced loss and gradient of model ``kind``: :func:`mlp_reduced_grad`,
+    :func:`attn_m_reduced_grad` or :func:`attn_s_reduced_grad` (the only one that reads R)."""
+    if kind == ATTN_S:
+        return attn_s_reduced_grad(theta, H, R, D, yy, c, C, grad)
+    grad_kernel = mlp_reduced_grad if kind == MLP else attn_m_reduced_grad
+    return grad_kernel(theta, H, D, yy, c, C, grad)
 
 
 @njit(**SERIAL)
-def attn_s_reduced_gd(theta, H, R, D, yy, c, C, lr, n, losses):
-    """n GD steps of reduced ATTN_S in one call; losses[s] = L before update s."""
+def reduced_gd(kind, theta, H, R, D, yy, c, C, lr, n, losses):
+    """n GD steps of the reduced model ``kind`` in one call; losses[s] = L before update s (the
+    gradient of :func:`reduced_grad`, chosen inside the loop: a call through a chooser function
+    costs 15 % at these sizes)."""
     grad = np.empty(theta.shape[0])
     for s in range(n):
-        losses[s] = attn_s_reduced_grad(theta, H, R, D, yy, c, C, grad)
+        if kind == MLP:
+            losses[s] = mlp_reduced_grad(theta, H, D, yy, c, C, grad)
+        elif kind == ATTN_M:
+            losses[s] = attn_m_reduced_grad(theta, H, D, yy, c, C, grad)
+        else:
+            losses[s] = attn_s_reduced_grad(theta, H, R, D, yy, c, C, grad)
         for k in range(theta.shape[0]):
             theta[k] -= lr * grad[k]
