@@ -180,12 +180,13 @@ class ICLModel:
             r, B = self._heads(theta)
             dr, dB = np.empty_like(r), np.empty_like(B)
             if self.device == "cuda":
-                from . import kernels_cuda as kc
-
-                f = kc.softmax_loss_and_grad if kind == "softmax" else kc.linear_loss_and_grad
+                from . import kernels_cuda as kx
             else:
-                f = softmax_loss_and_grad if kind == "softmax" else linear_loss_and_grad
-            L = f(r, B, prep, idx, dr, dB)
+                from . import kernels as kx
+            if kind == "softmax":
+                L = softmax_loss_and_grad(kx.soft, r, B, prep, idx, dr, dB)
+            else:
+                L = linear_loss_and_grad(kx.lin_last, kx.lin_cum, r, B, prep, idx, dr, dB)
             self._head_grads(theta, dr, dB, grad)
         grad *= self.mask
         return float(L)

@@ -28,6 +28,8 @@ softmax kernels sum a block serially in sample order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit, prange
 
@@ -80,6 +82,14 @@ def contract_M(r, B, Msym):
 #: end of the block (a fixed order). Samples go through in tiles of TILE = 4·LANES.
 LANES = 64
 TILE = 4 * LANES
+
+
+@njit(**dict(SERIAL, inline="always", cache=False))
+def _add4(a, w, j, v0, v1, v2, v3):
+    """a + v0 w_j + v1 w_{L+j} + v2 w_{2L+j} + v3 w_{3L+j}, added left to right (L = LANES): lane j's
+    share of a full tile (inlined into the caller at the numba IR level, so its loop vectorises)."""
+    L = LANES
+    return a + v0 * w[j] + v1 * w[L + j] + v2 * w[2 * L + j] + v3 * w[3 * L + j]
 
 
 @njit(**SERIAL)
@@ -148,13 +158,7 @@ def _lin_last_tile(S, X, y, base, nt, inv_rho, Msym, g, yh, wx, acc):
     if nt == TILE:
         a = acc[0]
         for j in range(L):
-            a[j] = (
-                a[j]
-                + d[j] * d[j]
-                + d[L + j] * d[L + j]
-                + d[2 * L + j] * d[2 * L + j]
-                + d[3 * L + j] * d[3 * L + j]
-            )
+            a[j] = _add4(a[j], d, j, d[j], d[L + j], d[2 * L + j], d[3 * L + j])
         for p in range(NP):
             s = S[p, base : base + TILE]
             c0 = 0
@@ -173,46 +177,16 @@ def _lin_last_tile(S, X, y, base, nt, inv_rho, Msym, g, yh, wx, acc):
                         v1 = s[L + j]
                         v2 = s[2 * L + j]
                         v3 = s[3 * L + j]
-                        a0[j] = (
-                            a0[j]
-                            + v0 * w0[j]
-                            + v1 * w0[L + j]
-                            + v2 * w0[2 * L + j]
-                            + v3 * w0[3 * L + j]
-                        )
-                        a1[j] = (
-                            a1[j]
-                            + v0 * w1[j]
-                            + v1 * w1[L + j]
-                            + v2 * w1[2 * L + j]
-                            + v3 * w1[3 * L + j]
-                        )
-                        a2[j] = (
-                            a2[j]
-                            + v0 * w2[j]
-                            + v1 * w2[L + j]
-                            + v2 * w2[2 * L + j]
-                            + v3 * w2[3 * L + j]
-                        )
-                        a3[j] = (
-                            a3[j]
-                            + v0 * w3[j]
-                            + v1 * w3[L + j]
-                            + v2 * w3[2 * L + j]
-                            + v3 * w3[3 * L + j]
-                        )
+                        a0[j] = _add4(a0[j], w0, j, v0, v1, v2, v3)
+                        a1[j] = _add4(a1[j], w1, j, v0, v1, v2, v3)
+                        a2[j] = _add4(a2[j], w2, j, v0, v1, v2, v3)
+                        a3[j] = _add4(a3[j], w3, j, v0, v1, v2, v3)
                     c0 += 4
                 else:
                     a0 = acc[1 + p * D + c0]
                     w0 = wx[c0]
                     for j in range(L):
-                        a0[j] = (
-                            a0[j]
-                            + s[j] * w0[j]
-                            + s[L + j] * w0[L + j]
-                            + s[2 * L + j] * w0[2 * L + j]
-                            + s[3 * L + j] * w0[3 * L + j]
-                        )
+                        a0[j] = _add4(a0[j], w0, j, s[j], s[L + j], s[2 * L + j], s[3 * L + j])
                     c0 += 1
     else:  # the block's last, partial tile: one chunk of up to L samples at a time
         for kk in range(0, nt, L):
@@ -368,18 +342,6 @@ def heads_from_T(r, B, Tp, coef, dr, dB):
                 dB[i, b, c] = coef * s
 
 
-def linear_loss_and_grad(
-    r: np.ndarray,
-    B: np.ndarray,
-    prep: dict,
-    idx: np.ndarray,
-    dr: np.ndarray,
-    dB: np.ndarray,
-) -> float:
-    """Loss and (∂L/∂r, ∂L/∂B) of linear attention over the samples ``idx`` (written to dr, dB)."""
-    return linear_with(lin_last, lin_cum, r, B, prep, idx, dr, dB)
-
-
 @njit(**SERIAL)
 def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, lr, limit, losses):
     """Up to n = len(losses) full-batch GD steps θ ← θ − η ∂L/∂θ of last-token linear attention
@@ -443,8 +405,13 @@ def _is_range(idx):
     return True
 
 
-def linear_with(last, cum, r, B, prep, idx, dr, dB) -> float:
-    """:func:`linear_loss_and_grad` on the per-sample kernels ``last``/``cum`` (CPU or CUDA twins)."""
+def linear_loss_and_grad(
+    last: Callable, cum: Callable, r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray,
+    dr: np.ndarray, dB: np.ndarray,
+) -> float:  # fmt: skip
+    """Loss and (∂L/∂r, ∂L/∂B) of linear attention over the samples ``idx`` (written to dr, dB)
+    on the per-sample kernels ``last``/``cum``: :func:`lin_last`, :func:`lin_cum` or their CUDA
+    twins in :mod:`.kernels_cuda`."""
     D = B.shape[2]
     NP = (D + 1) * (D + 2) // 2
     Msym = np.empty((NP, D))
@@ -584,19 +551,11 @@ def soft(idx, tokens, labels, cumulative, r, B, partials):
 
 
 def softmax_loss_and_grad(
-    r: np.ndarray,
-    B: np.ndarray,
-    prep: dict,
-    idx: np.ndarray,
-    dr: np.ndarray,
+    kernel: Callable, r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray,
     dB: np.ndarray,
-) -> float:
-    """Loss and (∂L/∂r, ∂L/∂B) of softmax attention over the samples ``idx``."""
-    return softmax_with(soft, r, B, prep, idx, dr, dB)
-
-
-def softmax_with(kernel, r, B, prep, idx, dr, dB) -> float:
-    """:func:`softmax_loss_and_grad` on the per-sample kernel ``kernel`` (CPU or CUDA twin)."""
+) -> float:  # fmt: skip
+    """Loss and (∂L/∂r, ∂L/∂B) of softmax attention over the samples ``idx`` on the per-sample
+    kernel ``kernel``: :func:`soft` or its CUDA twin."""
     H, D1 = r.shape
     D = D1 - 1
     width = 1 + H * D1 + H * D1 * D

@@ -1,6 +1,6 @@
 """CUDA twins of the per-sample attention kernels of :mod:`.kernels` (ATTN_M and ATTN_S share
-them through r_i, B_i): ``lin_last``, ``lin_cum``, ``soft`` and their wrappers
-``linear_loss_and_grad`` / ``softmax_loss_and_grad``, same arguments in the same order.
+them through r_i, B_i): ``lin_last``, ``lin_cum`` and ``soft``, same arguments in the same
+order, for :func:`.kernels.linear_loss_and_grad` and :func:`.kernels.softmax_loss_and_grad`.
 
 Each kernel is two launches: one thread per sample writes that sample's contribution row
 [δ², gradient terms] (the CPU block kernel's per-sample arithmetic, operation for operation),
@@ -20,7 +20,6 @@ from numba import cuda
 
 from ... import _cuda_memory as _mem
 from ...reduce import BLOCK
-from .kernels import linear_with, softmax_with
 
 _k: dict[str, object] = {}
 
@@ -243,17 +242,3 @@ def soft(idx, tokens, labels, cumulative, r, B, partials) -> None:
         _mem.to_device("attn", "idx", idx), _dev(tokens, "tokens"), _dev(labels, "labels"), bool(cumulative), _mem.to_device("attn", "r", r), _mem.to_device("attn", "B", B), *scratch, d_rows
     )  # fmt: skip
     _reduce(d_rows, partials)
-
-
-def linear_loss_and_grad(
-    r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray, dB: np.ndarray
-) -> float:
-    """GPU twin of :func:`.kernels.linear_loss_and_grad` (same arguments, same results)."""
-    return linear_with(lin_last, lin_cum, r, B, prep, idx, dr, dB)
-
-
-def softmax_loss_and_grad(
-    r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray, dB: np.ndarray
-) -> float:
-    """GPU twin of :func:`.kernels.softmax_loss_and_grad`."""
-    return softmax_with(soft, r, B, prep, idx, dr, dB)
