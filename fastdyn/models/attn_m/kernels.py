@@ -257,52 +257,61 @@ def lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials):
 
 
 @njit(**SERIAL)
-def _lin_cum_block(blk, idx, tokens, labels, scale_n, Msym, out):
-    """One block of the cumulative linear kernel (prefix sums of S built token by token)."""
+def lin_cum_sample(mu, tokens, labels, scale_n, Msym, Sc, Sn, out):
+    """Adds the terms of sample ``mu`` at every prefix n = 1..N to out = [Σ δ², T_pc] of the
+    cumulative linear kernel (prefix sums of S built token by token in Sc, Sn: scratch of NP).
+    The same Python source is the CUDA twin's per-thread work (:mod:`.kernels_cuda`)."""
     NP, D = Msym.shape
     D1 = D + 1
     N = tokens.shape[1] - 1
+    for p in range(NP):
+        Sc[p] = 0.0
+    for n in range(1, N + 1):
+        # add context token n-1 (0-based) with its label
+        p = 0
+        for a in range(D1):
+            ta = tokens[mu, n - 1, a] if a < D else labels[mu, n - 1]
+            for b in range(a, D1):
+                tb = tokens[mu, n - 1, b] if b < D else labels[mu, n - 1]
+                Sc[p] += ta * tb
+                p += 1
+        # query token n (0-based) with its label hidden
+        p = 0
+        for a in range(D1):
+            qa = tokens[mu, n, a] if a < D else 0.0
+            for b in range(a, D1):
+                qb = tokens[mu, n, b] if b < D else 0.0
+                Sn[p] = Sc[p] + qa * qb
+                p += 1
+        inv_rho = 1.0 / n if scale_n else 1.0
+        yhat = 0.0
+        for p in range(NP):
+            s = 0.0
+            for c in range(D):
+                s += Msym[p, c] * tokens[mu, n, c]
+            yhat += Sn[p] * s
+        yhat *= inv_rho
+        d = labels[mu, n] - yhat
+        out[0] += d * d
+        w = d * inv_rho
+        q = 1
+        for p in range(NP):
+            ws = w * Sn[p]
+            for c in range(D):
+                out[q] += ws * tokens[mu, n, c]
+                q += 1
+
+
+@njit(**SERIAL)
+def _lin_cum_block(blk, idx, tokens, labels, scale_n, Msym, out):
+    """One block of the cumulative linear kernel: its samples in order (:func:`lin_cum_sample`)."""
+    NP = Msym.shape[0]
     lo = blk * BLOCK
     hi = min(lo + BLOCK, idx.shape[0])
     Sc = np.empty(NP)
     Sn = np.empty(NP)
     for k in range(lo, hi):
-        mu = idx[k]
-        Sc[:] = 0.0
-        for n in range(1, N + 1):
-            # add context token n-1 (0-based) with its label
-            p = 0
-            for a in range(D1):
-                ta = tokens[mu, n - 1, a] if a < D else labels[mu, n - 1]
-                for b in range(a, D1):
-                    tb = tokens[mu, n - 1, b] if b < D else labels[mu, n - 1]
-                    Sc[p] += ta * tb
-                    p += 1
-            # query token n (0-based) with its label hidden
-            p = 0
-            for a in range(D1):
-                qa = tokens[mu, n, a] if a < D else 0.0
-                for b in range(a, D1):
-                    qb = tokens[mu, n, b] if b < D else 0.0
-                    Sn[p] = Sc[p] + qa * qb
-                    p += 1
-            inv_rho = 1.0 / n if scale_n else 1.0
-            yhat = 0.0
-            for p in range(NP):
-                s = 0.0
-                for c in range(D):
-                    s += Msym[p, c] * tokens[mu, n, c]
-                yhat += Sn[p] * s
-            yhat *= inv_rho
-            d = labels[mu, n] - yhat
-            out[0] += d * d
-            w = d * inv_rho
-            q = 1
-            for p in range(NP):
-                ws = w * Sn[p]
-                for c in range(D):
-                    out[q] += ws * tokens[mu, n, c]
-                    q += 1
+        lin_cum_sample(idx[k], tokens, labels, scale_n, Msym, Sc, Sn, out)
 
 
 @njit(**PARALLEL)

@@ -3,8 +3,10 @@ them through r_i, B_i): ``lin_last``, ``lin_cum`` and ``soft``, same arguments i
 order, for :func:`.kernels.linear_loss_and_grad` and :func:`.kernels.softmax_loss_and_grad`.
 
 Each kernel is two launches: one thread per sample writes that sample's contribution row
-[δ², gradient terms] (the CPU block kernel's per-sample arithmetic, operation for operation),
-then one thread per (block, column) adds its block's rows in sample order. The CPU sums differ by
+[δ², gradient terms], then one thread per (block, column) adds its block's rows in sample order.
+``lin_cum``'s thread runs the CPU's own :func:`.kernels.lin_cum_sample`, compiled for the device
+from the same Python source; ``lin_last`` and ``soft`` keep their own per-sample loops (the CPU
+kernels vectorise across samples or tokens, see their docstrings). The CPU sums differ by
 round-off only (≤ 1e-15 relative in tests/cuda): its ``lin_last`` adds a block's samples into
 lanes that are summed pairwise, and for ``lin_cum`` and ``soft`` the GPU sums the prefixes of one
 sample first and then adds them (the CPU adds every prefix straight into the block sum). The per-sample arrays (packed S, x_q, y_q,
@@ -20,6 +22,7 @@ from numba import cuda
 
 from ... import _cuda_memory as _mem
 from ...reduce import BLOCK
+from .kernels import lin_cum_sample
 
 _k: dict[str, object] = {}
 
@@ -63,51 +66,16 @@ def _build() -> None:
         for q in range(NQ):
             rows[k, 1 + q] = w * (SpT[q // D, mu] * xqT[q % D, mu])
 
+    cum_sample = cuda.jit(device=True)(lin_cum_sample.py_func)
+
     @cuda.jit
     def lin_cum_rows(idx, tokens, labels, scale_n, Msym, Sc, Sn, rows):
         k = cuda.grid(1)
         if k >= idx.shape[0]:
             return
-        NP, D = Msym.shape
-        D1 = D + 1
-        N = tokens.shape[1] - 1
-        mu = idx[k]
         for c in range(rows.shape[1]):
             rows[k, c] = 0.0
-        for p in range(NP):
-            Sc[k, p] = 0.0
-        for n in range(1, N + 1):
-            p = 0
-            for a in range(D1):
-                ta = tokens[mu, n - 1, a] if a < D else labels[mu, n - 1]
-                for b in range(a, D1):
-                    tb = tokens[mu, n - 1, b] if b < D else labels[mu, n - 1]
-                    Sc[k, p] += ta * tb
-                    p += 1
-            p = 0
-            for a in range(D1):
-                qa = tokens[mu, n, a] if a < D else 0.0
-                for b in range(a, D1):
-                    qb = tokens[mu, n, b] if b < D else 0.0
-                    Sn[k, p] = Sc[k, p] + qa * qb
-                    p += 1
-            inv_rho = 1.0 / n if scale_n else 1.0
-            yhat = 0.0
-            for p in range(NP):
-                s = 0.0
-                for c in range(D):
-                    s += Msym[p, c] * tokens[mu, n, c]
-                yhat += Sn[k, p] * s
-            yhat *= inv_rho
-            d = labels[mu, n] - yhat
-            rows[k, 0] += d * d
-            w = d * inv_rho
-            q = 1
-            for p in range(NP):
-                ws = w * Sn[k, p]
-                for c in range(D):
-                    rows[k, q] += ws * tokens[mu, n, c]
-                    q += 1
+        cum_sample(idx[k], tokens, labels, scale_n, Msym, Sc[k], Sn[k], rows[k])
 
     @cuda.jit
     def soft_rows(idx, tokens, labels, cumulative, r, B, alpha, o, yh, a, xh, rows):
