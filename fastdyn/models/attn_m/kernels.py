@@ -443,15 +443,111 @@ def linear_loss_and_grad(
 
 
 @njit(**SERIAL)
+def soft_load(mu, tokens, labels, X, XT):
+    """X (N+1 × D1) = the tokens of sample ``mu`` with their labels, XT = Xᵀ."""
+    D = X.shape[1] - 1
+    N1 = X.shape[0]
+    for j in range(N1):
+        for b in range(D):
+            X[j, b] = tokens[mu, j, b]
+        X[j, D] = labels[mu, j]
+    for j in range(N1):
+        for b in range(D + 1):
+            XT[b, j] = X[j, b]
+
+
+@njit(**SERIAL)
+def soft_scores(n, r, BT, X, XT, af, alpha, o, mx):
+    """Prefix n of the sample in X, XT (:func:`soft_load`): alpha[i, j] = s_ij = x̂_jᵀ B_i x_q,
+    o[i, j] = x̂_jᵀ r_i (query label hidden) and mx[i] = max_j s_ij, for j ≤ n.
+
+    af[i·D1 + b] = (B_i x_q)_b is summed over c in order, vectorised across the H·D1 rows of B
+    (BT = B as (D, H·D1)); the scores and values are each summed over b in order, vectorised
+    across the tokens j (a row of XT holds one feature of every token, contiguous)."""
+    H, D1 = r.shape
+    D = D1 - 1
+    for ib in range(H * D1):
+        af[ib] = 0.0
+    for c in range(D):
+        xc = X[n, c]
+        for ib in range(H * D1):
+            af[ib] += BT[c, ib] * xc
+    XT[D, n] = 0.0
+    for i in range(H):
+        for j in range(n + 1):
+            alpha[i, j] = 0.0
+            o[i, j] = 0.0
+        for b in range(D1):
+            ab = af[i * D1 + b]
+            rb = r[i, b]
+            for j in range(n + 1):
+                alpha[i, j] += XT[b, j] * ab
+                o[i, j] += XT[b, j] * rb
+        m = -np.inf
+        for j in range(n + 1):
+            if alpha[i, j] > m:
+                m = alpha[i, j]
+        mx[i] = m
+    XT[D, n] = X[n, D]
+
+
+@njit(**SERIAL)
+def soft_finish(n, y, X, alpha, o, yh, gr, ga, out):
+    """Prefix n, target y, once alpha[i, j] holds e^(s_ij − mx_i) (:func:`soft_scores`, then the
+    target's exp): α_i = alpha_i / Σ_j alpha_ij, ŷ = Σ_i Σ_j α_ij o_ij, δ = y − ŷ; adds δ²,
+    δ ∂ŷ/∂r (H·D1) and δ ∂ŷ/∂B (H·D1·D) into out.
+
+    g_r,i = Σ_j α_ij x̂_j, g_a,i = Σ_j α_ij (o_ij − ŷ_i) x̂_j, ∂ŷ/∂B_i = g_a,i x_qᵀ: the sums run
+    token-major with the heads inside, the outer product with x_q taken once per head."""
+    H = alpha.shape[0]
+    D1 = X.shape[1]
+    D = D1 - 1
+    yhat = 0.0
+    for i in range(H):
+        z = 0.0
+        for j in range(n + 1):
+            z += alpha[i, j]
+        y_i = 0.0
+        for j in range(n + 1):
+            alpha[i, j] /= z  # a division, not × 1/z: α_ij as the spec writes it
+            y_i += alpha[i, j] * o[i, j]
+        yh[i] = y_i
+        yhat += y_i
+    d = y - yhat
+    out[0] += d * d
+    for i in range(H):
+        for b in range(D1):
+            gr[i, b] = 0.0
+            ga[i, b] = 0.0
+    for j in range(n + 1):
+        lab = X[j, D] if j < n else 0.0
+        for i in range(H):
+            wr = d * alpha[i, j]
+            wa = wr * (o[i, j] - yh[i])
+            for b in range(D):
+                gr[i, b] += wr * X[j, b]
+                ga[i, b] += wa * X[j, b]
+            gr[i, D] += wr * lab
+            ga[i, D] += wa * lab
+    offB = 1 + H * D1
+    for i in range(H):
+        for b in range(D1):
+            out[1 + i * D1 + b] += gr[i, b]
+            base = offB + (i * D1 + b) * D
+            for c in range(D):
+                out[base + c] += ga[i, b] * X[n, c]
+
+
+@njit(**SERIAL)
 def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     """One block of the softmax kernel: out = [Σ δ², Σ w ∂ŷ/∂r (H·D1), Σ w ∂ŷ/∂B (H·D1·D)]
     with w = δ (the caller scales by −2/(P T)).
 
-    Per sample the tokens and labels are copied once into X (N+1 × D1) and its transpose XT.
-    a_i = B_i x_q is vectorised across the H·D1 rows of B, the scores and values across the
-    tokens j (rows of XT), the gradient sums run token-major with the heads inside. Every sum
-    keeps its order (over c; over b, then the label column; over j within a head), so finite
-    results are those of the plain loops bit for bit (a NaN may come out with the other sign)."""
+    Per sample :func:`soft_load`, then per prefix :func:`soft_scores`, the weights e^(s − max)
+    (branch free: the loop over tokens vectorises) and :func:`soft_finish` (the CUDA twin runs
+    the same three functions, with the device's exp). Every sum keeps its order (over c; over b,
+    then the label column; over j within a head), so finite results are those of the plain loops
+    bit for bit (a NaN may come out with the other sign)."""
     H, D1 = r.shape
     D = D1 - 1
     N = tokens.shape[1] - 1
@@ -462,7 +558,6 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     yh = np.empty(H)
     mx = np.empty(H)
     af = np.empty(H * D1)
-    a = af.reshape((H, D1))
     BT = np.empty((D, H * D1))
     for i in range(H):
         for b in range(D1):
@@ -473,81 +568,16 @@ def _soft_block(blk, idx, tokens, labels, cumulative, r, B, out):
     gr = np.empty((H, D1))
     ga = np.empty((H, D1))
     n0 = 1 if cumulative else N
-    offB = 1 + H * D1
     for k in range(lo, hi):
         mu = idx[k]
-        for j in range(N + 1):
-            for b in range(D):
-                X[j, b] = tokens[mu, j, b]
-            X[j, D] = labels[mu, j]
-        for j in range(N + 1):
-            for b in range(D1):
-                XT[b, j] = X[j, b]
+        soft_load(mu, tokens, labels, X, XT)
         for n in range(n0, N + 1):
-            # a_i = B_i x_q, x_q = X[n, :D]
-            # (summed over c in order, vectorised across the H·D1 rows of B: BT = B as (D, H·D1))
-            for ib in range(H * D1):
-                af[ib] = 0.0
-            for c in range(D):
-                xc = X[n, c]
-                for ib in range(H * D1):
-                    af[ib] += BT[c, ib] * xc
-            # scores s_ij = x̂_jᵀ a_i and values o_ij = x̂_jᵀ r_i (query label hidden), each
-            # summed over b in order, vectorised across the tokens j (XT = Xᵀ: a row of XT holds
-            # one feature of every token, contiguous)
-            XT[D, n] = 0.0
-            for i in range(H):
-                for j in range(n + 1):
-                    alpha[i, j] = 0.0
-                    o[i, j] = 0.0
-                for b in range(D1):
-                    ab = a[i, b]
-                    rb = r[i, b]
-                    for j in range(n + 1):
-                        alpha[i, j] += XT[b, j] * ab
-                        o[i, j] += XT[b, j] * rb
-                m = -np.inf
-                for j in range(n + 1):
-                    if alpha[i, j] > m:
-                        m = alpha[i, j]
-                mx[i] = m
-            XT[D, n] = X[n, D]
-            yhat = 0.0
+            soft_scores(n, r, BT, X, XT, af, alpha, o, mx)
             for i in range(H):
                 m = mx[i]
-                for j in range(n + 1):  # branch free: this loop vectorises
+                for j in range(n + 1):
                     alpha[i, j] = exp_nonpos(alpha[i, j] - m)
-                z = 0.0
-                for j in range(n + 1):
-                    z += alpha[i, j]
-                y_i = 0.0
-                for j in range(n + 1):
-                    alpha[i, j] /= z  # a division, not × 1/z: α_ij as the spec writes it
-                    y_i += alpha[i, j] * o[i, j]
-                yh[i] = y_i
-                yhat += y_i
-            d = labels[mu, n] - yhat
-            out[0] += d * d
-            # g_r,i = Σ_j α_ij x̂_j ;  g_a,i = Σ_j α_ij (o_ij − ŷ_i) x̂_j ;  ∂ŷ/∂B_i = g_a,i x_qᵀ,
-            # the outer product with x_q taken once per head, not once per token j
-            gr[:, :] = 0.0
-            ga[:, :] = 0.0
-            for j in range(n + 1):
-                lab = X[j, D] if j < n else 0.0
-                for i in range(H):
-                    wr = d * alpha[i, j]
-                    wa = wr * (o[i, j] - yh[i])
-                    for b in range(D):
-                        gr[i, b] += wr * X[j, b]
-                        ga[i, b] += wa * X[j, b]
-                    gr[i, D] += wr * lab
-                    ga[i, D] += wa * lab
-            for i in range(H):
-                for b in range(D1):
-                    out[1 + i * D1 + b] += gr[i, b]
-                    base = offB + (i * D1 + b) * D
-                    for c in range(D):
-                        out[base + c] += ga[i, b] * X[n, c]
+            soft_finish(n, labels[mu, n], X, alpha, o, yh, gr, ga, out)
 
 
 @njit(**PARALLEL)

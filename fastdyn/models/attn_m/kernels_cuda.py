@@ -4,13 +4,16 @@ order, for :func:`.kernels.linear_loss_and_grad` and :func:`.kernels.softmax_los
 
 Each kernel is two launches: one thread per sample writes that sample's contribution row
 [δ², gradient terms], then one thread per (block, column) adds its block's rows in sample order.
-``lin_cum``'s thread runs the CPU's own :func:`.kernels.lin_cum_sample`, compiled for the device
-from the same Python source; ``lin_last`` and ``soft`` keep their own per-sample loops (the CPU
-kernels vectorise across samples or tokens, see their docstrings). The CPU sums differ by
-round-off only (≤ 1e-15 relative in tests/cuda): its ``lin_last`` adds a block's samples into
-lanes that are summed pairwise, and for ``lin_cum`` and ``soft`` the GPU sums the prefixes of one
-sample first and then adds them (the CPU adds every prefix straight into the block sum). The per-sample arrays (packed S, x_q, y_q,
-tokens, labels) are copied to the device once and reused across steps.
+``lin_cum``'s and ``soft``'s threads run the CPU's own per-sample functions
+(:func:`.kernels.lin_cum_sample`; :func:`.kernels.soft_load`, :func:`~.kernels.soft_scores`,
+:func:`~.kernels.soft_finish`), compiled for the device from the same Python source; only the
+softmax weights' exp is the device's (the CPU's is the branch-free ``exp_nonpos``). ``lin_last``
+keeps its own per-sample loop: the CPU kernel has no per-sample function (it runs elementwise
+across the samples of a tile, in lanes). The CPU sums differ by round-off only (≤ 1e-15
+relative in tests/cuda): its ``lin_last`` adds a block's samples into lanes that are summed
+pairwise, and for ``lin_cum`` and ``soft`` the GPU sums the prefixes of one sample first and
+then adds them (the CPU adds every prefix straight into the block sum). The per-sample arrays
+(packed S, x_q, y_q, tokens, labels) are copied to the device once and reused across steps.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from numba import cuda
 
 from ... import _cuda_memory as _mem
 from ...reduce import BLOCK
-from .kernels import lin_cum_sample
+from .kernels import lin_cum_sample, soft_finish, soft_load, soft_scores
 
 _k: dict[str, object] = {}
 
@@ -77,68 +80,29 @@ def _build() -> None:
             rows[k, c] = 0.0
         cum_sample(idx[k], tokens, labels, scale_n, Msym, Sc[k], Sn[k], rows[k])
 
+    load = cuda.jit(device=True)(soft_load.py_func)
+    scores = cuda.jit(device=True)(soft_scores.py_func)
+    finish = cuda.jit(device=True)(soft_finish.py_func)
+
     @cuda.jit
-    def soft_rows(idx, tokens, labels, cumulative, r, B, alpha, o, yh, a, xh, rows):
+    def soft_rows(
+        idx, tokens, labels, cumulative, r, BT, X, XT, af, alpha, o, mx, yh, gr, ga, rows
+    ):
         k = cuda.grid(1)
         if k >= idx.shape[0]:
             return
-        H, D1 = r.shape
-        D = D1 - 1
+        H = r.shape[0]
         N = tokens.shape[1] - 1
-        n0 = 1 if cumulative else N
-        offB = 1 + H * D1
         mu = idx[k]
         for c in range(rows.shape[1]):
             rows[k, c] = 0.0
-        for n in range(n0, N + 1):
-            for i in range(H):
-                for b in range(D1):
-                    s = 0.0
-                    for c in range(D):
-                        s += B[i, b, c] * tokens[mu, n, c]
-                    a[k, i, b] = s
-            yhat = 0.0
-            for i in range(H):
-                m = -math.inf
-                for j in range(n + 1):
-                    for b in range(D):
-                        xh[k, b] = tokens[mu, j, b]
-                    xh[k, D] = labels[mu, j] if j < n else 0.0
-                    s = 0.0
-                    oo = 0.0
-                    for b in range(D1):
-                        s += xh[k, b] * a[k, i, b]
-                        oo += xh[k, b] * r[i, b]
-                    alpha[k, i, j] = s
-                    o[k, i, j] = oo
-                    if s > m:
-                        m = s
-                z = 0.0
-                for j in range(n + 1):
-                    e = math.exp(alpha[k, i, j] - m)
-                    alpha[k, i, j] = e
-                    z += e
-                y_i = 0.0
-                for j in range(n + 1):
-                    alpha[k, i, j] /= z
-                    y_i += alpha[k, i, j] * o[k, i, j]
-                yh[k, i] = y_i
-                yhat += y_i
-            d = labels[mu, n] - yhat
-            rows[k, 0] += d * d
+        load(mu, tokens, labels, X[k], XT[k])
+        for n in range(1 if cumulative else N, N + 1):
+            scores(n, r, BT, X[k], XT[k], af[k], alpha[k], o[k], mx[k])
             for i in range(H):
                 for j in range(n + 1):
-                    for b in range(D):
-                        xh[k, b] = tokens[mu, j, b]
-                    xh[k, D] = labels[mu, j] if j < n else 0.0
-                    wr = d * alpha[k, i, j]
-                    wa = wr * (o[k, i, j] - yh[k, i])
-                    for b in range(D1):
-                        rows[k, 1 + i * D1 + b] += wr * xh[k, b]
-                        xb = wa * xh[k, b]
-                        base = offB + (i * D1 + b) * D
-                        for c in range(D):
-                            rows[k, base + c] += xb * tokens[mu, n, c]
+                    alpha[k, i, j] = math.exp(alpha[k, i, j] - mx[k, i])
+            finish(n, labels[mu, n], X[k], alpha[k], o[k], yh[k], gr[k], ga[k], rows[k])
 
     @cuda.jit
     def reduce_rows(rows, partials):
@@ -199,14 +163,17 @@ def lin_cum(idx, tokens, labels, scale_n, Msym, partials) -> None:
 
 
 def soft(idx, tokens, labels, cumulative, r, B, partials) -> None:
-    """GPU twin of :func:`.kernels.soft`."""
+    """GPU twin of :func:`.kernels.soft` (the device's exp for the weights, where the CPU has
+    its branch-free exp_nonpos)."""
     H, D1 = r.shape
     N1 = tokens.shape[1]
     P = idx.shape[0]
     d_rows = _buf("rows", (P, partials.shape[1]))
-    scratch = (_buf("s_a", (P, H, N1)), _buf("s_o", (P, H, N1)), _buf("s_yh", (P, H)),
-               _buf("s_xh", (P, H, D1)), _buf("s_r", (P, D1)))  # fmt: skip
+    BT = np.ascontiguousarray(B.reshape(H * D1, D1 - 1).T)  # BT[c, i·D1 + b] = B[i, b, c]
+    scratch = (_buf("s_X", (P, N1, D1)), _buf("s_XT", (P, D1, N1)), _buf("s_af", (P, H * D1)),
+               _buf("s_alpha", (P, H, N1)), _buf("s_o", (P, H, N1)), _buf("s_mx", (P, H)),
+               _buf("s_yh", (P, H)), _buf("s_gr", (P, H, D1)), _buf("s_ga", (P, H, D1)))  # fmt: skip
     _kernels()["soft"][_per_sample(P)](
-        _mem.to_device("attn", "idx", idx), _dev(tokens, "tokens"), _dev(labels, "labels"), bool(cumulative), _mem.to_device("attn", "r", r), _mem.to_device("attn", "B", B), *scratch, d_rows
+        _mem.to_device("attn", "idx", idx), _dev(tokens, "tokens"), _dev(labels, "labels"), bool(cumulative), _mem.to_device("attn", "r", r), _mem.to_device("attn", "BT", BT), *scratch, d_rows
     )  # fmt: skip
     _reduce(d_rows, partials)
