@@ -129,6 +129,7 @@ def train(
     resumed: bool = False,
     observe: Callable[[np.ndarray], tuple[dict[str, float], dict[str, np.ndarray]]] | None = None,
     poll: Callable[[], bool] | None = None,
+    explode_ref: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Train ``theta`` in place; returns the recorded series (one row per save step):
     ``step`` (int64), ``loss/train``, ``loss/test_ic``, ``loss/test_iw`` (present sets),
@@ -150,6 +151,10 @@ def train(
     saves in fused blocks of about :data:`BLOCK_SECONDS` each; after a block that ends before a
     save, ``poll()`` (a stop request) is asked, and when it answers true ``on_checkpoint`` is
     called at that step (to checkpoint and stop the run).
+
+    Divergence compares the full-batch loss with the first positive one recorded (a save's);
+    a resumed run passes that loss as ``explode_ref`` (its file holds it), so it diverges at the
+    same step as the run it continues.
     """
     save_steps = np.unique(np.asarray(save_steps, dtype=np.int64))
     if save_steps.size and (save_steps[0] < first_step or save_steps[-1] > n_steps):
@@ -188,7 +193,7 @@ def train(
         if on_save is not None:
             on_save(step, losses, w)
 
-    good = {"step": first_step, "theta": theta.copy(), "ref": None}
+    good = {"step": first_step, "theta": theta.copy(), "ref": explode_ref}
 
     def diverged(step: int, value: float) -> DivergedError:
         lam = hessian_lambda_max(model, prep, good["theta"])

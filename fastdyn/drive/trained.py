@@ -70,6 +70,11 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
         opt.load_state({k[6:]: v for k, v in ck.items() if k.startswith("optim_")})
         first = int(ck["position"][0])
         steps = steps[steps >= first]
+    ref = None  # the divergence baseline: the first positive train loss recorded
+    if ck is not None and "loss/train" in job.series:
+        recorded = writer.rows("loss/train")
+        positive = recorded[recorded > 0.0]
+        ref = float(positive[0]) if positive.size else None
     row = {"i": writer.n_rows}
     sched = Schedule(job.checkpoint_every, first)
     total = job.epochs
@@ -100,7 +105,7 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
                 job.model, job.prep, theta, opt, job.epochs, steps, on_save,
                 batch_size=job.batch_size, seed=job.seed, first_step=first,
                 on_checkpoint=on_checkpoint, resumed=ck is not None, observe=job.observe,
-                poll=lambda: stop.requested,
+                poll=lambda: stop.requested, explode_ref=ref,
             )  # fmt: skip
         except DivergedError as e:
             raise RunFailed(str(e).splitlines()[0]) from None

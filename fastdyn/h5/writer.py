@@ -357,6 +357,10 @@ class RunWriter:
         self._check_io()
         self.n_rows = n1
 
+    def rows(self, name: str) -> np.ndarray:
+        """The rows of series ``name`` written so far (a copy)."""
+        return self._f[name][: self.n_rows]
+
     def _need(self, nbytes: int) -> None:
         """DiskFull unless ``nbytes`` plus the reserve are free on the output's file system, and
         the file system has allocated them to this file (``fallocate``, where it can: a quota

@@ -376,3 +376,40 @@ def test_from_file_data_and_weights(tmp_path):
         match=r"^init.from_file: '.*wbad.npz': array 'W_KQ' must have shape \(2, 4, 4\), got \(2, 4, 3\)$",
     ):
         run_icl(replace(s, init=InitSettings(from_file=str(tmp_path / "wbad.npz"))))
+
+
+class _Quadratic:
+    """L(θ) = θ², so full-batch GD multiplies θ by 1 − 2η each step: at η = 1.25 the loss grows
+    2.25× per step and first exceeds EXPLODE = 10^6 × L(θ_0) at step 18 (2.25^17 ≈ 9.7e5)."""
+
+    n_params = 1
+
+    def loss_and_grad(self, theta, prep, grad, idx):
+        grad[0] = 2.0 * theta[0]
+        return float(theta[0] ** 2)
+
+    def loss_value(self, theta, prep):
+        return float(theta[0] ** 2)
+
+
+def _diverged_at(theta0: float, first_step: int, explode_ref: float | None) -> int:
+    from fastdyn.drive.optim import make_optimizer
+
+    theta = np.array([theta0])
+    saves = np.arange(0, 101, 5)
+    with pytest.raises(train_mod.DivergedError) as e:
+        train_mod.train(
+            _Quadratic(), {"kind": "full", "P": 1}, theta, make_optimizer("gd", 1, 1.25), 100,
+            saves[saves >= first_step], observe=lambda th: ({}, {}), first_step=first_step,
+            resumed=first_step > 0, explode_ref=explode_ref,
+        )  # fmt: skip
+    return e.value.step
+
+
+def test_a_resumed_run_diverges_where_the_whole_run_does():
+    """The divergence baseline is the first recorded loss; a resume passes it (its file holds it)
+    instead of taking the loss where it resumes, 2.25^10 × higher here."""
+    assert _diverged_at(1.0, 0, None) == 18
+    theta10 = (1.0 - 2.0 * 1.25) ** 10  # θ after 10 steps: the checkpoint a resume starts from
+    assert _diverged_at(theta10, 10, 1.0) == 18
+    assert _diverged_at(theta10, 10, None) == 28  # without it: the baseline of step 10
