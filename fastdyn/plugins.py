@@ -8,8 +8,8 @@ A package adds a model to fastdyn by declaring, in its ``pyproject.toml``::
 where ``ENTRY`` is a :class:`fastdyn.models.ModelEntry` named ``mymodel`` (the entry point's name
 is the config's ``model``). fastdyn's own models are declared the same way in its own
 ``pyproject.toml``, so the CLI, the config loader, the drivers and the analysis find every model
-through this module and name none (as xarray finds its backends). Entry points are loaded on the
-first lookup; a plug-in that fails to import is reported by name (``fastdyn config models``) and
+through this module and name none (as xarray finds its backends). A model's entry point is loaded on the
+first lookup of that model; a plug-in that fails to import is reported by name (``fastdyn config models``) and
 does not stop the others. :func:`register` adds an entry in-process (tests, notebooks).
 
 This module sits outside the layered packages (it imports none of them), so ``config`` may ask it
@@ -24,6 +24,9 @@ from typing import Any
 GROUP = "fastdyn.models"
 
 _ENTRIES: dict[str, Any] = {}
+#: model name → its entry points not loaded yet (a model's entry point is loaded when the model
+#: is first asked for, so a run imports its own model only)
+_POINTS: dict[str, list[Any]] = {}
 #: model name → where it comes from ("fastdyn 0.1.0 (…)", "mypackage 1.0 (…)", "in-process")
 _SOURCES: dict[str, str] = {}
 #: model name → why its entry point could not be loaded
@@ -32,14 +35,18 @@ _DISCOVERED = False
 
 
 def register(entry: Any, source: str = "in-process") -> Any:
-    """Add ``entry`` (an object with ``name``) under its name; a later registration replaces it."""
+    """Add ``entry`` (an object with ``name``) under its name; a later registration replaces it
+    (an in-process one also replaces an entry point of that name not loaded yet)."""
     _ENTRIES[entry.name] = entry
     _SOURCES[entry.name] = source
     _BROKEN.pop(entry.name, None)
+    if source == "in-process":
+        _POINTS.pop(entry.name, None)
     return entry
 
 
 def _discover() -> None:
+    """Note every entry point of the group (their names only: nothing is imported here)."""
     global _DISCOVERED
     if _DISCOVERED:
         return
@@ -47,6 +54,12 @@ def _discover() -> None:
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         if ep.name in _ENTRIES:  # registered in-process already: that one wins
             continue
+        _POINTS.setdefault(ep.name, []).append(ep)
+
+
+def _load(name: str) -> None:
+    """Import the entry points of model ``name`` not loaded yet (a broken one is noted)."""
+    for ep in _POINTS.pop(name, []):
         dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown package"
         try:
             entry = ep.load()
@@ -62,9 +75,16 @@ def _discover() -> None:
         register(entry, f"{dist} ({ep.value})")
 
 
+def _load_all() -> None:
+    _discover()
+    for name in list(_POINTS):
+        _load(name)
+
+
 def get(name: str) -> Any:
     """The entry of model ``name``; KeyError naming the known models (or why it is broken)."""
     _discover()
+    _load(name)
     if name in _ENTRIES:
         return _ENTRIES[name]
     if name in _BROKEN:
@@ -74,7 +94,7 @@ def get(name: str) -> Any:
 
 def names() -> list[str]:
     """The names of every loadable model, sorted."""
-    _discover()
+    _load_all()
     return sorted(_ENTRIES)
 
 
@@ -93,11 +113,11 @@ def is_builtin(name: str) -> bool:
 
 def sources() -> dict[str, str]:
     """Model name → the package (and entry point) it comes from, for every loadable model."""
-    _discover()
+    _load_all()
     return {n: _SOURCES[n] for n in names()}
 
 
 def broken() -> dict[str, str]:
     """Model name → why its entry point could not be loaded."""
-    _discover()
+    _load_all()
     return dict(_BROKEN)
