@@ -4,6 +4,8 @@
   ``XLA_FLAGS="--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads=2"`` (unless the
   caller set XLA_FLAGS), and lets at most ``threads`` threads run torch.
 - :func:`optional` imports a peer package or prints one "skipped" line and returns None.
+- :func:`measure_peaks` measures the float64 matmul and triad peaks (bench/peak.py) in the same run;
+  :func:`efficiency` prints each case's GFLOP/s and GB/s as a % of them.
 - :func:`measure` times named cases in alternating order (case order reversed on every other
   repeat), ``repeats`` times each, and returns per case the medians of wall and process CPU time
   (all threads) plus the 1-minute load average seen before each run.
@@ -116,6 +118,88 @@ def rel_diff(a, b) -> float:
 
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def measure_peaks(n: int, threads=(1, 2), triad_n: int = 1 << 24) -> dict[int, tuple[float, float]]:
+    """{k: (float64 matmul GFLOP/s at size n, triad GB/s)} on k threads (bench/peak.py)."""
+    from peak import matmul_gflops, triad_gbs
+
+    out = {}
+    for k in threads:
+        out[k] = (matmul_gflops(n, 3, k), triad_gbs(triad_n, 3, k))
+        print(
+            f"  peak on {k} thread(s): float64 matmul {out[k][0]:.1f} GFLOP/s (n = {n}), "
+            f"triad {out[k][1]:.1f} GB/s (load {os.getloadavg()[0]:.2f})"
+        )
+    return out
+
+
+def threads_of(case: str) -> int:
+    """Threads of a case by its name: "fastdyn k thread(s)", "torch.compile kt", JAX 2 (XLA_FLAGS)."""
+    import re
+
+    m = re.match(r"fastdyn (\d+) thread|torch\.compile (\d+)t", case)
+    return int(m.group(1) or m.group(2)) if m else 2
+
+
+def efficiency(
+    res: dict[str, Timing],
+    units: float,
+    flops: float,
+    nbytes: float,
+    peaks: dict[int, tuple[float, float]],
+) -> None:
+    """Per case: executed GFLOP/s (``flops`` per unit, ``units`` units per run) on the wall clock
+    as a % of the matmul peak on the case's thread count, per CPU-second as a % of the 1-thread
+    peak, and GB/s (``nbytes`` per unit) as a % of the triad bandwidth on that thread count."""
+    print(
+        f"  counted per unit: {flops:.4g} FLOPs, {nbytes:.4g} bytes ({flops / nbytes:.2f} FLOP/byte)"
+    )
+    for k, t in res.items():
+        w, c = t.wall_med / units, t.cpu_med / units
+        nt = min(threads_of(k), max(peaks))
+        mm, bw = peaks[nt]
+        gw, gc, gb = flops / w * 1e-9, flops / c * 1e-9, nbytes / w * 1e-9
+        print(
+            f"  {k:<46} {gw:7.2f} GFLOP/s = {100 * gw / mm:5.1f} % of the {nt}-thread peak; "
+            f"{gc:6.2f} per CPU-s = {100 * gc / peaks[1][0]:5.1f} % of 1 core; "
+            f"{gb:6.2f} GB/s = {100 * gb / bw:5.1f} % of the {nt}-thread triad"
+        )
+
+
+class Call:
+    """A timed case: ``fn()`` returns θ_E, kept in ``self.theta`` for the checks."""
+
+    def __init__(self, fn: Callable[[], object]):
+        self.fn, self.theta = fn, None
+
+    def __call__(self) -> None:
+        self.theta = self.fn()
+
+
+def compare(cases, res, ref, theta0, units, loss_ref, losses) -> None:
+    """Check every case's θ_E against ``ref``'s (max relative difference of θ_E − θ0, and of its
+    own loss at θ_E, ``losses[case]`` or else ``loss_ref``, against ``loss_ref`` at ref's θ_E),
+    then name the strongest peer (non-fastdyn case) by wall and by CPU time and its ratio to ref."""
+    L_ref = loss_ref(cases[ref].theta)
+    d_ref = cases[ref].theta - theta0
+    for k, c in cases.items():
+        if k != ref:
+            own = losses[k](c.theta) if k in losses else loss_ref(c.theta)
+            print(
+                f"  vs {ref}: {k:<46} max rel. diff of theta_E - theta_0 "
+                f"{rel_diff(c.theta - theta0, d_ref):.1e}, of the loss at theta_E "
+                f"{abs(own / L_ref - 1):.1e}"
+            )
+    peers = {k: t for k, t in res.items() if not k.startswith("fastdyn")}
+    for lab, key in (("wall", "wall_med"), ("CPU", "cpu_med")):
+        if peers:
+            best = min(peers, key=lambda k, key=key: getattr(peers[k], key))
+            tb, tf = getattr(peers[best], key), getattr(res[ref], key)
+            print(
+                f"  strongest peer ({lab}): {best}, {_si(tb / units)} per unit; {ref} "
+                f"{_si(tf / units)}: peer/fastdyn = {tb / tf:.2f}x"
+            )
 
 
 def header() -> None:

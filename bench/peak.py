@@ -31,18 +31,39 @@ print(2 * n**3 / best * 1e-9)
 """
 
 
-def matmul_gflops(n: int, reps: int, k: int) -> float:
+_TRIAD = """
+import time, numpy as np
+from numba import njit, prange
+@njit(parallel=True)
+def triad(x, y, z, s):
+    for i in prange(x.shape[0]):
+        x[i] = y[i] + s * z[i]
+n, reps = {n}, {reps}
+x, y, z = np.zeros(n), np.ones(n), np.full(n, 2.0)
+triad(x, y, z, 3.0)
+best = min(((lambda t: (triad(x, y, z, 3.0), time.perf_counter() - t)[1])(time.perf_counter())) for _ in range(reps))
+print(24 * n / best * 1e-9)
+"""
+
+
+def _in_subprocess(code: str, k: int) -> float:
     env = dict(os.environ)
-    for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         env[v] = str(k)
     out = subprocess.run(
-        [sys.executable, "-c", _MATMUL.format(n=n, reps=reps)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     return float(out.stdout.strip())
+
+
+def matmul_gflops(n: int, reps: int, k: int) -> float:
+    """Best float64 matmul GFLOP/s (n × n, 2n³ flops) on k BLAS threads, in a subprocess."""
+    return _in_subprocess(_MATMUL.format(n=n, reps=reps), k)
+
+
+def triad_gbs(n: int, reps: int, k: int) -> float:
+    """Best STREAM-like triad GB/s (24 bytes per element) on k numba threads, in a subprocess."""
+    return _in_subprocess(_TRIAD.format(n=n, reps=reps), k)
 
 
 def main() -> None:
