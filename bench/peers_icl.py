@@ -100,6 +100,16 @@ def make_loss(xp, kind, model, arr, softmax):
         def pred(theta):
             r, B = _heads(xp, theta, model)
             return _packed_pred(xp, r, B, Sp, xq, (iu0, iu1))
+    elif kind == "quad":  # L = ⟨y²⟩ − 2 m·c + mᵀ C m, m = vec(Mp): exact for linear attention
+        yy, c, C, iu0, iu1 = arr
+
+        def loss(theta):
+            r, B = _heads(xp, theta, model)
+            M = xp.einsum("ia,ibc->abc", r, B)
+            m = (0.5 * (M + xp.swapaxes(M, 0, 1)))[iu0, iu1].reshape(-1)
+            return yy - 2.0 * (m * c).sum() + (m * (C @ m)).sum()
+
+        return loss
     elif kind == "softmax":
         X, xq, yq = arr
 
@@ -192,6 +202,23 @@ def workload(kind, a):
     return model, P, 5e-3, 2e-2, E, title, *_flops.mlp(D, H, P, model.n_params), 0.0
 
 
+def _quad(Sp, xq, y, iu):
+    """Sufficient statistics of the linear-attention feature φ_μ = Sp_μ ⊗ x_q,μ (NP·D): ŷ = φ·m, so
+    the mean squared error is ⟨y²⟩ − 2 m·⟨yφ⟩ + mᵀ⟨φφᵀ⟩m (one O(P (NP·D)²) pass, printed)."""
+    import time
+
+    import numpy as np
+
+    t = time.perf_counter()
+    phi = (Sp[:, :, None] * xq[:, None, :]).reshape(Sp.shape[0], -1)
+    n = phi.shape[0]
+    host = (np.mean(y * y), phi.T @ y / n, phi.T @ phi / n, iu[0], iu[1])
+    print(
+        f"  quadratic form: {phi.shape[1]}x{phi.shape[1]} moments in {time.perf_counter() - t:.2f} s (once)"
+    )
+    return "quad", host
+
+
 def peer_arrays(kind, model, data, prep):
     """{label suffix: (loss kind, host arrays)}: the per-sample statistics, computed once."""
     import numpy as np
@@ -220,12 +247,16 @@ def peer_arrays(kind, model, data, prep):
             np.ascontiguousarray(q[:, :, :D].reshape(-1, D)),
             np.ascontiguousarray(lab[:, 1:].reshape(-1)),
         )
-        return {", packed prefix S_n": ("packed", (*rows, iu[0], iu[1]))}
+        return {
+            ", packed prefix S_n": ("packed", (*rows, iu[0], iu[1])),
+            ", quadratic form in M (not fastdyn's algebra)": _quad(*rows, iu),
+        }
     S = np.einsum("pja,pjb->pab", tok, tok)
     Sp = np.ascontiguousarray(S[:, iu[0], iu[1]] * dbl)
     out = {", packed S_mu + contracted M": ("packed", (Sp, xq, yq, iu[0], iu[1]))}
     if kind == "attn_m":
         out[", per head, S_mu precomputed"] = ("per_head", (S, xq, yq))
+    out[", quadratic form in M (not fastdyn's algebra)"] = _quad(Sp, xq, yq, iu)
     return out
 
 
