@@ -212,7 +212,7 @@ def _quad(Sp, xq, y, iu):
     t = time.perf_counter()
     phi = (Sp[:, :, None] * xq[:, None, :]).reshape(Sp.shape[0], -1)
     n = phi.shape[0]
-    host = (np.mean(y * y), phi.T @ y / n, phi.T @ phi / n, iu[0], iu[1])
+    host = (np.array(np.mean(y * y)), phi.T @ y / n, phi.T @ phi / n, iu[0], iu[1])
     print(
         f"  quadratic form: {phi.shape[1]}x{phi.shape[1]} moments in {time.perf_counter() - t:.2f} s (once)"
     )
