@@ -26,7 +26,11 @@ folded into M_abc = Σ_i r_ia B_ibc (symmetrised, packed: ŷ = Σ Sp_μq Mp_qc x
 (P·N rows); softmax on the query row only; MLP with the features Z precomputed and
 γ = Σ_i w2_i W1_i. Each as JAX ``jit`` of a ``lax.fori_loop`` over the E epochs (``jax.grad``) and as
 ``torch.compile`` of the loss with autograd and an in-place GD update per epoch (1 and 2 threads).
-ATTN_M also per head (ŷ = Σ_i r_iᵀ S_μ W_i x_q) for comparison.
+ATTN_M also per head (ŷ = Σ_i r_iᵀ S_μ W_i x_q) for comparison. Apart from these, linear attention
+(``attn_m``, ``cumulative``, ``attn_s*``) gets a peer with an algebra fastdyn does not use (marked
+"not fastdyn's algebra", not counted as the strongest peer): ŷ = φ·m is linear in m = vec(Mp), so
+the loss is the quadratic form ⟨y²⟩ − 2 m·⟨yφ⟩ + mᵀ⟨φφᵀ⟩m in the NQ = NP·D entries of m, with the
+moments of φ = Sp ⊗ x_q computed once (O(P NQ²), timed and printed) and O(NQ²) per epoch after.
 
 FLOPs and bytes per epoch: bench/_flops.py (the counting rule and the algebra); printed beside each
 case as GFLOP/s and % of the float64 matmul peak and of the triad bandwidth measured in the same run
