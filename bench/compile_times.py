@@ -24,6 +24,7 @@ import collections, json, sys, time
 from numba.core import event
 
 spent = collections.defaultdict(float)
+count = collections.Counter()
 stack = []
 
 
@@ -36,6 +37,7 @@ class Timer(event.Listener):
         name, t0 = stack.pop()
         dt = time.perf_counter() - t0
         spent[name] += dt
+        count[name] += 1
         if stack:  # exclusive: the caller's compile time without its callees'
             spent[stack[-1][0]] -= dt
 
@@ -47,7 +49,7 @@ try:
     main(sys.argv[2:], standalone_mode=False)
 finally:
     with open(sys.argv[1], "w") as fh:
-        json.dump(spent, fh)
+        json.dump({"spent": spent, "count": count}, fh)
 """
 
 
@@ -65,7 +67,8 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", _CHILD, out, *cmd], env=env, check=True)
         cold = time.perf_counter() - t0
         with open(out) as fh:
-            spent = json.load(fh)
+            got = json.load(fh)
+        spent, count = got["spent"], got["count"]
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "fastdyn", *cmd], env=env, check=True)
         warm = time.perf_counter() - t0
@@ -73,7 +76,13 @@ def main() -> None:
     print(f"cold process {cold:.1f} s, warm {warm:.1f} s (difference {cold - warm:.1f} s); "
           f"compiling {total:.1f} s in {len(spent)} dispatchers")  # fmt: skip
     for name, s in sorted(spent.items(), key=lambda kv: -kv[1])[: a.top]:
-        print(f"{s:7.2f} s  {100 * s / total:4.1f} %  {name}")
+        n = count[name]
+        print(
+            f"{s:7.2f} s  {100 * s / total:4.1f} %  {name}"
+            + (f"  ({n} signatures)" if n > 1 else "")
+        )
+    several = {k: n for k, n in count.items() if n > 1}
+    print(f"dispatchers compiled for more than one signature: {several or 'none'}")
     print(f"# load {os.getloadavg()[0]:.2f}")
 
 
