@@ -21,6 +21,9 @@ gradient flow), with its own signature. :func:`error_norm` and :func:`dopri5_con
 step-size control.
 
 All functions are inlined at the numba IR level, so a loop over tasks calling them vectorises.
+They are the one source of the CUDA twins too: ``cuda.jit(device=True)(step.py_func)`` compiles a
+step for the device (numba compiles the njit helpers it calls the same way), and the right-hand
+side is passed to it as a device function.
 """
 
 from __future__ import annotations
@@ -140,15 +143,6 @@ def rk4_gain_step(dirf, p, y, a1, f1, w):
 
 
 @njit(**_INLINE)
-def _comb(y, h, a1, k1, a2, k2, a3, k3, a4, k4, a5, k5, a6, k6):
-    out0 = y[0] + h * (a1 * k1[0] + a2 * k2[0] + a3 * k3[0] + a4 * k4[0] + a5 * k5[0] + a6 * k6[0])
-    out1 = y[1] + h * (a1 * k1[1] + a2 * k2[1] + a3 * k3[1] + a4 * k4[1] + a5 * k5[1] + a6 * k6[1])
-    out2 = y[2] + h * (a1 * k1[2] + a2 * k2[2] + a3 * k3[2] + a4 * k4[2] + a5 * k5[2] + a6 * k6[2])
-    out3 = y[3] + h * (a1 * k1[3] + a2 * k2[3] + a3 * k3[3] + a4 * k4[3] + a5 * k5[3] + a6 * k6[3])
-    return (out0, out1, out2, out3)
-
-
-@njit(**_INLINE)
 def _lin2(a1, k1, a2, k2):
     return (
         a1 * k1[0] + a2 * k2[0],
@@ -172,8 +166,7 @@ def _step_from(y, h, s):
 def dopri5_step(rhs, p, y, k1, h):
     """Dormand–Prince 5(4): 5th-order y_new, k7 = rhs(y_new) (FSAL), err = h Σ_i E_i k_i (4th-order
     local error estimate of the embedded pair). The stage sums Σ_j a_ij k_j are formed left to
-    right over the non-zero coefficients only (the same values as :func:`_comb` with its zero
-    terms, up to the sign of an exact zero; LLVM may not drop a ``+ 0.0`` itself)."""
+    right over the non-zero coefficients only (LLVM may not drop a ``+ 0.0`` itself)."""
     k2, _ = rhs(p, _axpy(y, h * DP_A21, k1))
     k3, _ = rhs(p, _step_from(y, h, _lin2(DP_A31, k1, DP_A32, k2)))
     k4, _ = rhs(p, _step_from(y, h, _acc(_lin2(DP_A41, k1, DP_A42, k2), DP_A43, k3)))

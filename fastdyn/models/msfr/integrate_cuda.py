@@ -8,9 +8,10 @@ partials and ``f_track``. Two launches per call:
    lock-step lanes (:func:`fastdyn.models.msfr.integrate_kernels._lane_block`: the same start-up, frozen
    tasks, nominal step 1/(spt·σ_s) or η, sub-steps per output interval, settling rule, step limit
    and divergence check), dopri5 as :func:`~.lanes_dopri5.dopri5_group` does per lane (its own adaptive
-   steps, the same controller). The right-hand side, rate scale, loss terms and Dormand–Prince
-   combinations are compiled for the device from the CPU's own Python source
-   (:mod:`fastdyn.models.msfr.ode`, :mod:`.steppers`). Each thread writes f at every output time
+   steps, the same controller). The right-hand side, rate scale, loss terms, the steps
+   (``euler_step``, ``rk4_gain_step``, ``dopri5_step``) and the step-size control are compiled
+   for the device from the CPU's own Python source (:mod:`fastdyn.models.msfr.ode`,
+   :mod:`fastdyn.core.steppers`; a step's right-hand side is passed to it as on the CPU). Each thread writes f at every output time
    to ``fbuf[j, i]`` (task index fastest: a warp's stores are coalesced);
 2. one thread per (block, output time) adds its block's loss terms in task order onto the
    partials, the CPU's order, so the reduction is fixed whatever the launch configuration.
@@ -37,30 +38,14 @@ from numba import cuda
 
 from ... import _cuda_memory as _mem
 from ...core.steppers import (
-    DP_A21,
-    DP_A31,
-    DP_A32,
-    DP_A41,
-    DP_A42,
-    DP_A43,
-    DP_A51,
-    DP_A52,
-    DP_A53,
-    DP_A54,
-    DP_A61,
-    DP_A62,
-    DP_A63,
-    DP_A64,
-    DP_A65,
-    DP_B,
-    DP_E,
-    _axpy,
-    _comb,
     _rms,
     dopri5_controller,
+    dopri5_step,
     error_norm,
+    euler_step,
+    rk4_gain_step,
     rk4_gain_weights,
-)  # fmt: skip
+)
 from ...core.task_status import (
     STATUS_DIVERGED,
     STATUS_FROZEN,
@@ -76,19 +61,17 @@ from .ode import rate_scale, task_dir, task_dir_q1, task_loss, task_rhs, task_rh
 _kernels: dict[str, object] = {}
 
 
+def _device(fn):
+    """``fn`` (an njit function) compiled as a CUDA device function from its Python source. The
+    njit functions it calls are compiled for the device by numba in the same way."""
+    return cuda.jit(device=True)(fn.py_func)
+
+
 def _build():
-    rhs_g = cuda.jit(device=True)(task_rhs.py_func)
-    rhs_1 = cuda.jit(device=True)(task_rhs_q1.py_func)
-    dir_g = cuda.jit(device=True)(task_dir.py_func)
-    dir_1 = cuda.jit(device=True)(task_dir_q1.py_func)
-    weights = cuda.jit(device=True)(rk4_gain_weights.py_func)
-    scale = cuda.jit(device=True)(rate_scale.py_func)
-    tloss = cuda.jit(device=True)(task_loss.py_func)
-    axpy = cuda.jit(device=True)(_axpy.py_func)
-    comb = cuda.jit(device=True)(_comb.py_func)
-    rms = cuda.jit(device=True)(_rms.py_func)
-    enorm = cuda.jit(device=True)(error_norm.py_func)
-    control = cuda.jit(device=True)(dopri5_controller.py_func)
+    rhs_g, rhs_1, dir_g, dir_1 = map(_device, (task_rhs, task_rhs_q1, task_dir, task_dir_q1))
+    weights, scale, tloss, rms = map(_device, (rk4_gain_weights, rate_scale, task_loss, _rms))
+    enorm, control = _device(error_norm), _device(dopri5_controller)
+    euler, gain, dopri5 = map(_device, (euler_step, rk4_gain_step, dopri5_step))
 
     @cuda.jit(device=True)
     def rhs(p, y):
@@ -111,51 +94,12 @@ def _build():
 
     @cuda.jit(device=True)
     def step(is_gd, p, y, k1, f1, h):
-        """steppers.euler_step (gd) or steppers.rk4_gain_step (rk4, k1 the direction A and f1
-        its f), operation for operation."""
+        """The CPU lanes' step: steppers.euler_step (gd) or steppers.rk4_gain_step (rk4, k1 the
+        direction A and f1 its f), compiled from their source."""
         if is_gd:
-            yn = axpy(y, h, k1)
-            kn, fn = rhs(p, yn)
+            yn, kn, fn, _ = euler(rhs, p, y, k1, h)
             return yn, kn, fn
-        w2, w2l = weights(p[3], p[0], h)
-        s1 = w2l - w2 * f1
-        a2, f2 = direction(p, axpy(y, s1, k1))
-        s2 = w2l - w2 * f2
-        a3, f3 = direction(p, axpy(y, s2, a2))
-        s3 = w2l - w2 * f3
-        a4, f4 = direction(p, axpy(y, 2.0 * s3, a3))
-        s4 = w2l - w2 * f4
-        c1 = s1 * (1.0 / 3.0)
-        c2 = s2 * (2.0 / 3.0)
-        c3 = s3 * (2.0 / 3.0)
-        c4 = s4 * (1.0 / 3.0)
-        s = axpy(axpy((c1 * k1[0], c1 * k1[1], c1 * k1[2], c1 * k1[3]), c2, a2), c3, a3)
-        s = axpy(s, c4, a4)
-        yn = (y[0] + s[0], y[1] + s[1], y[2] + s[2], y[3] + s[3])
-        an, fn = direction(p, yn)
-        return yn, an, fn
-
-    @cuda.jit(device=True)
-    def dp_step(p, y, k1, h):
-        """steppers.dopri5_step with task_rhs (the CPU's dopri5 right-hand side), operation for
-        operation."""
-        z = (0.0, 0.0, 0.0, 0.0)
-        k2, _ = rhs_g(p, axpy(y, h * DP_A21, k1))
-        k3, _ = rhs_g(p, comb(y, h, DP_A31, k1, DP_A32, k2, 0.0, z, 0.0, z, 0.0, z, 0.0, z))
-        k4, _ = rhs_g(p, comb(y, h, DP_A41, k1, DP_A42, k2, DP_A43, k3, 0.0, z, 0.0, z, 0.0, z))
-        k5, _ = rhs_g(p, comb(y, h, DP_A51, k1, DP_A52, k2, DP_A53, k3, DP_A54, k4, 0.0, z, 0.0, z))
-        k6, _ = rhs_g(
-            p, comb(y, h, DP_A61, k1, DP_A62, k2, DP_A63, k3, DP_A64, k4, DP_A65, k5, 0.0, z)
-        )
-        yn = comb(
-            y, h, DP_B[0], k1, DP_B[1], k2, DP_B[2], k3, DP_B[3], k4, DP_B[4], k5, DP_B[5], k6
-        )
-        k7, fn = rhs_g(p, yn)
-        err = comb(
-            z, h, DP_E[0], k1, DP_E[1], k2, DP_E[2], k3, DP_E[3], k4, DP_E[4], k5, DP_E[5], k6
-        )
-        err = axpy(err, h * DP_E[6], k7)
-        return yn, k7, fn, err
+        return gain(direction, p, y, k1, f1, weights(p[3], p[0], h))
 
     @cuda.jit
     def tasks(is_gd, lam, psi, rate, vx, vy, wx, wy, hnom, rprev, status, steps, q, mark0,
@@ -284,7 +228,7 @@ def _build():
                     status[i] = STATUS_STALLED
                     alive = False
                     break
-                yn, kn, fn, e = dp_step(p, y, k, hh)
+                yn, kn, fn, e = dopri5(rhs_g, p, y, k, hh)
                 err = enorm(e, y, yn, atol, rtol)
                 acc, hnew = control(err, hh, rej_before)
                 if acc:
