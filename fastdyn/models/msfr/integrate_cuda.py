@@ -56,7 +56,15 @@ from ...core.task_status import (
 )
 from ...reduce import BLOCK
 from .integrate_kernels import STOP_POLL
-from .ode import rate_scale, task_dir, task_dir_q1, task_loss, task_rhs, task_rhs_q1
+from .ode import task_dir, task_dir_q1, task_loss, task_rhs, task_rhs_q1
+from .task_rules import (
+    dopri5_start,
+    fixed_start,
+    interval_status,
+    interval_steps,
+    settle_threshold,
+    settles,
+)
 
 _kernels: dict[str, object] = {}
 
@@ -67,10 +75,18 @@ def _device(fn):
     return cuda.jit(device=True)(fn.py_func)
 
 
+def _ceil(x):
+    return float(math.ceil(x))
+
+
 def _build():
     rhs_g, rhs_1, dir_g, dir_1 = map(_device, (task_rhs, task_rhs_q1, task_dir, task_dir_q1))
-    weights, scale, tloss, rms = map(_device, (rk4_gain_weights, rate_scale, task_loss, _rms))
+    weights, tloss, rms = map(_device, (rk4_gain_weights, task_loss, _rms))
     enorm, control = _device(error_norm), _device(dopri5_controller)
+    threshold, settled = _device(settle_threshold), _device(settles)
+    fstart, dstart = _device(fixed_start), _device(dopri5_start)
+    substeps, after = _device(interval_steps), _device(interval_status)
+    ceil = cuda.jit(device=True)(_ceil)
     euler, gain, dopri5 = map(_device, (euler_step, rk4_gain_step, dopri5_step))
 
     @cuda.jit(device=True)
@@ -111,19 +127,12 @@ def _build():
         fmax = float(max_steps)
         p = (lam[i], psi[i], q, rate[i])
         y = (vx[i], vy[i], wx[i], wy[i])
-        thr = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
+        thr = threshold(settle_tol, 0.0, lam[i])
         nst = float(steps[i])
-        hn = hnom[i]
         rp = rprev[i]
-        alive = False
-        if status[i] == STATUS_RUNNING:
-            sig = scale(p, y)
-            if not (sig > 0.0) or not math.isfinite(sig):
-                status[i] = STATUS_FROZEN
-            else:
-                alive = True
-                if not (hn > 0.0):
-                    hn = eta if is_gd else 1.0 / (spt * sig)
+        alive, frozen, hn = fstart(status[i] == STATUS_RUNNING, p, y, hnom[i], is_gd, spt, eta)
+        if frozen:
+            status[i] = STATUS_FROZEN
         k, f = start(is_gd, p, y)
         prev = mark0
         kk = tpos[i]
@@ -133,43 +142,17 @@ def _build():
             prev = mj
             limit = False
             if alive and dt > 0.0:
-                if is_gd:
-                    nf = dt
-                    hh = eta
-                else:
-                    nf = math.ceil(dt / hn)
-                    hh = dt / nf
-                budget = fmax - nst
-                if nf > budget:
-                    nf = budget
-                    hh = eta if is_gd else hn
-                    limit = True
+                nf, hh, limit = substeps(dt, hn, nst, fmax, is_gd, eta, ceil)
                 s = 0.0
                 while alive and s < nf:
-                    yn, kn, fn = step(is_gd, p, y, k, f, hh)
-                    y, k, f = yn, kn, fn
-                    r = abs(fn - lam[i])
-                    if r <= thr and r <= rp:
+                    y, k, f = step(is_gd, p, y, k, f, hh)
+                    r = abs(f - lam[i])
+                    if settled(True, r, thr, rp):
                         alive = False
                     rp = r
                     nst += 1.0
                     s += 1.0
-            if alive:
-                fin = (
-                    math.isfinite(f)
-                    and math.isfinite(y[0])
-                    and math.isfinite(y[1])
-                    and math.isfinite(y[2])
-                    and math.isfinite(y[3])
-                )
-                if not fin:
-                    status[i] = STATUS_DIVERGED
-                    alive = False
-                elif limit:
-                    status[i] = STATUS_STEP_LIMIT
-                    alive = False
-            elif status[i] == STATUS_RUNNING:
-                status[i] = STATUS_SETTLED
+            alive, status[i] = after(alive, status[i], f, y, limit)
             fbuf[j, i] = f
             if kk >= 0:
                 f_track[kk, j] = f
@@ -194,19 +177,10 @@ def _build():
         p = (lm, psi[i], q, rate[i])
         y = (vx[i], vy[i], wx[i], wy[i])
         k, f = rhs_g(p, y)
-        thr = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
-        alive = status[i] == STATUS_RUNNING
-        h = hstate[i]
-        if alive:
-            sig = scale(p, y)
-            if not (sig > 0.0) or not math.isfinite(sig):
-                status[i] = STATUS_FROZEN
-                alive = False
-            elif not (h > 0.0):
-                d0 = rms(y)
-                d1 = rms(k)
-                h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
-                h = min(h, 0.01 / sig)
+        thr = threshold(settle_tol, rtol, lm)
+        alive, frozen, h = dstart(status[i] == STATUS_RUNNING, p, y, k, hstate[i])
+        if frozen:
+            status[i] = STATUS_FROZEN
         t = t0
         nst = steps[i]
         nrej = rejected[i]
@@ -243,7 +217,7 @@ def _build():
                     if not (math.isfinite(f) and math.isfinite(rms(y))):
                         status[i] = STATUS_DIVERGED
                         alive = False
-                    elif r <= thr and r <= rp:
+                    elif settled(True, r, thr, rp):
                         status[i] = STATUS_SETTLED
                         alive = False
                     rp = r

@@ -30,13 +30,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..._jit import PARALLEL, SERIAL
-from ...core.task_status import (
-    STATUS_DIVERGED,
-    STATUS_FROZEN,
-    STATUS_RUNNING,
-    STATUS_SETTLED,
-    STATUS_STEP_LIMIT,
-)
+from ...core.task_status import STATUS_FROZEN, STATUS_RUNNING
 from ...reduce import BLOCK
 from .lanes import (
     _NW,
@@ -47,8 +41,6 @@ from .lanes import (
     _OLAM,
     _ON,
     _ONST,
-    _OPSI,
-    _OQ,
     _ORATE,
     _ORPREV,
     _OTHR,
@@ -61,9 +53,11 @@ from .lanes import (
     _lanes_advance,
     _lanes_rhs,
     _lanes_rhs_rk4,
+    load_params,
 )
 from .lanes_dopri5 import DP_LANES, DP_NW, dopri5_group
-from .ode import rate_scale, task_loss
+from .ode import task_loss
+from .task_rules import ceil, fixed_start, interval_status, interval_steps, settle_threshold
 
 # ----------------------------------------------------------------------------------------------
 # serial kernels: one lane group
@@ -84,17 +78,7 @@ def _interval_steps(W, limit, dt, fmax, is_gd, eta):
     lane's values are the same operations as one lane at a time."""
     for l in range(LANES):
         live = (W[_OALIVE + l] > 0.5) & (dt > 0.0)
-        hn = W[_OHNOM + l]
-        if is_gd:
-            nf = dt
-            hh = eta
-        else:
-            nf = np.ceil(dt / hn)
-            hh = dt / nf
-        budget = fmax - W[_ONST + l]
-        over = nf > budget
-        nf = budget if over else nf
-        hh = (eta if is_gd else hn) if over else hh
+        nf, hh, over = interval_steps(dt, W[_OHNOM + l], W[_ONST + l], fmax, is_gd, eta, ceil)
         limit[l] = live & over
         W[_ON + l] = nf if live else 0.0
         W[_OHH + l] = hh if live else W[_OHH + l]
@@ -143,34 +127,26 @@ def _lane_group(
     (LANES bools) are the caller's scratch arrays. With ``direct`` the loss terms are added into
     row b of the partials instead (task order when the caller runs a block's groups in order)."""
     nt = marks.shape[0]
-    W[:] = 0.0
     fmax = float(max_steps)
-    for l in range(LANES):
-        W[_OPSI + l] = 1.0
+    load_params(W, LANES, _OLAM, g0, m, lam, psi, q, rate)
     for l in range(m):
         i = g0 + l
-        W[_OLAM + l] = lam[i]
-        W[_OPSI + l] = psi[i]
-        W[_OQ + l] = q
-        W[_ORATE + l] = rate[i]
         W[_OWT + l] = wtest[i]
         W[_ORPREV + l] = rprev[i]
-        W[_OTHR + l] = settle_tol * abs(lam[i]) if settle_tol > 0.0 else -1.0
+        W[_OTHR + l] = settle_threshold(settle_tol, 0.0, lam[i])
         W[_ONST + l] = float(steps[i])
-        W[_OHNOM + l] = hnom[i]
         W[_OY0 + l] = vx[i]
         W[_OY1 + l] = vy[i]
         W[_OY2 + l] = wx[i]
         W[_OY3 + l] = wy[i]
-        if status[i] == STATUS_RUNNING:
-            p = (lam[i], psi[i], q, rate[i])
-            sig = rate_scale(p, (vx[i], vy[i], wx[i], wy[i]))
-            if not (sig > 0.0) or not np.isfinite(sig):
-                status[i] = STATUS_FROZEN
-            else:
-                W[_OALIVE + l] = 1.0
-                if not (hnom[i] > 0.0):
-                    W[_OHNOM + l] = eta if is_gd else 1.0 / (spt * sig)
+        p = (lam[i], psi[i], q, rate[i])
+        y = (vx[i], vy[i], wx[i], wy[i])
+        alive, frozen, W[_OHNOM + l] = fixed_start(
+            status[i] == STATUS_RUNNING, p, y, hnom[i], is_gd, spt, eta
+        )
+        W[_OALIVE + l] = 1.0 if alive else 0.0
+        if frozen:
+            status[i] = STATUS_FROZEN
     if is_gd:
         _lanes_rhs(W)
     else:
@@ -193,23 +169,10 @@ def _lane_group(
             _lanes_advance(is_gd, W, int(nmax), q, stop)
         for l in range(m):
             i = g0 + l
-            if W[_OALIVE + l] > 0.5:
-                fin = (
-                    np.isfinite(W[_OF + l])
-                    and np.isfinite(W[_OY0 + l])
-                    and np.isfinite(W[_OY1 + l])
-                    and np.isfinite(W[_OY2 + l])
-                    and np.isfinite(W[_OY3 + l])
-                )
-                if not fin:
-                    status[i] = STATUS_DIVERGED
-                    W[_OALIVE + l] = 0.0
-                elif limit[l]:
-                    status[i] = STATUS_STEP_LIMIT
-                    W[_OALIVE + l] = 0.0
-            elif status[i] == STATUS_RUNNING:
-                status[i] = STATUS_SETTLED
             f = W[_OF + l]
+            y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
+            alive, status[i] = interval_status(W[_OALIVE + l] > 0.5, status[i], f, y, limit[l])
+            W[_OALIVE + l] = 1.0 if alive else 0.0
             if direct:
                 te, tr = task_loss(f - W[_OLAM + l], W[_ORATE + l], W[_OWT + l])
                 test_part[b, j] += te

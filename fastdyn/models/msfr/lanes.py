@@ -21,6 +21,7 @@ from numba import njit
 from ..._jit import SERIAL, prefer_wide_vectors
 from ...core.steppers import euler_step, rk4_gain_step, rk4_gain_weights
 from .ode import task_dir, task_dir_q1, task_rhs, task_rhs_q1
+from .task_rules import settles
 
 _INLINE = dict(SERIAL, inline="always")
 
@@ -34,6 +35,7 @@ _CHECK_EVERY = 16
 
 # row indices of W (see the module docstring)
 _Y0, _K0, _F = 0, 4, 8
+# Λ, ψ, q, rate in consecutive rows (load_params)
 _LAM, _PSI, _Q, _RATE, _HH, _N, _ALIVE, _RPREV, _THR, _NST, _HNOM, _WT = range(9, 21)
 _G2, _G2L = 21, 22
 _NW = 23
@@ -44,6 +46,22 @@ _OF, _OLAM, _OPSI, _OQ, _ORATE = _F * LANES, _LAM * LANES, _PSI * LANES, _Q * LA
 _OHH, _ON, _OALIVE, _ORPREV, _OTHR = (r * LANES for r in (_HH, _N, _ALIVE, _RPREV, _THR))
 _ONST, _OHNOM, _OWT = _NST * LANES, _HNOM * LANES, _WT * LANES
 _OG2, _OG2L = _G2 * LANES, _G2L * LANES
+
+
+@njit(**_INLINE)
+def load_params(W, nl, olam, g0, m, lam, psi, q, rate):
+    """A lane group's start: W cleared, then the parameters (Λ, ψ, q, rate: the rows from
+    ``olam`` on, ``nl`` lanes a row) of tasks g0 … g0+m−1 into lanes 0 … m−1; the other lanes
+    keep ψ = 1 (a padding lane's arithmetic stays finite)."""
+    W[:] = 0.0
+    for l in range(nl):
+        W[olam + nl + l] = 1.0
+    for l in range(m):
+        i = g0 + l
+        W[olam + l] = lam[i]
+        W[olam + nl + l] = psi[i]
+        W[olam + 2 * nl + l] = q
+        W[olam + 3 * nl + l] = rate[i]
 
 
 @njit(**_INLINE)
@@ -106,7 +124,7 @@ def _lane_commit(W, l, sf, y, k, yn, kn, fn):
     W[_OF + l] = fn if act else W[_OF + l]
     r = abs(fn - W[_OLAM + l])
     rp = W[_ORPREV + l]
-    settle = act & (r <= W[_OTHR + l]) & (r <= rp)
+    settle = settles(act, r, W[_OTHR + l], rp)
     W[_ORPREV + l] = r if act else rp
     W[_OALIVE + l] = 0.0 if settle else W[_OALIVE + l]
     W[_ONST + l] = W[_ONST + l] + (1.0 if act else 0.0)

@@ -46,7 +46,9 @@ from ...core.task_status import (
     STATUS_STEP_LIMIT,
 )
 from .._fastexp import exp_nonpos_inline, log_pos_inline
-from .ode import rate_scale, task_loss, task_rhs
+from .lanes import load_params
+from .ode import task_loss, task_rhs
+from .task_rules import dopri5_start, settle_threshold, settles
 
 _INLINE = dict(SERIAL, inline="always")
 
@@ -193,7 +195,7 @@ def _dp_control_lanes(W, max_steps):
         rn = W[_ORMSN + l]
         W[_ORMSY + l] = rn if acc else W[_ORMSY + l]
         div = not (np.isfinite(fn) and np.isfinite(rn))
-        settle = (not div) and r <= W[_OTHR + l] and r <= rp
+        settle = settles(not div, r, W[_OTHR + l], rp)
         W[_OEV + l] = (2.0 if div else (3.0 if settle else 1.0)) if acc else 0.0
         W[_ORP + l] = r if acc else rp
         alive = not (acc and (div or settle)) and W[_OALIVE + l] != 0.0
@@ -265,15 +267,9 @@ def dopri5_group(
     every DP_POLL iterations); a task that reaches ``max_steps`` sets ``stop[1]`` (see
     :mod:`fastdyn.core.stop_flag`). W, J: the worker's :func:`dp_scratch`."""
     nt = times.shape[0]
-    W[:] = 0.0
-    for l in range(DP_LANES):
-        W[_OPSI + l] = 1.0
+    load_params(W, DP_LANES, _OLAM, g0, m, lam, psi, q, rate)
     for l in range(m):
         i = g0 + l
-        W[_OLAM + l] = lam[i]
-        W[_OPSI + l] = psi[i]
-        W[_OQ + l] = q
-        W[_ORATE + l] = rate[i]
         W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l] = vx[i], vy[i], wx[i], wy[i]
     _dp_rhs_lanes(W)
     for l in range(m):
@@ -282,21 +278,12 @@ def dopri5_group(
         p = (lm, psi[i], q, rate[i])
         y = (vx[i], vy[i], wx[i], wy[i])
         k = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])
-        alive = status[i] == STATUS_RUNNING
-        h = hstate[i]
-        if alive:
-            sig = rate_scale(p, y)
-            if not (sig > 0.0) or not np.isfinite(sig):
-                status[i] = STATUS_FROZEN
-                alive = False
-            elif not (h > 0.0):
-                d0 = _rms(y)
-                d1 = _rms(k)
-                h = 0.01 * d0 / d1 if (d0 > 0.0 and d1 > 0.0) else 0.01 / sig
-                h = min(h, 0.01 / sig)
+        alive, frozen, h = dopri5_start(status[i] == STATUS_RUNNING, p, y, k, hstate[i])
+        if frozen:
+            status[i] = STATUS_FROZEN
         W[_OT + l] = t0
         W[_OH + l] = h
-        W[_OTHR + l] = max(settle_tol, rtol) * abs(lm) if settle_tol > 0.0 else -1.0
+        W[_OTHR + l] = settle_threshold(settle_tol, rtol, lm)
         W[_ORP + l] = rprev[i]
         W[_ONST + l] = float(steps[i])
         W[_ONREJ + l] = float(rejected[i])
