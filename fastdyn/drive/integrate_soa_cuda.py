@@ -32,12 +32,21 @@ def _device(fn: Any) -> Any:
     return cuda.jit(device=True)(getattr(fn, "py_func", fn))
 
 
+def _load(params: Any, y: Any, i: int, p: Any, yy: Any) -> None:
+    """Task i's parameters and state (column i) into the thread's arrays p and yy."""
+    for r in range(p.shape[0]):
+        p[r] = params[r, i]
+    for r in range(yy.shape[0]):
+        yy[r] = y[r, i]
+
+
 def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> Any:
     """The CUDA kernel of ``kind`` ("rk4", "dopri5") for one model and state/parameter size."""
     key = (kind, rhs, observe, loss, ns, kp)
     if key in _KERNELS:
         return _KERNELS[key]
     dev = cuda.jit(device=True)
+    load = dev(_load)
     NS, KP = int(ns), int(kp)
     if kind == "rk4":
         task = soa_tasks.rk4_task(_device(rhs), _device(observe), _device(loss), dev)
@@ -54,10 +63,7 @@ def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> A
             )
             k1, k2 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
             k3, k4 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
-            for r in range(KP):
-                p[r] = params[r, i]
-            for r in range(NS):
-                yy[r] = y[r, i]
+            load(params, y, i, p, yy)
             tracked = tpos[i] >= 0
             f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
             if task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te[i], tr[i], f, tracked, stop) == 0:
@@ -79,10 +85,7 @@ def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> A
             k3, k4 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
             k5, k6 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
             k7 = cuda.local.array(NS, float64)
-            for r in range(KP):
-                p[r] = params[r, i]
-            for r in range(NS):
-                yy[r] = y[r, i]
+            load(params, y, i, p, yy)
             tracked = tpos[i] >= 0
             f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
             code, hs, nacc, nrej, failed = task(

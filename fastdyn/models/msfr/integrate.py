@@ -270,10 +270,12 @@ def _check_settings(settle_tol: float, max_steps: int) -> None:
         raise ValueError(f"max_steps: must be ≥ 1, got {max_steps}")
 
 
-def _rows(state: TaskState) -> list[np.ndarray]:
+def _kernel_state(state: TaskState) -> tuple[np.ndarray, ...]:
+    """The task-state arrays in the kernels' argument order: vx, vy, wx, wy (the rows of y), h,
+    rprev, status, steps."""
     if state.y.shape[0] != 4 or state.y.dtype != np.float64:
         raise ValueError(f"state.y: expected float64 (4, n), got {state.y.dtype} {state.y.shape}")
-    return [state.y[r] for r in range(4)]
+    return (*(state.y[r] for r in range(4)), state.h, state.rprev, state.status, state.steps)
 
 
 def advance(
@@ -356,21 +358,7 @@ def advance(
             raise ValueError(
                 f"{name}: expected float64 array of shape {shape}, got {a.dtype} {a.shape}"
             )
-    vx, vy, wx, wy = _rows(state)
-    common = (
-        lam,
-        psi,
-        rate,
-        wtest,
-        vx,
-        vy,
-        wx,
-        wy,
-        state.h,
-        state.rprev,
-        state.status,
-        state.steps,
-    )
+    common = (lam, psi, rate, wtest, *_kernel_state(state))
     on_gpu = device == "cuda"
     if integrator == "rk4":
         if not (np.isfinite(steps_per_timescale) and steps_per_timescale > 0):

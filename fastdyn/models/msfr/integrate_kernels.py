@@ -9,7 +9,7 @@ from an atomic counter (:func:`_take`) until none is left (dynamic scheduling):
    :mod:`fastdyn.models.msfr.lanes`; dopri5: DP_LANES tasks, each with its own adaptive steps,
    :func:`~fastdyn.models.msfr.lanes_dopri5.dopri5_group`) of the chunk's first :func:`head_blocks` blocks, each storing its tasks' f at every output time in a
    buffer; the worker that finishes a block's last item adds the block's loss terms from the
-   buffer in task order into its row of the partials (:func:`_finish_block`);
+   buffer in task order into its row of the partials (:func:`_finish_group`);
 2. then every other block whole, by one worker, its loss terms added in task order as it goes.
 
 Either way the additions into a block's row are those of a serial per-block kernel, in the same
@@ -213,7 +213,7 @@ def _take(typingctx, counter, idx):
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
         one = context.get_constant(types.int64, 1)
         # acq_rel: a worker that sees a block's last group done also sees the f the other
-        # workers stored for it (the block is reduced by whoever finishes it, _finish_block)
+        # workers stored for it (the block is reduced by whoever finishes it, _finish_group)
         return builder.atomic_rmw("add", ptr, one, "acq_rel")
 
     return sig, codegen
@@ -244,6 +244,27 @@ def head_blocks(n, nt):
     return min((n + BLOCK - 1) // BLOCK, sb)
 
 
+@njit(**_INLINE)
+def _work_plan(n, nt, lanes):
+    """(nb, sb, nh, fbuf, taken, done) of a parallel kernel over n tasks and nt output times: nb
+    blocks, the first sb (:func:`head_blocks`) split into nh work items of ``lanes`` tasks whose
+    f go to ``fbuf``; the atomic counters of items handed out and of finished items per split
+    block."""
+    nb = (n + BLOCK - 1) // BLOCK
+    sb = head_blocks(n, nt)
+    hn = min(sb * BLOCK, n)
+    nh = (hn + lanes - 1) // lanes
+    fbuf = np.empty((hn, nt))
+    return nb, sb, nh, fbuf, np.zeros(1, dtype=np.int64), np.zeros(max(sb, 1), dtype=np.int64)
+
+
+@njit(**_INLINE)
+def _scratch(size):
+    """A worker's float64 scratch array, padded so that no cache line is shared with another
+    worker's."""
+    return np.empty(size + 2 * _PAD)[_PAD : _PAD + size]
+
+
 @njit(**SERIAL)
 def _block_losses(b, a, e, lo, lam, rate, wtest, fbuf, test_part, train_part):
     """Row b of the partials += the loss terms of tasks a … e−1 (f in ``fbuf[i − lo]``), added in
@@ -256,10 +277,26 @@ def _block_losses(b, a, e, lo, lam, rate, wtest, fbuf, test_part, train_part):
             train_part[b, j] += tr
 
 
+@njit(**_INLINE)
+def _next_item(taken, nb, sb, nh, lanes):
+    """The next work item of :func:`_work_plan`'s plan, from the atomic counter: (−1, 0) when
+    none is left, (0, g0) the lane group of a split block that starts at task g0, (1, b) the
+    whole block b."""
+    x = _take(taken, 0)
+    if x >= nh + nb - sb:
+        return -1, 0
+    if x < nh:
+        return 0, x * lanes
+    return 1, sb + x - nh
+
+
 @njit(**SERIAL)
-def _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part):
-    """Count one more finished work item of split block b (``items`` in all); the worker that
-    finishes the last one adds the block's loss terms (the f of all its tasks are stored)."""
+def _finish_group(done, g0, lanes, n, lam, rate, wtest, fbuf, acc, test_part, train_part):
+    """Count the lane group at g0 (``lanes`` tasks) as one more finished work item of its split
+    block; the worker that finishes the block's last one adds the block's loss terms (the f of
+    all its tasks are stored)."""
+    b = g0 // BLOCK
+    items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + lanes - 1) // lanes
     if _take(done, b) == items - 1:
         a = b * BLOCK
         _row_in(acc, b, test_part, train_part)
@@ -289,7 +326,7 @@ def _row_out(acc, b, test_part, train_part):
 # makes it uncacheable; on a loaded machine every region's barrier waits for the slowest thread to
 # be scheduled again). Work items from the atomic counter, in order: the lane groups / tasks of
 # the first ``head_blocks`` blocks (f buffered; whoever finishes a block's last item reduces it,
-# :func:`_finish_block`), then the other blocks whole, each by one worker with its loss terms
+# :func:`_finish_group`), then the other blocks whole, each by one worker with its loss terms
 # added directly in task order. Everything runs inline (a parallel kernel that calls another
 # parallel function cannot be cached).
 
@@ -304,35 +341,25 @@ def lanes_kernel(
     of one chunk in lock-step lane groups; state arrays updated in place."""
     n = lam.shape[0]
     nt = marks.shape[0]
-    nb = (n + BLOCK - 1) // BLOCK
-    sb = head_blocks(n, nt)
-    hn = min(sb * BLOCK, n)
-    nh = (hn + LANES - 1) // LANES  # items of the split blocks: lane groups
-    fbuf = np.empty((hn, nt))
-    taken = np.zeros(1, dtype=np.int64)
-    done = np.zeros(max(sb, 1), dtype=np.int64)
+    nb, sb, nh, fbuf, taken, done = _work_plan(n, nt, LANES)
     for _k in prange(bins):
-        # per-worker scratch, padded so that no cache line is shared with another worker's
-        W = np.empty(_NW * LANES + 2 * _PAD)[_PAD : _PAD + _NW * LANES]
-        acc = np.empty(2 * nt + 2 * _PAD)[_PAD : _PAD + 2 * nt].reshape((2, nt))
+        W = _scratch(_NW * LANES)
+        acc = _scratch(2 * nt).reshape((2, nt))
         limit = np.empty(LANES + 16 * _PAD, dtype=np.bool_)[8 * _PAD : 8 * _PAD + LANES]
         while stop[0] == 0:
-            x = _take(taken, 0)
-            if x >= nh + nb - sb:
+            kind, x = _next_item(taken, nb, sb, nh, LANES)
+            if kind < 0:
                 break
-            if x < nh:
-                g0 = x * LANES
-                b = g0 // BLOCK
+            if kind == 0:
                 _lane_group(
-                    is_gd, g0, min(LANES, n - g0), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
+                    is_gd, x, min(LANES, n - x), 0, lam, psi, rate, wtest, vx, vy, wx, wy,
                     hnom, rprev, status, steps, q, mark0, marks, spt, eta, settle_tol,
-                    max_steps, tpos, fbuf, f_track, stop, W, limit, _SPLIT, b, test_part,
-                    train_part,
+                    max_steps, tpos, fbuf, f_track, stop, W, limit, _SPLIT, x // BLOCK,
+                    test_part, train_part,
                 )  # fmt: skip
-                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + LANES - 1) // LANES
-                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
+                _finish_group(done, x, LANES, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
             else:
-                b = sb + x - nh
+                b = x
                 _row_in(acc, b, test_part, train_part)
                 for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), LANES):
                     _lane_group(
@@ -375,38 +402,26 @@ def dopri5_kernel(
     """Per-task adaptive Dormand–Prince 5(4) of one chunk; state arrays updated in place."""
     n = lam.shape[0]
     nt = times.shape[0]
-    nb = (n + BLOCK - 1) // BLOCK
-    sb = head_blocks(n, nt)
-    hn = min(sb * BLOCK, n)
-    nh = (hn + DP_LANES - 1) // DP_LANES  # items of the split blocks: lane groups
-    fbuf = np.empty((hn, nt))
-    taken = np.zeros(1, dtype=np.int64)
-    done = np.zeros(max(sb, 1), dtype=np.int64)
+    nb, sb, nh, fbuf, taken, done = _work_plan(n, nt, DP_LANES)
     for _k in prange(bins):
-        # per-worker scratch, padded so that no cache line is shared with another worker's
-        W = np.empty(DP_NW * DP_LANES + 2 * _PAD)[_PAD : _PAD + DP_NW * DP_LANES]
+        W = _scratch(DP_NW * DP_LANES)
         J = np.empty(DP_LANES + 2 * _PAD, dtype=np.int64)[_PAD : _PAD + DP_LANES]
-        gbuf = np.empty(DP_LANES * nt + 2 * _PAD)[_PAD : _PAD + DP_LANES * nt].reshape(
-            (DP_LANES, nt)
-        )
-        acc = np.empty(2 * nt + 2 * _PAD)[_PAD : _PAD + 2 * nt].reshape((2, nt))
+        gbuf = _scratch(DP_LANES * nt).reshape((DP_LANES, nt))
+        acc = _scratch(2 * nt).reshape((2, nt))
         while stop[0] == 0 and stop[1] == 0:
-            x = _take(taken, 0)
-            if x >= nh + nb - sb:
+            kind, x = _next_item(taken, nb, sb, nh, DP_LANES)
+            if kind < 0:
                 break
-            if x < nh:
-                g0 = x * DP_LANES
-                b = g0 // BLOCK
+            if kind == 0:
                 dopri5_group(
-                    g0, min(DP_LANES, n - g0), _ROW0, lam, psi, rate, wtest, vx, vy, wx, wy, hstate,
+                    x, min(DP_LANES, n - x), _ROW0, lam, psi, rate, wtest, vx, vy, wx, wy, hstate,
                     rprev, status, steps, rejected, q, t0, times, rtol, atol, settle_tol,
-                    max_steps, tpos, fbuf, f_track, stop, W, J, _SPLIT, b, test_part,
+                    max_steps, tpos, fbuf, f_track, stop, W, J, _SPLIT, x // BLOCK, test_part,
                     train_part,
                 )  # fmt: skip
-                items = (min(b * BLOCK + BLOCK, n) - b * BLOCK + DP_LANES - 1) // DP_LANES
-                _finish_block(done, b, items, n, lam, rate, wtest, fbuf, acc, test_part, train_part)
+                _finish_group(done, x, DP_LANES, n, lam, rate, wtest, fbuf, acc, test_part, train_part)  # fmt: skip
             else:
-                b = sb + x - nh
+                b = x
                 _row_in(acc, b, test_part, train_part)
                 for g0 in range(b * BLOCK, min(b * BLOCK + BLOCK, n), DP_LANES):
                     dopri5_group(

@@ -87,6 +87,15 @@ def dp_scratch():
     return np.empty(DP_NW * DP_LANES), np.empty(DP_LANES, np.int64)
 
 
+@njit(**_INLINE)
+def _put4(W, o, l, v):
+    """The 4-tuple v into rows o … o+3 (offsets: o = _OY0, _OK0, _OYN0 or _OKN0) of lane l."""
+    W[o + l] = v[0]
+    W[o + DP_LANES + l] = v[1]
+    W[o + 2 * DP_LANES + l] = v[2]
+    W[o + 3 * DP_LANES + l] = v[3]
+
+
 @njit(**SERIAL, fastmath={"contract"})
 def _dp_rhs_lanes(W):
     """k = rhs(y), f and ‖y‖ of every lane at the start of a call, with the arithmetic of the step
@@ -98,10 +107,7 @@ def _dp_rhs_lanes(W):
         y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
         k, f = task_rhs(p, y)
         W[_ORMSY + l] = _rms(y)
-        W[_OK0 + l] = k[0]
-        W[_OK1 + l] = k[1]
-        W[_OK2 + l] = k[2]
-        W[_OK3 + l] = k[3]
+        _put4(W, _OK0, l, k)
         W[_OF + l] = f
 
 
@@ -119,14 +125,8 @@ def _dp_step_lanes(W, atol, rtol):
         rn = _rms(yn)
         W[_OERR + l] = error_norm_of_rms(_rms(e), W[_ORMSY + l], rn, atol, rtol)
         W[_ORMSN + l] = rn
-        W[_OYN0 + l] = yn[0]
-        W[_OYN1 + l] = yn[1]
-        W[_OYN2 + l] = yn[2]
-        W[_OYN3 + l] = yn[3]
-        W[_OKN0 + l] = kn[0]
-        W[_OKN1 + l] = kn[1]
-        W[_OKN2 + l] = kn[2]
-        W[_OKN3 + l] = kn[3]
+        _put4(W, _OYN0, l, yn)
+        _put4(W, _OKN0, l, kn)
         W[_OFN + l] = fn
 
 
