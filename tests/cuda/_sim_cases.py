@@ -98,7 +98,7 @@ def test_closed_form_loss_partials(level):
     cpu = [np.empty(shape), np.empty(shape)]
     gpu = [np.empty(shape), np.empty(shape)]
     theory.loss_partials(times, lam, psi, rate, wt, *v0, level, *cpu)
-    theory_cuda.loss_partials(times, lam, psi, rate, wt, *v0, level, *gpu)
+    theory.loss_partials(times, lam, psi, rate, wt, *v0, level, *gpu, device="cuda")
     _close(gpu[0], cpu[0], "test partials")
     _close(gpu[1], cpu[1], "train partials")
     assert np.all(cpu[0][:, 0] > 0)  # the comparison is not of zeros
@@ -106,7 +106,7 @@ def test_closed_form_loss_partials(level):
     old = theory_cuda.TILE_VALUES
     theory_cuda.TILE_VALUES = 1024 * times.size  # tiles of one block: two, the second partial
     try:
-        theory_cuda.loss_partials(times, lam, psi, rate, wt, *v0, level, *tiled)
+        theory.loss_partials(times, lam, psi, rate, wt, *v0, level, *tiled, device="cuda")
     finally:
         theory_cuda.TILE_VALUES = old
     np.testing.assert_array_equal(tiled[0], gpu[0])  # the same sums in the same order
@@ -116,17 +116,10 @@ def test_closed_form_loss_partials(level):
 def test_closed_form_exact_level_refused():
     lam, psi, rate, wt, v0 = _tasks(8, 1)
     with pytest.raises(ValueError, match="exact.*no CUDA kernel"):
-        theory_cuda.loss_partials(
-            np.array([0.0, 1.0]),
-            lam,
-            psi,
-            rate,
-            wt,
-            *v0,
-            "exact",
-            np.empty((1, 2)),
-            np.empty((1, 2)),
-        )
+        theory.loss_partials(
+            np.array([0.0, 1.0]), lam, psi, rate, wt, *v0, "exact", np.empty((1, 2)),
+            np.empty((1, 2)), device="cuda",
+        )  # fmt: skip
 
 
 #: GD at η = 0.05 takes some of these tasks past its stability bound 2/λ_max, where it is

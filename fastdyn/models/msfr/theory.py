@@ -144,6 +144,14 @@ def _walk_right(times, x, k):
     return k
 
 
+@njit(**SERIAL, inline="always")
+def _exp_range(tasks, q, k1s, khs, k2s):
+    """(j, k1, kh, k2): the task tasks[q] of an exp batch and its range of output times
+    [k1, k2), the half-rise at kh (see :func:`_exp_terms`)."""
+    j = tasks[q]
+    return j, k1s[j], khs[j], k2s[j]
+
+
 @njit(**SERIAL)
 def _exp_terms(times, tasks, qa, qb, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt, ex, acc_t, acc_r):
     """The exp ranges of fast tasks tasks[qa] … tasks[qb − 1] (see _block_loss; in task order,
@@ -155,10 +163,7 @@ def _exp_terms(times, tasks, qa, qb, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt
     prefer_wide_vectors()
     e = 0
     for q in range(qa, qb):
-        j = tasks[q]
-        k1 = k1s[j]
-        kh = khs[j]
-        k2 = k2s[j]
+        j, k1, kh, k2 = _exp_range(tasks, q, k1s, khs, k2s)
         c = f_c[j]
         u0 = f_u0[j]
         o = e - k1
@@ -171,10 +176,7 @@ def _exp_terms(times, tasks, qa, qb, k1s, khs, k2s, f_c, f_u0, f_lam, f_wt, f_rt
         ex[i] = exp_nonpos(ex[i])
     e = 0
     for q in range(qa, qb):
-        j = tasks[q]
-        k1 = k1s[j]
-        kh = khs[j]
-        k2 = k2s[j]
+        j, k1, kh, k2 = _exp_range(tasks, q, k1s, khs, k2s)
         lm = f_lam[j]
         wt = f_wt[j]
         rt = f_rt[j]
@@ -809,29 +811,16 @@ def loss_partials(
     checked block by block inside the kernel, while they are in cache (a separate pass cost 15 %
     of a 16-time run); after the ValueError for a bad value the arrays' contents are unspecified.
     """
-    if device == "cuda":  # the GPU twin (fastdyn.drive.device)
-        from . import theory_cuda
-
-        theory_cuda.loss_partials(
-            times,
-            lam,
-            psi,
-            rate,
-            wtest,
-            v0x,
-            v0y,
-            w0x,
-            w0y,
-            level,
-            test_partials,
-            train_partials,
-            rtol=rtol,
-        )
-        return
+    on_gpu = device == "cuda"  # the GPU twin (fastdyn.drive.device): the values checked here
     code, t, arrs, wt = partials_args(
         times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials,
-        check_values=False,
+        check_values=on_gpu,
     )  # fmt: skip
+    if on_gpu:
+        from . import theory_cuda
+
+        theory_cuda.block_partials(code, t, arrs, wt, test_partials, train_partials)
+        return
     lam_, psi_, rate_, v0x_, v0y_, w0x_, w0y_ = arrs
     bad = np.zeros((test_partials.shape[0], 7, 3), dtype=np.int64)
     _loss_partials_kernel(

@@ -35,7 +35,6 @@ from numba import cuda
 
 from ... import _cuda_memory as _mem
 from ...reduce import BLOCK
-from ._args import _level_code, partials_args
 from ._closed_form import EXACT, closed_form_setup, riccati_eval, riccati_setup
 
 _kernels: dict[str, object] = {}
@@ -116,31 +115,21 @@ def _tile_tasks(n: int, nt: int) -> int:
     return min(-(-n // BLOCK) * BLOCK, max(BLOCK, TILE_VALUES // max(nt, 1) // BLOCK * BLOCK))
 
 
-def loss_partials(
-    times: np.ndarray,
-    lam: np.ndarray,
-    psi: np.ndarray,
-    rate: np.ndarray,
-    wtest: np.ndarray,
-    v0x: np.ndarray,
-    v0y: np.ndarray,
-    w0x: np.ndarray,
-    w0y: np.ndarray,
-    level: str,
+def block_partials(
+    code: int,
+    t: np.ndarray,
+    arrs: tuple[np.ndarray, ...],
+    wt: np.ndarray,
     test_partials: np.ndarray,
     train_partials: np.ndarray,
-    *,
-    rtol: float = 0.0,
 ) -> None:
-    """GPU twin of :func:`fastdyn.models.msfr.theory.loss_partials` (``rtol`` is accepted for
-    the same signature; it only matters at the exact level, which has no GPU twin)."""
-    if _level_code(level) == EXACT:
+    """GPU twin of :func:`fastdyn.models.msfr.theory.loss_partials` (``device="cuda"``), from
+    its checked arguments (:func:`~fastdyn.models.msfr._args.partials_args`: level code, times,
+    the 7 task arrays, wtest). The exact level (an adaptive ODE per task) has no GPU twin."""
+    if code == EXACT:
         raise ValueError(
             "theory.level = 'exact' has no CUDA kernel (an adaptive ODE per task); use 'leading' or 'first_order', or device = 'cpu'"
         )
-    code, t, arrs, wt = partials_args(
-        times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, level, test_partials, train_partials
-    )
     if not _kernels:
         _kernels.update(_build())
     n = arrs[0].shape[0]
