@@ -5,14 +5,16 @@ Same arguments in the same order, same in-place updates of the task state, the p
 partials and ``f_track``. Two launches per call:
 
 1. one thread per task runs that task exactly as the CPU does: rk4/gd as one lane of the CPU's
-   lock-step lanes (:func:`fastdyn.models.msfr.integrate_kernels._lane_block`: the same start-up, frozen
-   tasks, nominal step 1/(spt·σ_s) or η, sub-steps per output interval, settling rule, step limit
-   and divergence check), dopri5 as :func:`~.lanes_dopri5.dopri5_group` does per lane (its own adaptive
-   steps, the same controller). The right-hand side, rate scale, loss terms, the steps
+   lock-step lanes (:func:`fastdyn.models.msfr.integrate_kernels._lane_group`: the same start-up,
+   frozen tasks, nominal step 1/(spt·σ_s) or η, sub-steps per output interval, settling rule,
+   step limit and divergence check), dopri5 as :func:`~.lanes_dopri5.dopri5_group` does per lane
+   (its own adaptive steps, the same controller). The per-task rules
+   (:mod:`fastdyn.models.msfr.task_rules`), the right-hand side, rate scale, loss terms, the steps
    (``euler_step``, ``rk4_gain_step``, ``dopri5_step``) and the step-size control are compiled
    for the device from the CPU's own Python source (:mod:`fastdyn.models.msfr.ode`,
-   :mod:`fastdyn.core.steppers`; a step's right-hand side is passed to it as on the CPU). Each thread writes f at every output time
-   to ``fbuf[j, i]`` (task index fastest: a warp's stores are coalesced);
+   :mod:`fastdyn.core.steppers`; a step's right-hand side is passed to it as on the CPU). Each
+   thread writes f at every output time to ``fbuf[j, i]`` (task index fastest: a warp's stores
+   are coalesced);
 2. one thread per (block, output time) adds its block's loss terms in task order onto the
    partials, the CPU's order, so the reduction is fixed whatever the launch configuration.
 
