@@ -233,7 +233,8 @@ def mean_tokens(task) -> float:
 def bytes_needed(cfg: MsfrAttnConfig) -> tuple[float, float, float, float]:
     """Estimated peak memory of an msfr-attn run as (training sequences, test sequences, task
     tables, weights and process):
-    4-byte tokens (times n_tasks with feature noise) plus 16 bytes of index per sequence; per task
+    4-byte tokens (times n_tasks with feature noise) plus 16 bytes of index per sequence (and, for
+    sparse linear attention, each training sequence's stored S2 and query, 16 bytes); per task
     the table, counts and theory (≈ 12 float64) and the weights with their gradient, optimiser
     state, checkpoints and comparison (≈ 12 copies); the process itself (256 MiB)."""
     t, a = cfg.task, cfg.attention
@@ -245,7 +246,13 @@ def bytes_needed(cfg: MsfrAttnConfig) -> tuple[float, float, float, float]:
     d_tok = t.d + 1 if a.embedding == "shared" else 2 * t.d
     n_params = d_tok * (1 + t.d) if dense else (d_tok + t.d) * (r + 1) + 2 * t.d
     per = tokens * per_token + 64  # task, length, offset and their temporaries
-    return n * per, cfg.data.n_test * per, 8.0 * 12 * t.n_tasks, 8.0 * 12 * n_params + 384 * 2**20
+    sums = 0.0 if dense or a.softmax else 16.0  # S2 and q (float64) of each training sequence
+    return (
+        n * (per + sums),
+        cfg.data.n_test * per,
+        8.0 * 12 * t.n_tasks,
+        8.0 * 12 * n_params + 384 * 2**20,
+    )
 
 
 def _check_memory(cfg: MsfrAttnConfig) -> None:

@@ -282,3 +282,27 @@ def test_population_f_is_the_mean_of_yhat_times_query_for_gaussian_tokens():
         se = yq.std() / np.sqrt(yq.size)
         assert abs(yq.mean() - f[s]) < 4 * se, (yq.mean(), f[s], se)  # 4 standard errors
     np.testing.assert_allclose(K.clean_response(th, lay, lam, psi, "gaussian"), f, rtol=1e-15)
+
+
+@pytest.mark.parametrize("emb,kq", [("block", "merged"), ("shared", "separate")])
+def test_minibatch_gathers_the_stored_context_sums(emb, kq):
+    """A minibatch's S2 and q, gathered from the whole-data workspace (SequenceModel's path), equal
+    the ones summed from its tokens (token order, float64), and so do loss and gradient, bitwise."""
+    from fastdyn.models.msfr_attn.setup import SequenceModel
+
+    data = _data(False, "gaussian")
+    lay = K.Layout(4, emb, kq, 2)
+    th = np.random.default_rng(3).normal(0, 0.5, lay.n_params)
+    full = K.Workspace(lay, data)
+    for n in range(data.n):
+        ctx = data.x[data.offset[n] : data.offset[n + 1] - 1].astype(np.float64)
+        acc = 0.0
+        for v in ctx.tolist():
+            acc += v * v
+        assert full.s2[n] == acc and full.q[n] == np.float64(data.x[data.offset[n + 1] - 1])
+    model = SequenceModel(lay, data)
+    idx = np.array([0, 2, 3, 7, 9, 10])
+    g_tok, g_gat = np.zeros_like(th), np.zeros_like(th)
+    lo_tok = K.loss_and_grad(th, lay, data, g_tok, K.Workspace(lay, data, idx))
+    lo_gat = model.loss_and_grad(th, {}, g_gat, idx)
+    assert lo_tok == lo_gat and np.array_equal(g_tok, g_gat)

@@ -18,13 +18,15 @@ q_s (separate, q_s = W_Q[:, x_s]) matter; with S2 = Σ_ctx x_i², u = (1, Λ_s),
     block/separate   D(2 + 3r)   vx[D] vy[D] kx[D,r] ky[D,r] q[D,r]
     shared/separate  D(1 + 2r) + 1 + r   vx[D] vy[1] kx[D,r] ky[1,r] q[D,r]
 
-Sequences of tasks s > D have ŷ = 0 and give no gradient. Per-sample cost O(ψ_s) (one pass over
-the tokens; softmax two). Pass 1 runs ``prange`` over fixed blocks of BLOCK samples and writes each
-sample's loss and local gradient (∂ℓ/∂v_s, ∂ℓ/∂w_s); pass 2 runs over fixed blocks of tasks and adds
-each task's samples in sample order (data are sorted by task), then maps ∂/∂w_s to K and Q by the
-chain rule; shared coordinates are summed per task block and the blocks added in order. Results are
-bit-identical for any thread count. Calls with less than ``SMALL_WORK`` token·coordinate units run
-on one thread: a parallel region costs a thread wake-up per call, which on a loaded machine was
+Sequences of tasks s > D have ŷ = 0 and give no gradient. Linear attention reads each sequence's
+S2 and q, summed from the tokens once per :class:`Workspace` (O(1) a sample per call after an
+O(ψ_s) set-up); softmax reads the tokens every call (two passes). Pass 1 runs ``prange`` over fixed
+blocks of BLOCK samples and writes each sample's loss and local gradient (∂ℓ/∂v_s, ∂ℓ/∂w_s); pass 2
+runs over fixed blocks of tasks and adds each task's samples in sample order (data are sorted by
+task), then maps ∂/∂w_s to K and Q by the chain rule; shared coordinates are summed per task block
+and the blocks added in order. Results are bit-identical for any thread count. Calls with less than
+``SMALL_WORK`` token·coordinate units (a sparse linear sample: ``LINEAR_SAMPLE_WORK``) run on one
+thread: a parallel region costs a thread wake-up per call, which on a loaded machine was
 measured at ~8 ms (against ~0.7 ms of work for 16 000 sequences of 5 tokens), and training loops
 make one call per step.
 
@@ -113,7 +115,7 @@ class Layout:
 # ----------------------------------------------------------------------------------------------
 
 
-@njit(**SERIAL)
+@njit(**SERIAL, inline="always")
 def _local_w(theta, s, shared, separate, r, okx, oky, oq):
     if separate:
         wx = 0.0
@@ -127,29 +129,36 @@ def _local_w(theta, s, shared, separate, r, okx, oky, oq):
     return theta[okx + s], theta[oky + s]
 
 
-@njit(**SERIAL)
-def _sample(theta, x, a, e, lam, s, shared, separate, r, softmax, ovy, okx, oky, oq, gout):
-    """Loss ℓ = (ŷ − Λq)²/2 of one sequence (tokens x[a..e), query x[e]); gout = ∂ℓ/∂(vx,vy,wx,wy)."""
-    q = np.float64(x[e])
+@njit(**SERIAL, inline="always")
+def _local_u(theta, lam, s, shared, separate, r, ovy, okx, oky, oq):
+    """(v_x, w_x, uᵀv, uᵀw) of task s, u = (1, Λ_s)."""
     vx = theta[s]
     vy = theta[ovy + (0 if shared else s)]
     wx, wy = _local_w(theta, s, shared, separate, r, okx, oky, oq)
-    uv = vx + lam * vy
-    uw = wx + lam * wy
-    if not softmax:
-        s2 = 0.0
-        for t in range(a, e):
-            xi = np.float64(x[t])
-            s2 += xi * xi
-        yhat = q * (s2 * uv * uw + q * q * vx * wx)
-        err = yhat - lam * q
-        c1 = err * q * s2
-        c2 = err * q * q * q
-        gout[0] = c1 * uw + c2 * wx
-        gout[1] = c1 * uw * lam
-        gout[2] = c1 * uv + c2 * vx
-        gout[3] = c1 * uv * lam
-        return 0.5 * err * err
+    return vx, wx, vx + lam * vy, wx + lam * wy
+
+
+@njit(**SERIAL, inline="always")
+def _sample_linear(theta, q, s2, lam, s, shared, separate, r, ovy, okx, oky, oq, gout):
+    """Linear attention's ℓ = (ŷ − Λq)²/2 of one sequence from its query q and S2 = Σ_ctx x_t²;
+    gout = ∂ℓ/∂(vx,vy,wx,wy)."""
+    vx, wx, uv, uw = _local_u(theta, lam, s, shared, separate, r, ovy, okx, oky, oq)
+    yhat = q * (s2 * uv * uw + q * q * vx * wx)
+    err = yhat - lam * q
+    c1 = err * q * s2
+    c2 = err * q * q * q
+    gout[0] = c1 * uw + c2 * wx
+    gout[1] = c1 * uw * lam
+    gout[2] = c1 * uv + c2 * vx
+    gout[3] = c1 * uv * lam
+    return 0.5 * err * err
+
+
+@njit(**SERIAL)
+def _sample_softmax(theta, x, a, e, lam, s, shared, separate, r, ovy, okx, oky, oq, gout):
+    """Softmax attention's ℓ of one sequence (tokens x[a..e), query x[e]); gout as above."""
+    q = np.float64(x[e])
+    vx, wx, uv, uw = _local_u(theta, lam, s, shared, separate, r, ovy, okx, oky, oq)
     # softmax over scores a_t = z_tᵀ w q: context x_t q (uᵀw), query q² w_x
     sq = q * q * wx
     mx = sq
@@ -183,9 +192,29 @@ def _sample(theta, x, a, e, lam, s, shared, separate, r, softmax, ovy, okx, oky,
 
 
 @njit(**PARALLEL)
+def _context_sums(idx, offset, x, s2, q):
+    """Per workspace row j (sequence n = idx[j]): S2 = Σ_ctx x_t² (summed in token order) and the
+    query q, as float64; what the linear sparse pass reads instead of the tokens, every epoch."""
+    m = idx.shape[0]
+    for b in prange((m + BLOCK - 1) // BLOCK):
+        for j in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
+            n = idx[j]
+            e = offset[n + 1] - 1
+            acc = 0.0
+            for t in range(offset[n], e):
+                xi = np.float64(x[t])
+                acc += xi * xi
+            s2[j] = acc
+            q[j] = np.float64(x[e])
+
+
+@njit(**PARALLEL)
 def _sparse_pass1(
-    theta, idx, task, offset, x, lam, d, shared, separate, r, softmax, ovy, okx, oky, oq, g, lpart
-):
+    theta, idx, task, offset, x, s2, qs, lam, d, shared, separate, r, softmax, ovy, okx, oky, oq,
+    g, lpart,
+):  # fmt: skip
+    """Per sample j: loss into its block's partial, local gradient into g[j]. Linear attention
+    reads the stored S2 and query (s2[j], qs[j]); softmax reads the tokens."""
     m = idx.shape[0]
     for b in prange(lpart.shape[0]):
         acc = 0.0
@@ -193,30 +222,25 @@ def _sparse_pass1(
         for j in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
             n = idx[j]
             s = task[n]
-            e = offset[n + 1] - 1
-            if s >= d:
+            e = 0
+            if softmax:
+                e = offset[n + 1] - 1
                 q = np.float64(x[e])
+            else:
+                q = qs[j]
+            if s >= d:
                 acc += 0.5 * (lam[s] * q) ** 2
                 for k in range(4):
                     g[j, k] = 0.0
                 continue
-            acc += _sample(
-                theta,
-                x,
-                offset[n],
-                e,
-                lam[s],
-                s,
-                shared,
-                separate,
-                r,
-                softmax,
-                ovy,
-                okx,
-                oky,
-                oq,
-                gl,
-            )
+            if softmax:
+                acc += _sample_softmax(
+                    theta, x, offset[n], e, lam[s], s, shared, separate, r, ovy, okx, oky, oq, gl
+                )
+            else:
+                acc += _sample_linear(
+                    theta, q, s2[j], lam[s], s, shared, separate, r, ovy, okx, oky, oq, gl
+                )
             for k in range(4):
                 g[j, k] = gl[k]
         lpart[b] = acc
@@ -404,12 +428,26 @@ def _dense_kernel(
 
 #: below this many token·coordinate units of work per call, kernels run on one thread
 SMALL_WORK = 1 << 19
+#: work units of one sparse linear sample (from its stored S2 and q): measured ~11 ns a sample
+#: against ~1.1 ns a token when the tokens were read (10^6 sequences of ~100 tokens, one thread)
+LINEAR_SAMPLE_WORK = 10
 
 
 class Workspace:
-    """Scratch arrays for one (layout, data, index set), reused across steps."""
+    """Scratch arrays for one (layout, data, index set), reused across steps.
 
-    def __init__(self, layout: Layout, data, idx: np.ndarray | None = None):
+    Sparse linear attention also holds each sample's S2 = Σ_ctx x_t² and query q (float64,
+    ``s2``, ``q``; 16 bytes a sample), computed here once instead of from the tokens every call;
+    ``sums``, the (s2, q) of a whole-data workspace, is gathered from instead of re-reading tokens.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        data,
+        idx: np.ndarray | None = None,
+        sums: tuple[np.ndarray, np.ndarray] | None = None,
+    ):
         self.layout = layout
         self.idx = (
             np.arange(data.n, dtype=np.int64)
@@ -419,6 +457,8 @@ class Workspace:
         m = self.idx.shape[0]
         lens = data.offset[self.idx + 1] - data.offset[self.idx]
         self.work = int(lens.sum()) * (layout.d_tok if layout.dense else 1)
+        if not (layout.dense or layout.softmax):  # reads S2 and q, not the tokens
+            self.work = m * LINEAR_SAMPLE_WORK
         self.lpart = np.zeros(n_blocks(m))
         if layout.dense:
             self.gpart = np.zeros((n_blocks(m), layout.n_params))
@@ -426,9 +466,23 @@ class Workspace:
             self.max_len = int(lens.max()) if lens.size else 1
         else:
             self.g = np.zeros((m, 4))
+            self.s2, self.q = _sums(layout, data, self.idx, sums)
             tsel = data.task[self.idx]
             self.gstart = np.searchsorted(tsel, np.arange(layout.d + 1)).astype(np.int64)
             self.spart = np.zeros((n_blocks(layout.d), 1 + layout.r))
+
+
+def _sums(layout: Layout, data, idx: np.ndarray, sums) -> tuple[np.ndarray, np.ndarray]:
+    """(S2, q) of the samples idx: gathered from whole-data ``sums``, else from the tokens; empty
+    for softmax (it reads the tokens)."""
+    if layout.softmax:
+        return np.zeros(0), np.zeros(0)
+    if sums is not None:
+        return sums[0][idx], sums[1][idx]
+    s2 = np.empty(idx.shape[0])
+    q = np.empty(idx.shape[0])
+    _context_sums(idx, data.offset, data.x, s2, q)
+    return s2, q
 
 
 def check_data(layout: Layout, data) -> None:
@@ -502,6 +556,8 @@ def _loss_and_grad(theta, layout, data, grad, ws) -> float:
         data.task,
         data.offset,
         data.x,
+        ws.s2,
+        ws.q,
         data.lam,
         layout.d,
         sh,

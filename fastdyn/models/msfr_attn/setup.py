@@ -105,12 +105,15 @@ class SequenceModel:
         self.layout, self.data, self.frozen = layout, data, frozen
         self.n_params = layout.n_params
         self.full = K.Workspace(layout, data)
+        # the per-sequence S2 and query of sparse linear attention, computed once: minibatches
+        # gather theirs from these instead of re-reading their tokens
+        self._sums = None if layout.dense else (self.full.s2, self.full.q)
         self._g = np.zeros(layout.n_params)
 
     def loss_and_grad(
         self, theta: np.ndarray, prep: dict, grad: np.ndarray, idx: np.ndarray | None = None
     ) -> float:
-        ws = self.full if idx is None else K.Workspace(self.layout, self.data, idx)
+        ws = self.full if idx is None else K.Workspace(self.layout, self.data, idx, self._sums)
         loss = K.loss_and_grad(theta, self.layout, self.data, grad, ws)
         if self.frozen is not None:
             grad[self.frozen] = 0.0
