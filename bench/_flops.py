@@ -25,11 +25,12 @@ MLP-cubic (features path, ``_mlp_block``; K = D², T = 1 per sample): ŷ = γ·z
 sum (3), Σ δ z (2K): 4K + 3 per sample; per epoch γ = Σ_i w2_i W1_i (2HK) and the gradients (3HK)
 and the GD step. Bytes: Z and Y, P (K + 1)·8.
 
-msfr-attn sparse (``_sample`` linear + ``_sparse_pass2``, task s with ψ_s context tokens):
-S2 = Σ x_t² (2ψ_s), then u·v, u·w (4), ŷ (7), δ (2), c1, c2 (2 + 3), the four local gradients
-(3 + 2 + 3 + 2), ℓ = δ²/2 and its sum (3); pass 2 adds the four (4) and scales per task: 2ψ_s + 35
-per sequence. Bytes: x (float32) 4(ψ_s + 1), task and offset 16, the local gradient written and
-read back 64.
+msfr-attn sparse (``_sample_linear`` + ``_sparse_pass2``): S2 = Σ x_t² and the query q are stored
+once per sequence when the workspace is built (2ψ_s FLOPs and 4(ψ_s + 1) bytes then, not per
+epoch); per epoch u·v, u·w (4), ŷ (7), δ (2), c1, c2 (2 + 3), the four local gradients
+(3 + 2 + 3 + 2), ℓ = δ²/2 and its sum (3); pass 2 adds the four (4) and scales per task: 35 per
+sequence. Bytes: S2 and q (float64) 16, index and task 16, the local gradient written and read
+back 64: 96 per sequence.
 
 msfr-attn dense (``_dense_kernel``, linear, merged, d_tok = 2d, a sequence of T = ψ_s + 1 tokens):
 noise features scale·noise ((d − 1) T) and labels (T − 1); a = W z_q (2 d_tok d); per token
@@ -77,11 +78,9 @@ def mlp(D: int, H: int, P: int, n_params: int) -> tuple[float, float]:
     return float(P * (4 * K + 3) + 5 * H * K + 2 * n_params), 8.0 * P * (K + 1)
 
 
-def msfr_sparse(psi_of_seq) -> tuple[float, float]:
-    """msfr-attn sparse linear path; ``psi_of_seq``: ψ_s of every sequence (numpy array)."""
-    n = psi_of_seq.shape[0]
-    tot = float(psi_of_seq.sum())
-    return 2.0 * tot + 35.0 * n, 4.0 * (tot + n) + 80.0 * n
+def msfr_sparse(n: int) -> tuple[float, float]:
+    """msfr-attn sparse linear path over ``n`` sequences (S2 and q stored, not re-summed)."""
+    return 35.0 * n, 96.0 * n
 
 
 def msfr_dense(len_of_seq, d: int) -> tuple[float, float]:

@@ -11,9 +11,9 @@ checked against fastdyn's):
 
 - ``sparse``: exact sparse features, model size D = N_s (``bench/msfr_train.py``'s sizes,
   ψ0 = 100, α = 2). fastdyn: ``kernels.loss_and_grad`` + a GD step per epoch. Peers: per
-  sequence the task s, the query q, Λ_s and S2 = Σ_ctx x_t² precomputed once (untimed; fastdyn sums
-  S2 every epoch), ŷ = q (S2 (u·v_s)(u·w_s) + q² v_x w_x) with the four local weights gathered
-  per sequence (the gradient is their scatter-add).
+  sequence the task s, the query q, Λ_s and S2 = Σ_ctx x_t² precomputed once (untimed; fastdyn's
+  workspace stores S2 and q once too, also untimed), ŷ = q (S2 (u·v_s)(u·w_s) + q² v_x w_x) with
+  the four local weights gathered per sequence (the gradient is their scatter-add).
 - ``dense``: feature noise σ = 0.01 on every off-task coordinate (``data/configs/msfr_noise.toml``:
   N_s = D = 8, ψ0 = 20; N = --dense-samples). fastdyn: the dense kernel. Peers, each with its
   per-sequence arrays precomputed once: (a) fastdyn's algebra, the token matrix Z (ψ+1 tokens ×
@@ -164,7 +164,7 @@ def bench(kind, a, jax, torch, peaks) -> None:
     theta0 = 0.01 * np.random.default_rng(0).standard_normal(layout.n_params)
     lens = np.diff(data.offset)
     if kind == "sparse":
-        flops, nbytes = _flops.msfr_sparse(lens - 1)
+        flops, nbytes = _flops.msfr_sparse(data.n)
     else:
         flops, nbytes = _flops.msfr_dense(lens, ns)
     title = (
