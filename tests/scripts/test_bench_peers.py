@@ -16,7 +16,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import _peers  # noqa: E402
 
 
-@pytest.mark.parametrize("script", ["peers_msfr.py", "peers_icl.py", "peers_msfr_attn.py", "peak.py"])
+@pytest.mark.parametrize(
+    "script", ["peers_msfr.py", "peers_icl.py", "peers_msfr_attn.py", "peak.py"]
+)
 def test_help_without_peers(script):
     code = (
         "import runpy, sys\n"
