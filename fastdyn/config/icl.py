@@ -305,6 +305,24 @@ def _file_sizes(data: DataSettings, P: int, D: int, where: str) -> Any:
     return SimpleNamespace(**(values | new))
 
 
+#: the cumulative linear-attention loss reads every prefix's packed S_n, x_n and y_n prepared once
+#: (:func:`prefix_moment_bytes`) up to this many bytes per data set; a larger set keeps only its
+#: tokens and the kernel rebuilds the prefix sums each step (``fastdyn.models.attn_m.kernels``)
+PREFIX_BYTES_MAX = 2**30
+
+
+def prefix_moment_bytes(P: int, N: int, D: int) -> float:
+    """Bytes of the prepared prefix moments of the cumulative linear-attention loss: P·N rows of
+    packed S_n ((D+1)(D+2)/2), x_n (D) and y_n, float64."""
+    return 8.0 * P * N * ((D + 1) * (D + 2) / 2 + D + 1)
+
+
+def _prefix_bytes(M: int, N: int, D: int) -> float:
+    """What the cumulative linear kernel prepares for a set of M samples (0 above the limit)."""
+    b = prefix_moment_bytes(M, N, D)
+    return b if b <= PREFIX_BYTES_MAX else 0.0
+
+
 #: the defaults against which a size field counts as "large" when naming the one to lower
 _TYPICAL = {
     "data.P": 5000,
@@ -327,11 +345,12 @@ def bytes_needed(
 ) -> list[tuple[float, tuple[str, ...]]]:
     """Estimated peak memory of an ICL run as (bytes, the fields it grows with) terms: the data
     sets (tokens, labels and the draw's temporaries), what the kernels prepare from them (packed
-    X Xᵀ, cubic features, sufficient statistics), per-block partial sums, the weights with their
-    gradient, optimiser moments, checkpoint copies and paper layout, and the D×D matrices (Λ, its
-    rotation, Γ, Γ*); with ``test`` the test sets at ``test.context_lengths`` (all kept
-    prepared, the largest drawn at once); with ``schedule`` the save-step arrays (8 bytes per
-    save, a few copies). Pass a ``data.from_file`` run through :func:`_file_sizes` first."""
+    X Xᵀ, the cumulative loss's prefix moments up to :data:`PREFIX_BYTES_MAX`, cubic features,
+    sufficient statistics), per-block partial sums, the weights with their gradient, optimiser
+    moments, checkpoint copies and paper layout, and the D×D matrices (Λ, its rotation, Γ, Γ*);
+    with ``test`` the test sets at ``test.context_lengths`` (all kept prepared, the largest drawn at
+    once); with ``schedule`` the save-step arrays (8 bytes per save, a few copies). Pass a
+    ``data.from_file`` run through :func:`_file_sizes` first."""
     D, N, P, H, R, nt = data.D, data.N, data.P, model.H, model.R, data.n_test
     T = N if model.loss == "cumulative" else 1
     K = D * D
@@ -353,14 +372,17 @@ def bytes_needed(
             )
         elif not model.softmax and model.loss == "last":
             terms.append((f8 * M * ((D + 1) * (D + 2) / 2 + D + 1), (name, "data.D")))
+        elif not model.softmax:
+            terms.append((_prefix_bytes(M, N, D), (name, "data.N", "data.D")))
     batch = optim.batch_size if optim.name == "sgd" and optim.batch_size else P
     blocks = 0.0 if data.population else math.ceil(max(batch, nt) / 1024)
     if features:
         terms.append((f8 * (blocks + 2) * (1 + K + K * K), ("data.D",)))
     elif model.softmax:
         terms.append((f8 * blocks * (1 + H * (D + 1) ** 2), ("attention.H", "data.D")))
-    else:
-        terms.append((f8 * blocks * (1 + (D + 1) * (D + 2) / 2 * D), ("data.D",)))
+    else:  # the cumulative loss's blocks hold prefix rows (N per sample)
+        rows_blocks = 0.0 if data.population else math.ceil(max(batch, nt) * T / 1024)
+        terms.append((f8 * rows_blocks * (1 + (D + 1) * (D + 2) / 2 * D), ("data.D",)))
     if model.name == "attn-s":
         n_full = H * (D + 1) * (2 * R + 1) + H * (D + 1) * D  # θ blocks, paper layout, W^KᵀW^Q
         fields = ("attention.H", "attention.R", "data.D")
@@ -376,8 +398,12 @@ def bytes_needed(
     if lengths and not data.population:
         for n in lengths:  # each length's prepared test set stays for the whole run
             t = n if model.loss == "cumulative" else 1
-            per = (t * (K + 1)) if features else ((D + 1) * (D + 2) / 2 + D + 1)
-            terms.append((f8 * nt * per, ("test.context_lengths", "data.n_test")))
+            if features or model.softmax or model.loss != "cumulative":
+                per = f8 * ((t * (K + 1)) if features else ((D + 1) * (D + 2) / 2 + D + 1))
+                b = nt * per
+            else:  # tokens kept, prefix moments prepared
+                b = f8 * nt * (n + 1) * (D + 1) + _prefix_bytes(nt, n, D)
+            terms.append((b, ("test.context_lengths", "data.n_test")))
         top = max(lengths)  # the tokens of one length, drawn and packed at once
         terms.append((f8 * nt * (top + 1) * (4 * D + 2), ("test.context_lengths", "data.n_test")))
     if schedule is not None:

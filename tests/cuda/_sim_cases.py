@@ -239,6 +239,8 @@ def _icl_models():
                 f"attn_m-{loss}-{'softmax' if softmax else 'linear'}",
                 AttnM(3, 2, 4, softmax=softmax, attention_scale="N", loss=loss),
             )
+    # the cumulative loss of a set above PREFIX_BYTES_MAX: no prefix rows, lin_cum from the tokens
+    yield "attn_m-cumulative-linear-tokens", AttnM(3, 2, 4, attention_scale="N", loss="cumulative")
     yield "attn_s-last-linear", AttnS(3, 2, 4, R=1, loss="last")
     yield "attn_s-last-softmax", AttnS(3, 2, 4, R=2, softmax=True, loss="last")
 
@@ -251,6 +253,9 @@ def test_icl_loss_and_grad(name, model):
     rng = np.random.default_rng(9)
     theta = rng.normal(0.0, 0.4, model.n_params)
     prep = model.prepare(data.tokens, data.labels)
+    if name.endswith("-tokens"):
+        for k in ("SpT", "xqT", "yq"):
+            del prep[k]
     g_cpu, g_gpu = np.empty(model.n_params), np.empty(model.n_params)
     L_cpu = model.loss_and_grad(theta, prep, g_cpu)
     model.device = "cuda"

@@ -226,3 +226,78 @@ def test_full_model_large_sample_approaches_population():
     # sampling error of the moments is O(P^-1/2) ≈ 3e-3 of tr Λ; allow 10×
     assert np.abs(Lf - Lp).max() < 0.03  # measured 3.5e-3
     assert abs(Lf[-1] - tm.loss_star(data.eigvals, N)) < 0.01  # measured 9e-4
+
+
+@pytest.mark.parametrize("scale", ["N", "1"])
+def test_cumulative_prefix_rows_match_tokens_path_and_reference(scale):
+    """The cumulative loss on the prepared prefix rows (lin_last over P·N rows, 1/ρ_n folded into
+    x_n) equals the token path (lin_cum, a set above PREFIX_BYTES_MAX) and the numpy reference
+    to round-off; P spans two blocks of rows and more than one of samples."""
+    data = generate(3, 5, 1100, seed=6)
+    m = AttnM(3, 2, 5, attention_scale=scale, loss="cumulative")
+    th = random_theta(m, 0.3, seed=4)
+    prep = m.prepare(data.tokens, data.labels)
+    assert prep["SpT"].shape == (10, 5 * 1100)
+    toks = {k: v for k, v in prep.items() if k not in ("SpT", "xqT", "yq")}
+    toks["inv_rho"] = 1.0 / 5 if scale == "N" else 1.0
+    idx = np.random.default_rng(1).permutation(1100)[:300]
+    for sub in (None, idx):
+        g, gt = np.empty(m.n_params), np.empty(m.n_params)
+        L, Lt = m.loss_and_grad(th, prep, g, sub), m.loss_and_grad(th, toks, gt, sub)
+        assert abs(L - Lt) / Lt < 1e-13
+        assert np.max(np.abs(g - gt)) / np.max(np.abs(gt)) < 1e-13
+    Lr = attn_loss(m.to_arrays(th), data.tokens, data.labels, scale=scale, loss="cumulative")
+    assert abs(m.loss_value(th, prep) - Lr) / Lr < FWD_RTOL
+
+
+def test_cumulative_gathered_threads_and_fused_steps_bit_identical():
+    """Cumulative loss on prefix rows: a minibatch equals its samples laid out in order, for 1 and
+    2 threads, and the fused GD steps (gd_steps) equal loss_and_grad + a GD step per epoch."""
+    import numba
+
+    data = generate(4, 31, 1500, seed=3)
+    m = AttnM(4, 3, 31, attention_scale="N", loss="cumulative")
+    th = random_theta(m, 0.3, seed=1)
+    prep = m.prepare(data.tokens, data.labels)
+    perm = np.random.default_rng(0).permutation(1500)
+    Pp = m.prepare(data.tokens[perm], data.labels[perm])
+    out = {}
+    before = numba.get_num_threads()
+    try:
+        for nt in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(nt)
+            for name, pr, idx in (("gathered", prep, perm), ("in place", Pp, None)):
+                g = np.empty(m.n_params)
+                out[nt, name] = (m.loss_and_grad(th, pr, g, idx), g)
+            t = th.copy()
+            losses = np.empty(3)
+            assert m.gd_steps(prep)(t, 1e-2, losses, np.inf) == 3
+            out[nt, "fused"] = (losses[-1], t)
+    finally:
+        numba.set_num_threads(before)
+    (L0, g0), *rest = (v for k, v in out.items() if k[1] != "fused")
+    for L1, g1 in rest:
+        assert L1 == L0
+        np.testing.assert_array_equal(g1, g0)
+    t2, g = th.copy(), np.empty(m.n_params)
+    for _ in range(3):
+        L = m.loss_and_grad(t2, prep, g)
+        t2 -= 1e-2 * g
+    for k, (Lf, tf) in out.items():
+        if k[1] == "fused":
+            assert Lf == L
+            np.testing.assert_array_equal(tf, t2)
+
+
+def test_cumulative_prefix_rows_above_the_limit(monkeypatch):
+    """Above PREFIX_BYTES_MAX a set keeps only its tokens (no prefix rows, no fused steps), and
+    the memory estimate counts the rows only below the limit."""
+    from fastdyn.config import icl as cfg
+
+    data = generate(3, 5, 40, seed=2)
+    m = AttnM(3, 2, 5, loss="cumulative")
+    assert m.prepare(data.tokens, data.labels)["SpT"].shape == (10, 200)
+    monkeypatch.setattr(cfg, "PREFIX_BYTES_MAX", cfg.prefix_moment_bytes(40, 5, 3) - 1)
+    prep = m.prepare(data.tokens, data.labels)
+    assert "SpT" not in prep and m.gd_steps(prep) is None
+    assert np.isfinite(m.loss_value(random_theta(m), prep))

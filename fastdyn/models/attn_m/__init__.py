@@ -295,15 +295,16 @@ class AttnM(ReducedKernels, ICLModel):
         return ATTN_M
 
     def gd_steps(self, prep: dict):
-        """The fused full-batch GD steps of the per-sample last-token linear path on the CPU
-        (None elsewhere): ``advance(theta, lr, losses, limit) -> steps taken``, up to
-        ``len(losses)`` steps in one compiled call (:func:`.kernels.lin_last_gd`), bit-identical
-        to :meth:`loss_and_grad` and a GD step per epoch."""
-        if self.device != "cpu" or prep["kind"] != "linear" or prep["loss"] != "last":
+        """The fused full-batch GD steps of the per-sample linear path on the CPU, last-token or
+        cumulative with prepared prefix rows (None elsewhere): ``advance(theta, lr, losses,
+        limit) -> steps taken``, up to ``len(losses)`` steps in one compiled call
+        (:func:`.kernels.lin_last_gd`), bit-identical to :meth:`loss_and_grad` and a GD step per
+        epoch."""
+        if self.device != "cpu" or prep["kind"] != "linear" or "SpT" not in prep:
             return None
-        from .kernels import lin_last_gd
+        from .kernels import lin_last_gd, prefix_rows
 
-        H, D, idx = self.H, self.D, _all_indices(prep)
+        H, D, idx = self.H, self.D, prefix_rows(prep, _all_indices(prep), True)
         maskf = self.mask.astype(np.float64)
         S, X, y, inv_rho = prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"]
 

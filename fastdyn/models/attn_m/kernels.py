@@ -22,8 +22,12 @@ samples, blocks added in order (bit-identical for any number of threads). Inside
 last-token kernel reads the per-sample arrays structure-of-arrays (packed S as (NP, P), x_q as
 (D, P)) so that every loop runs elementwise over consecutive samples and vectorises without
 fastmath; its sums over samples go into ``LANES`` fixed lanes (sample k of the block into lane
-k mod LANES, each lane in sample order), added pairwise at the end of the block. The cumulative and
-softmax kernels sum a block serially in sample order.
+k mod LANES, each lane in sample order), added pairwise at the end of the block. The cumulative
+loss runs the same kernel on N rows per sample (prefix n: packed S_n, x_n/ρ_n, y_n, prepared once
+by :func:`pack_prefixes`, prefix-major), so T and Σ δ² come out summed over prefixes and samples;
+a set whose rows would take more than ``PREFIX_BYTES_MAX`` bytes keeps :func:`lin_cum`, which
+rebuilds the prefix sums from the tokens each step. It and the softmax kernel sum a block
+serially in sample order.
 """
 
 from __future__ import annotations
@@ -57,6 +61,48 @@ def pack_S(tokens, out):
                     s += tokens[mu, j, a] * tokens[mu, j, b]
                 out[mu, p] = s
                 p += 1
+
+
+#: samples per chunk of :func:`pack_prefixes` (each row of its output written contiguously)
+_CHUNK = 64
+
+
+@njit(**SERIAL)
+def pack_prefixes(tokens, labels, scale_n, SpT, XT, y):
+    """The cumulative loss's rows, prefix-major (row (n−1)·P + μ, samples contiguous):
+    SpT[p, row] = S_n[a_p, b_p] with S_n = Σ_{j<n} x̂_j x̂_jᵀ (labels in) + x_n x_nᵀ (label hidden),
+    XT[c, row] = x_n,c / ρ_n (ρ_n = n when ``scale_n``, else 1: 1/ρ folded into the query) and
+    y[row] = y_n, for n = 1..N. The prefix sums are built token by token (the order of
+    :func:`lin_cum_sample`), :data:`_CHUNK` samples at a time."""
+    P, T1, D1 = tokens.shape
+    N = T1 - 1
+    NP = SpT.shape[0]
+    Sc = np.empty((NP, _CHUNK))
+    ctx = np.empty((D1, _CHUNK))  # token n−1 with its label
+    qry = np.empty((D1, _CHUNK))  # token n, label hidden
+    for m0 in range(0, P, _CHUNK):
+        m = min(_CHUNK, P - m0)
+        Sc[:, :] = 0.0
+        for n in range(1, N + 1):
+            row = (n - 1) * P + m0
+            inv = 1.0 / n if scale_n else 1.0
+            for k in range(m):
+                for a in range(D1 - 1):
+                    ctx[a, k] = tokens[m0 + k, n - 1, a]
+                    qry[a, k] = tokens[m0 + k, n, a]
+                ctx[D1 - 1, k] = labels[m0 + k, n - 1]
+                qry[D1 - 1, k] = 0.0
+                y[row + k] = labels[m0 + k, n]
+            p = 0
+            for a in range(D1):
+                for b in range(a, D1):
+                    for k in range(m):
+                        Sc[p, k] += ctx[a, k] * ctx[b, k]
+                        SpT[p, row + k] = Sc[p, k] + qry[a, k] * qry[b, k]
+                    p += 1
+            for c in range(D1 - 1):
+                for k in range(m):
+                    XT[c, row + k] = qry[c, k] * inv if scale_n else qry[c, k]
 
 
 @njit(**SERIAL)
@@ -316,7 +362,8 @@ def _lin_cum_block(blk, idx, tokens, labels, scale_n, Msym, out):
 
 @njit(**PARALLEL)
 def lin_cum(idx, tokens, labels, scale_n, Msym, partials):
-    """Per-block partials of the cumulative linear attention loss and T."""
+    """Per-block partials of the cumulative linear attention loss and T, from the tokens (the path
+    of a set without prepared prefix rows)."""
     nb = partials.shape[0]
     for blk in prange(nb):
         partials[blk, :] = 0.0
@@ -420,23 +467,42 @@ def linear_loss_and_grad(
 ) -> float:  # fmt: skip
     """Loss and (∂L/∂r, ∂L/∂B) of linear attention over the samples ``idx`` (written to dr, dB)
     on the per-sample kernels ``last``/``cum``: :func:`lin_last`, :func:`lin_cum` or their CUDA
-    twins in :mod:`.kernels_cuda`."""
+    twins in :mod:`.kernels_cuda`. The cumulative loss with prepared prefix rows
+    (:func:`prepare_attention`) runs ``last`` on the rows of the samples ``idx``; without them
+    (a set above ``PREFIX_BYTES_MAX``) ``cum`` rebuilds the prefix sums from the tokens."""
     D = B.shape[2]
     NP = (D + 1) * (D + 2) // 2
     Msym = np.empty((NP, D))
     contract_M(r, B, Msym)
-    partials = np.empty((n_blocks(idx.shape[0]), 1 + NP * D))
-    if prep["loss"] == "last":
-        full = idx.shape[0] == prep["yq"].shape[0] and (idx is prep.get("_all") or _is_range(idx))
-        last(idx, prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"], Msym, full, partials)
-        nterm = idx.shape[0]
-    else:
+    if prep["loss"] == "cumulative" and "SpT" not in prep:
+        partials = np.empty((n_blocks(idx.shape[0]), 1 + NP * D))
         cum(idx, prep["tokens"], prep["labels"], prep["scale_n"], Msym, partials)
         nterm = idx.shape[0] * (prep["tokens"].shape[1] - 1)
+    else:
+        full = idx.shape[0] == prep["P"] and (idx is prep.get("_all") or _is_range(idx))
+        rows = prefix_rows(prep, idx, full)
+        partials = np.empty((n_blocks(rows.shape[0]), 1 + NP * D))
+        last(rows, prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"], Msym, full, partials)
+        nterm = rows.shape[0]
     tot = np.zeros(1 + NP * D)
     accumulate_blocks(tot, partials)
     heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
     return float(tot[0] / nterm)
+
+
+def prefix_rows(prep: dict, idx: np.ndarray, full: bool) -> np.ndarray:
+    """The rows of ``prep["SpT"]`` that the samples ``idx`` own: idx itself for the last-token
+    loss; for the cumulative loss (rows prefix-major, :func:`pack_prefixes`) (n−1)·P + idx_k for
+    n = 1..N, k in order (``full``: idx is 0..P−1, and the rows 0..N·P−1 are cached in prep)."""
+    if prep["loss"] != "cumulative":
+        return idx
+    P, N = prep["P"], prep["N"]
+    if full:
+        rows = prep.get("_rows")
+        if rows is None:
+            rows = prep["_rows"] = np.arange(N * P, dtype=np.int64)
+        return rows
+    return (np.arange(N, dtype=np.int64)[:, None] * P + idx[None, :]).ravel()
 
 
 # ---------------------------------------------------------------- softmax (query row only)
@@ -613,23 +679,39 @@ def softmax_loss_and_grad(
 def prepare_attention(
     tokens: np.ndarray, labels: np.ndarray, scale: str, loss: str, softmax: bool
 ) -> dict:
-    """Per-sample arrays the attention kernels read, computed once: for the last-token linear
-    kernel the packed S_μ = X_μX_μᵀ as ``SpT`` ((D+1)(D+2)/2, P), x_q as ``xqT`` (D, P) (samples
-    contiguous) and y_q (P,); the tokens and labels for the cumulative and softmax kernels."""
+    """Per-sample arrays the attention kernels read, computed once: the tokens and labels; for
+    linear attention the rows :func:`lin_last` reads, samples contiguous — packed S as ``SpT``
+    ((D+1)(D+2)/2, rows), the query as ``xqT`` (D, rows) and its target ``yq`` (rows,): for the
+    last-token loss one row per sample (S_μ = X_μX_μᵀ, x_q, y_q, ``inv_rho`` = 1/ρ), for the
+    cumulative loss N rows per sample (:func:`pack_prefixes`: S_n, x_n/ρ_n, y_n, ``inv_rho`` = 1)
+    while they take at most ``PREFIX_BYTES_MAX`` bytes (else none: :func:`lin_cum` then reads the
+    tokens)."""
+    from ...config.icl import PREFIX_BYTES_MAX, prefix_moment_bytes
+
     P, T1, D1 = tokens.shape
     N = T1 - 1
+    D = D1 - 1
     prep = {
         "loss": loss,
         "N": N,
+        "P": P,
         "scale_n": scale == "N",
         "inv_rho": (1.0 / N) if scale == "N" else 1.0,
     }
     prep["tokens"] = np.ascontiguousarray(tokens, dtype=np.float64)
     prep["labels"] = np.ascontiguousarray(labels, dtype=np.float64)
+    NP = D1 * (D1 + 1) // 2
     if not softmax and loss == "last":
-        Sp = np.empty((P, D1 * (D1 + 1) // 2))
+        Sp = np.empty((P, NP))
         pack_S(prep["tokens"], Sp)
         prep["SpT"] = np.ascontiguousarray(Sp.T)
-        prep["xqT"] = np.ascontiguousarray(tokens[:, -1, : D1 - 1].T, dtype=np.float64)
+        prep["xqT"] = np.ascontiguousarray(tokens[:, -1, :D].T, dtype=np.float64)
         prep["yq"] = np.ascontiguousarray(labels[:, -1], dtype=np.float64)
+    elif not softmax and prefix_moment_bytes(P, N, D) <= PREFIX_BYTES_MAX:
+        prep["SpT"] = np.empty((NP, N * P))
+        prep["xqT"] = np.empty((D, N * P))
+        prep["yq"] = np.empty(N * P)
+        rows = (prep["SpT"], prep["xqT"], prep["yq"])
+        pack_prefixes(prep["tokens"], prep["labels"], prep["scale_n"], *rows)
+        prep["inv_rho"] = 1.0
     return prep

@@ -2,18 +2,20 @@
 them through r_i, B_i): ``lin_last``, ``lin_cum`` and ``soft``, same arguments in the same
 order, for :func:`.kernels.linear_loss_and_grad` and :func:`.kernels.softmax_loss_and_grad`.
 
-Each kernel is two launches: one thread per sample writes that sample's contribution row
+Each kernel is two launches: one thread per sample (per row: ``lin_last`` also runs the
+cumulative loss on its prepared prefix rows, as on the CPU) writes that sample's contribution row
 [δ², gradient terms], then one thread per (block, column) adds its block's rows in sample order.
-``lin_cum``'s and ``soft``'s threads run the CPU's own per-sample functions
-(:func:`.kernels.lin_cum_sample`; :func:`.kernels.soft_load`, :func:`~.kernels.soft_scores`,
-:func:`~.kernels.soft_finish`), compiled for the device from the same Python source; only the
-softmax weights' exp is the device's (the CPU's is the branch-free ``exp_nonpos``). ``lin_last``
-keeps its own per-sample loop: the CPU kernel has no per-sample function (it runs elementwise
-across the samples of a tile, in lanes). The CPU sums differ by round-off only (≤ 1e-15
-relative in tests/cuda): its ``lin_last`` adds a block's samples into lanes that are summed
-pairwise, and for ``lin_cum`` and ``soft`` the GPU sums the prefixes of one sample first and
-then adds them (the CPU adds every prefix straight into the block sum). The per-sample arrays
-(packed S, x_q, y_q, tokens, labels) are copied to the device once and reused across steps.
+``lin_cum`` (the cumulative loss of a set above ``PREFIX_BYTES_MAX``, from the tokens) and
+``soft``'s threads run the CPU's own per-sample functions (:func:`.kernels.lin_cum_sample`;
+:func:`.kernels.soft_load`, :func:`~.kernels.soft_scores`, :func:`~.kernels.soft_finish`),
+compiled for the device from the same Python source; only the softmax weights' exp is the
+device's (the CPU's is the branch-free ``exp_nonpos``). ``lin_last`` keeps its own per-row loop:
+the CPU kernel has no per-row function (it runs elementwise across the rows of a tile, in lanes).
+The CPU sums differ by round-off only (≤ 1e-15 relative in tests/cuda): its ``lin_last`` adds a
+block's rows into lanes that are summed pairwise, and for ``lin_cum`` and ``soft`` the GPU sums
+the prefixes of one sample first and then adds them (the CPU adds every prefix straight into the
+block sum). The per-sample arrays (packed S, x_q, y_q, tokens, labels) are copied to the device
+once and reused across steps.
 """
 
 from __future__ import annotations
