@@ -13,10 +13,10 @@ and its sum: 4; w x_c = (δ/ρ) x_c: 2D; T_pc += S_p w x_c: 2NQ); per block the 
 2 n_params, and for ATTN_S B_i = K_iᵀQ_i and the chain rule to K, Q: 6 H R D1 D. Bytes: packed S,
 x_q, y_q: P (NP + D + 1)·8.
 
-Cumulative loss (``lin_cum``, ATTN_M, prefix n = 1..N, T = N terms per sample): per prefix the
-running S (2 NP), the query's S_n (2 NP), ŷ = Σ_p S_p Σ_c M_pc x_c (NP (2D + 2)), ρ, δ, δ² (5) and
-T_pc += (δ S_p) x_c (NP (2D + 1)): NP (4D + 7) + 5; the per-epoch terms as above. Bytes: tokens and
-labels, P (N+1)(D+2)·8.
+Cumulative loss (ATTN_M, prefix n = 1..N, T = N terms per sample): ``lin_last`` on the P·N prefix
+rows prepared once (packed S_n, x_n/ρ_n, y_n): the last-token count with P·N rows, bytes
+P N (NP + D + 1)·8. (The token path ``lin_cum``, kept for sets above ``PREFIX_BYTES_MAX``, rebuilds
+S_n per prefix: NP (4D + 7) + 5 per prefix, bytes P (N+1)(D+2)·8.)
 
 Softmax (``_soft_block``, last token): forward H(2 D1 D + (N+1)(4 D1 + 4)), backward
 H(N+1)(3 + D1(3 + 2D)) per sample; H(N+1) exps. Bytes as the cumulative loss.
@@ -57,11 +57,9 @@ def lin_last(D: int, H: int, P: int, n_params: int, R: int = 0) -> tuple[float, 
 
 
 def lin_cum(D: int, N: int, H: int, P: int, n_params: int) -> tuple[float, float]:
-    """ATTN_M with the cumulative loss (N prefixes per sample), one GD epoch."""
-    D1 = D + 1
-    NP = D1 * (D1 + 1) // 2
-    fl = P * N * (NP * (4 * D + 7) + 5) + 6 * H * D1 * D1 * D + 2 * n_params
-    return float(fl), 8.0 * P * (N + 1) * (D + 2)
+    """ATTN_M with the cumulative loss (N prefixes per sample), one GD epoch: the last-token
+    kernel on the P·N prepared prefix rows."""
+    return lin_last(D, H, P * N, n_params)
 
 
 def softmax(D: int, N: int, H: int, P: int) -> tuple[float, float, float]:
