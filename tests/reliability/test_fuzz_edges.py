@@ -276,6 +276,20 @@ REAL = [
     ],
     [
         "--set",
+        "model=attn-m",
+        "--set",
+        'attention.loss="cumulative"',
+        "--set",
+        "data.P=60000",
+        "--set",
+        "data.n_test=20000",
+        "--set",
+        "schedule.epochs=4",
+        "--set",
+        "schedule.save_every=2",
+    ],
+    [
+        "--set",
         "task.n_tasks=1000000",
         "--set",
         "solver.integrator=rk4",
@@ -321,7 +335,7 @@ sys.exit(code)
 """
 
 
-@pytest.mark.parametrize("sets", REAL, ids=["attn-m", "msfr-rk4", "msfr-attn"])
+@pytest.mark.parametrize("sets", REAL, ids=["attn-m", "attn-m-cumulative", "msfr-rk4", "msfr-attn"])
 def test_runs_stay_within_the_memory_they_were_allowed(tmp_path, sets):
     """The limit is set to the run's own estimate (+5%): the check passes, and the peak RSS of the
     real run (its VmHWM) stays below it."""
