@@ -318,9 +318,10 @@ def prefix_moment_bytes(P: int, N: int, D: int) -> float:
 
 
 def _prefix_bytes(M: int, N: int, D: int) -> float:
-    """What the cumulative linear kernel prepares for a set of M samples (0 above the limit)."""
+    """What the cumulative linear kernel prepares for a set of M samples (0 above the limit):
+    the prefix moments and the index of their rows (int64, kept for full-set steps)."""
     b = prefix_moment_bytes(M, N, D)
-    return b if b <= PREFIX_BYTES_MAX else 0.0
+    return b + 8.0 * M * N if b <= PREFIX_BYTES_MAX else 0.0
 
 
 #: the defaults against which a size field counts as "large" when naming the one to lower
@@ -356,24 +357,25 @@ def bytes_needed(
     K = D * D
     f8 = 8.0
     terms: list[tuple[float, tuple[str, ...]]] = []
-    sets = [] if data.population or data.from_file else [(P, "data.P"), (2 * nt, "data.n_test")]
+    # (samples, field, copies): the training set, and the two test sets (in- and out-of-weight),
+    # each prepared on its own (the prefix-row limit applies per set)
+    sets = [] if data.population or data.from_file else [(P, "data.P", 1), (nt, "data.n_test", 2)]
     if data.population:
         terms.append((3 * f8 * K * K, ("data.D",)))  # E[z zᵀ] (D², D²), its kron temporary, the sum
     features = model.name == "mlp-cubic" or model.reduced
-    for M, name in sets:
+    for M, name, copies in sets:
         if M == 0:
             continue
         terms.append(
-            (f8 * M * (N + 1) * (4 * D + 2), (name, "data.N", "data.D"))
+            (copies * f8 * M * (N + 1) * (4 * D + 2), (name, "data.N", "data.D"))
         )  # kept + draw temporaries
         if features:
-            terms.append(
-                (f8 * M * T * (K + 1), (name, "data.N", "data.D") if T > 1 else (name, "data.D"))
-            )
+            fields = (name, "data.N", "data.D") if T > 1 else (name, "data.D")
+            terms.append((copies * f8 * M * T * (K + 1), fields))
         elif not model.softmax and model.loss == "last":
-            terms.append((f8 * M * ((D + 1) * (D + 2) / 2 + D + 1), (name, "data.D")))
+            terms.append((copies * f8 * M * ((D + 1) * (D + 2) / 2 + D + 1), (name, "data.D")))
         elif not model.softmax:
-            terms.append((_prefix_bytes(M, N, D), (name, "data.N", "data.D")))
+            terms.append((copies * _prefix_bytes(M, N, D), (name, "data.N", "data.D")))
     batch = optim.batch_size if optim.name == "sgd" and optim.batch_size else P
     blocks = 0.0 if data.population else math.ceil(max(batch, nt) / 1024)
     if features:

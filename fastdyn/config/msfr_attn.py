@@ -150,7 +150,13 @@ class TaskSection(msfr.TaskSection):
     sequences by default (n_samples must be finite)."""
 
     n_tasks: int = like(msfr.TaskSection, "n_tasks", 1000)
-    n_samples: float | str = like(msfr.TaskSection, "n_samples", 10_000.0)
+    n_samples: float | str = like(
+        msfr.TaskSection,
+        "n_samples",
+        10_000.0,
+        extra=(),
+        help="training sequences N (finite: msfr-attn trains on sampled sequences)",
+    )
 
 
 @dataclass(frozen=True)
@@ -172,10 +178,6 @@ class MsfrAttnConfig(Section):
 
     def check(self) -> None:
         check_supported(self)
-        if self.task.n_samples == "inf":
-            raise ConfigError(
-                "task.n_samples: msfr-attn trains on sampled sequences; give a finite number, not 'inf'"
-            )
         if self.data.feature_noise > 0 and self.data.tau > 0:
             raise ConfigError("data.tau: choose feature_noise or tau, not both")
         dense = self.data.feature_noise > 0 or self.data.tau > 0
@@ -234,7 +236,7 @@ def bytes_needed(cfg: MsfrAttnConfig) -> tuple[float, float, float, float]:
     """Estimated peak memory of an msfr-attn run as (training sequences, test sequences, task
     tables, weights and process):
     4-byte tokens (times n_tasks with feature noise) plus 16 bytes of index per sequence (and, for
-    sparse linear attention, each training sequence's stored S2 and query, 16 bytes); per task
+    sparse linear attention, each sequence's stored S2 and query, 16 bytes); per task
     the table, counts and theory (≈ 12 float64) and the weights with their gradient, optimiser
     state, checkpoints and comparison (≈ 12 copies); the process itself (256 MiB)."""
     t, a = cfg.task, cfg.attention
@@ -246,10 +248,10 @@ def bytes_needed(cfg: MsfrAttnConfig) -> tuple[float, float, float, float]:
     d_tok = t.d + 1 if a.embedding == "shared" else 2 * t.d
     n_params = d_tok * (1 + t.d) if dense else (d_tok + t.d) * (r + 1) + 2 * t.d
     per = tokens * per_token + 64  # task, length, offset and their temporaries
-    sums = 0.0 if dense or a.softmax else 16.0  # S2 and q (float64) of each training sequence
+    sums = 0.0 if dense or a.softmax else 16.0  # S2 and q (float64) of each sequence
     return (
         n * (per + sums),
-        cfg.data.n_test * per,
+        cfg.data.n_test * (per + sums),
         8.0 * 12 * t.n_tasks,
         8.0 * 12 * n_params + 384 * 2**20,
     )

@@ -136,8 +136,9 @@ class Prepared:
 read_npz = icl_data.read_npz
 
 
-def prepare(s: ICLSettings, data: icl_data.ICLData | None = None) -> Prepared:
-    """Model, prepared data, test sets and initial weights of ``s`` (``data``: already loaded)."""
+def prepare(s: ICLSettings, data: icl_data.ICLData | None = None, device: str = "cpu") -> Prepared:
+    """Model, prepared data, test sets and initial weights of ``s`` (``data``: already loaded),
+    the data prepared for the kernels of ``device``."""
     tests: dict[str, dict] = {}
     if s.data.population:
         eigvals = icl_data.spectrum_eigenvalues(
@@ -151,6 +152,7 @@ def prepare(s: ICLSettings, data: icl_data.ICLData | None = None) -> Prepared:
     else:
         data = data if data is not None else load_data(s)
         model = build_model(s, data.D, data.N)
+        model.device = device
         prep = model.prepare(data.tokens, data.labels)
         tests = {k: model.prepare_eval(*v) for k, v in data.tests.items()}
         eigvals, eigvecs = data.eigvals, data.eigvecs
@@ -344,7 +346,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     """The trained-model driver's view of a validated ICL config (``fastdyn.config.icl``)."""
     s = cfg.settings
     try:  # data and weights files are read and checked before any output is created
-        p = prepare(s)
+        p = prepare(s, device=getattr(tools, "device", "cpu"))
     except ValueError as e:  # a bad data/weights file or data settings: the user's to fix
         raise ConfigError(str(e).splitlines()[0]) from None
     model, data = p.model, p.data

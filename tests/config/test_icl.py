@@ -234,3 +234,20 @@ def test_plugins_imports_no_fastdyn_module():
             assert node.level == 0 and not (node.module or "").startswith("fastdyn"), node.module
         elif isinstance(node, ast.Import):
             assert not any(a.name.startswith("fastdyn") for a in node.names)
+
+
+def test_the_estimate_grows_with_the_test_sets_on_the_cumulative_loss():
+    """Each test set gets its prefix rows while it alone stays under the limit, so the estimate
+    counts them per set: 2 × 120 000 test samples need more than 2 × 100 000 (before, the two
+    sets were taken as one, which crossed the limit and dropped the rows from the estimate)."""
+    from fastdyn.config import icl
+
+    def est(n_test: int) -> float:
+        s = load_config(
+            None,
+            ["model=attn-m", "attention.loss=cumulative", "data.P=500", f"data.n_test={n_test}"],
+        ).settings
+        return sum(b for b, _ in icl.bytes_needed(s.model, s.data, s.optim))
+
+    assert icl.prefix_moment_bytes(120_000, 31, 4) < icl.PREFIX_BYTES_MAX  # each set has its rows
+    assert est(120_000) > est(100_000) > est(1000)

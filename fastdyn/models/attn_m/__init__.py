@@ -152,7 +152,9 @@ class ICLModel:
         return {"kind": "stats", "yy": yy, "c": c, "C": C, "P": 0}
 
     def _prepare_full(self, tokens, labels) -> dict:
-        prep = prepare_attention(tokens, labels, self.scale, self.loss, self.softmax)
+        prep = prepare_attention(
+            tokens, labels, self.scale, self.loss, self.softmax, self.device == "cpu"
+        )
         prep["kind"] = "softmax" if self.softmax else "linear"
         prep["P"] = tokens.shape[0]
         return prep

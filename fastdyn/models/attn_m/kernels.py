@@ -677,15 +677,17 @@ def softmax_loss_and_grad(
 
 
 def prepare_attention(
-    tokens: np.ndarray, labels: np.ndarray, scale: str, loss: str, softmax: bool
-) -> dict:
+    tokens: np.ndarray, labels: np.ndarray, scale: str, loss: str, softmax: bool,
+    prefix_rows: bool = True,
+) -> dict:  # fmt: skip
     """Per-sample arrays the attention kernels read, computed once: the tokens and labels; for
     linear attention the rows :func:`lin_last` reads, samples contiguous — packed S as ``SpT``
     ((D+1)(D+2)/2, rows), the query as ``xqT`` (D, rows) and its target ``yq`` (rows,): for the
     last-token loss one row per sample (S_μ = X_μX_μᵀ, x_q, y_q, ``inv_rho`` = 1/ρ), for the
     cumulative loss N rows per sample (:func:`pack_prefixes`: S_n, x_n/ρ_n, y_n, ``inv_rho`` = 1)
-    while they take at most ``PREFIX_BYTES_MAX`` bytes (else none: :func:`lin_cum` then reads the
-    tokens)."""
+    while they take at most ``PREFIX_BYTES_MAX`` bytes and ``prefix_rows`` (else none:
+    :func:`lin_cum` then reads the tokens; the CUDA twin takes that path, as its last-token
+    scratch per row would be about D times the prepared rows on the device)."""
     from ...config.icl import PREFIX_BYTES_MAX, prefix_moment_bytes
 
     P, T1, D1 = tokens.shape
@@ -707,7 +709,7 @@ def prepare_attention(
         prep["SpT"] = np.ascontiguousarray(Sp.T)
         prep["xqT"] = np.ascontiguousarray(tokens[:, -1, :D].T, dtype=np.float64)
         prep["yq"] = np.ascontiguousarray(labels[:, -1], dtype=np.float64)
-    elif not softmax and prefix_moment_bytes(P, N, D) <= PREFIX_BYTES_MAX:
+    elif not softmax and prefix_rows and prefix_moment_bytes(P, N, D) <= PREFIX_BYTES_MAX:
         prep["SpT"] = np.empty((NP, N * P))
         prep["xqT"] = np.empty((D, N * P))
         prep["yq"] = np.empty(N * P)

@@ -819,7 +819,7 @@ def loss_partials(
     if on_gpu:
         from . import theory_cuda
 
-        theory_cuda.block_partials(code, t, arrs, wt, test_partials, train_partials)
+        theory_cuda.checked_partials(code, t, arrs, wt, test_partials, train_partials)
         return
     lam_, psi_, rate_, v0x_, v0y_, w0x_, w0y_ = arrs
     bad = np.zeros((test_partials.shape[0], 7, 3), dtype=np.int64)

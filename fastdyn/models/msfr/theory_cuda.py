@@ -115,7 +115,7 @@ def _tile_tasks(n: int, nt: int) -> int:
     return min(-(-n // BLOCK) * BLOCK, max(BLOCK, TILE_VALUES // max(nt, 1) // BLOCK * BLOCK))
 
 
-def block_partials(
+def checked_partials(
     code: int,
     t: np.ndarray,
     arrs: tuple[np.ndarray, ...],
