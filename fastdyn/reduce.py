@@ -17,6 +17,12 @@ from ._jit import SERIAL
 #: tasks (or samples) per reduction block; chunk sizes must be multiples of this
 BLOCK: int = 1024
 
+#: a parallel region wakes the other threads, which sleep between regions (OMP_WAIT_POLICY =
+#: PASSIVE, ``fastdyn._threads``): ≈ 57 µs per region on the project's 2-core machine, against
+#: ≈ 10–25 µs of work per block of the per-sample ICL kernels. Below this many blocks those
+#: kernels run their blocks on the calling thread, in the same order (the same result).
+MIN_PARALLEL_BLOCKS: int = 16
+
 
 def n_blocks(n: int) -> int:
     """Number of blocks covering ``n`` consecutive indices that start on a block boundary."""

@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
-from ...reduce import BLOCK, accumulate_blocks, n_blocks
+from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, n_blocks
 from .._fastexp import exp_nonpos
 
 
@@ -293,13 +293,6 @@ def _lin_last_block(blk, idx, SpT, xqT, yq, inv_rho, Msym, full, out):
         out[q] = acc[q, 0]
 
 
-#: a parallel region wakes the other threads, which sleep between regions (OMP_WAIT_POLICY =
-#: PASSIVE, ``fastdyn._threads``): ≈ 57 µs per region on the project's 2-core machine, against
-#: ≈ 20 µs of work per block of ``BLOCK`` last-token rows. Below this many blocks
-#: :func:`lin_last` runs them on the calling thread, in the same order (the same result).
-MIN_PARALLEL_BLOCKS = 16
-
-
 @njit(**PARALLEL)
 def _lin_last_threads(idx, SpT, xqT, yq, inv_rho, Msym, full, partials):
     for blk in prange(partials.shape[0]):
@@ -316,7 +309,7 @@ def _lin_last_here(idx, SpT, xqT, yq, inv_rho, Msym, full, partials):
 def lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials):
     """Per-block partials of the last-token linear attention loss and T (see module doc); the
     per-sample arrays are structure-of-arrays: SpT (NP, P), xqT (D, P); ``full``: idx = 0..P−1.
-    The blocks run on the numba threads from :data:`MIN_PARALLEL_BLOCKS` blocks on, else on the
+    The blocks run on the numba threads from ``reduce.MIN_PARALLEL_BLOCKS`` blocks on, else on the
     calling thread; each block's partials are the same either way."""
     if partials.shape[0] < MIN_PARALLEL_BLOCKS:
         _lin_last_here(idx, SpT, xqT, yq, inv_rho, Msym, full, partials)

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..._jit import PARALLEL, SERIAL
-from ...reduce import BLOCK, accumulate_blocks, n_blocks
+from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, n_blocks
 
 
 @njit(**SERIAL)
@@ -71,11 +71,20 @@ def mlp_partials(idx, Z, Y, gam, partials):
         _mlp_block(np.int64(blk), idx, Z, Y, gam, partials[blk])
 
 
+@njit(**SERIAL)
+def _mlp_partials_here(idx, Z, Y, gam, partials):
+    """:func:`mlp_partials` on the calling thread (fewer than ``MIN_PARALLEL_BLOCKS`` blocks)."""
+    for blk in range(partials.shape[0]):
+        partials[blk, :] = 0.0
+        _mlp_block(np.int64(blk), idx, Z, Y, gam, partials[blk])
+
+
 def linear_feature_loss_and_g(gam: np.ndarray, Z: np.ndarray, Y: np.ndarray, idx: np.ndarray):
     """(L, g) with L = mean δ², g = Σ δ z / (#terms), over the samples ``idx``."""
     K = gam.shape[0]
     partials = np.empty((n_blocks(idx.shape[0]), 1 + K))
-    mlp_partials(idx, Z, Y, gam, partials)
+    run = mlp_partials if partials.shape[0] >= MIN_PARALLEL_BLOCKS else _mlp_partials_here
+    run(idx, Z, Y, gam, partials)
     tot = np.zeros(1 + K)
     accumulate_blocks(tot, partials)
     nterm = idx.shape[0] * Z.shape[1]
