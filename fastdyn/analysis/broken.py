@@ -25,19 +25,9 @@ import numpy as np
 from scipy import optimize
 
 from . import _boot
-from ._common import (
-    _arrays,
-    _check_bootstrap,
-    _check_ci,
-    _f,
-    _floats,
-    _logs,
-    _normal_ci,
-    _pair,
-    _percentile_ci,
-    _resample_weights,
-)
+from . import _common as common
 from .power_law import (
+    FitData,
     PowerLawFit,
     _bootstrap_entries,
     _data_entries,
@@ -145,8 +135,8 @@ def _bic(rss: float, n: int, k: int) -> float:
     return n * math.log(max(rss, 1e-300) / n) + k * math.log(n)
 
 
-@dataclass(frozen=True, eq=False)
-class BrokenPowerLawFit:
+@dataclass(frozen=True, eq=False, repr=False)
+class BrokenPowerLawFit(FitData):
     """Result of :func:`fit_broken_power_law`: continuous piecewise power law.
 
     y = prefactor x^-exponents[0] for x <= breakpoints[0], and each later segment j has slope
@@ -159,12 +149,6 @@ class BrokenPowerLawFit:
     breakpoints: tuple[float, ...]
     breakpoints_ci: tuple[tuple[float, float], ...]
     prefactor: float
-    ci_level: float
-    window: tuple[float, float]
-    n_points: int
-    n_runs: int
-    residuals: np.ndarray = field(repr=False)
-    rss: float
     bic: float
     bootstrap: int
     bootstrap_method: str
@@ -178,25 +162,25 @@ class BrokenPowerLawFit:
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": "broken_power_law",
-            "exponents": _floats(self.exponents),
-            "exponents_stderr": _floats(self.exponents_stderr),
-            "exponents_ci": [_pair(c) for c in self.exponents_ci],
-            "breakpoints": _floats(self.breakpoints),
-            "breakpoints_ci": [_pair(c) for c in self.breakpoints_ci],
-            "prefactor": _f(self.prefactor),
+            "exponents": common._floats(self.exponents),
+            "exponents_stderr": common._floats(self.exponents_stderr),
+            "exponents_ci": [common._pair(c) for c in self.exponents_ci],
+            "breakpoints": common._floats(self.breakpoints),
+            "breakpoints_ci": [common._pair(c) for c in self.breakpoints_ci],
+            "prefactor": common._f(self.prefactor),
             **_data_entries(self),
-            "bic": _f(self.bic),
+            "bic": common._f(self.bic),
             **_bootstrap_entries(self),
         }
 
 
 def _prep_pooled(x, y, weights, window, min_points, what):
-    x, y, w = _arrays(x, y, weights)
+    x, y, w = common._arrays(x, y, weights)
     mask, win = _window_mask(x, window)
     xm, ym, wm = x[mask], y[:, mask], w[:, mask]
     n_runs, n = ym.shape
-    u1, _ = _logs(xm, ym[0], min_points, what)
-    _logs(np.repeat(xm, n_runs), ym.ravel(), min_points, what)
+    u1, _ = common._logs(xm, ym[0], min_points, what)
+    common._logs(np.repeat(xm, n_runs), ym.ravel(), min_points, what)
     return np.tile(u1, n_runs), np.log(ym).ravel(), wm.ravel(), n_runs, n, win
 
 
@@ -219,8 +203,8 @@ def fit_broken_power_law(
     breaks use a 24 x 24 grid then Nelder-Mead. Bootstrap as in :func:`fit_power_law` (pairs or
     runs), each resample refitted (one break: from scratch; two: warm-started).
     """
-    _check_ci(ci)
-    n_boot = _check_bootstrap(bootstrap)
+    common._check_ci(ci)
+    n_boot = common._check_bootstrap(bootstrap)
     seed = _boot.check_seed(seed)
     if n_breaks not in (1, 2):
         raise ValueError(f"n_breaks must be 1 or 2, got n_breaks={n_breaks!r}")
@@ -263,7 +247,7 @@ def fit_broken_power_law(
     if n_boot > 0:
         bp = np.full((n_boot, n_breaks + 1), np.nan)
         bx = np.full((n_boot, n_breaks), np.nan)
-        counts, method = _resample_weights(seed, 0, n_boot, n_runs, n)
+        counts, method = common._resample_weights(seed, 0, n_boot, n_runs, n)
         for k in range(n_boot):
             wk = counts[k] * w
             keep = wk > 0
@@ -273,11 +257,11 @@ def fit_broken_power_law(
                 bp[k], bx[k] = derived(ck, kk)
             except (ValueError, np.linalg.LinAlgError):
                 pass
-        p_ci = tuple(_percentile_ci(bp[:, j], ci) for j in range(n_breaks + 1))
-        x_ci = tuple(_percentile_ci(bx[:, j], ci) for j in range(n_breaks))
+        p_ci = tuple(common._percentile_ci(bp[:, j], ci) for j in range(n_breaks + 1))
+        x_ci = tuple(common._percentile_ci(bx[:, j], ci) for j in range(n_breaks))
     else:
         d = dof if n_runs == 1 else n_runs - 1
-        p_ci = tuple(_normal_ci(p[j], se_p[j], ci, d) for j in range(n_breaks + 1))
+        p_ci = tuple(common._normal_ci(p[j], se_p[j], ci, d) for j in range(n_breaks + 1))
         x_ci = tuple((math.nan, math.nan) for _ in range(n_breaks))
     resid = (v - X @ coef).reshape(n_runs, n)
     return BrokenPowerLawFit(
@@ -318,10 +302,11 @@ class RegimeReport:
         return {
             "n_breaks": self.n_breaks,
             "broken": self.broken,
-            "bic": _floats(self.bic),
+            "bic": common._floats(self.bic),
             "min_delta_bic": self.min_delta_bic,
             "regimes": [
-                {k: (_pair(v) if k == "ci" else _f(v)) for k, v in r.items()} for r in self.regimes
+                {k: (common._pair(v) if k == "ci" else common._f(v)) for k, v in r.items()}
+                for r in self.regimes
             ],
             "fit": self.fit.to_dict(),
         }

@@ -39,7 +39,7 @@ model refits each resample with scipy, warm-started.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -128,8 +128,29 @@ def _bootstrap_entries(fit: Any) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, eq=False)
-class PowerLawFit:
+@dataclass(frozen=True, eq=False, kw_only=True, repr=False)
+class FitData:
+    """What every fit result holds about the data it was fitted to: the interval level
+    ``ci_level``, the x ``window`` used, ``n_points`` per run and ``n_runs``, the log-space
+    ``residuals`` ln y - ln model (shaped like the fitted y) and their weighted sum of squares
+    ``rss``. Keyword-only; a subclass's repr shows its own fields first, then these."""
+
+    ci_level: float
+    window: tuple[float, float]
+    n_points: int
+    n_runs: int
+    residuals: np.ndarray = field(repr=False)
+    rss: float
+
+    def __repr__(self) -> str:
+        mine = FitData.__dataclass_fields__
+        shown = sorted((f for f in fields(self) if f.repr), key=lambda f: f.name in mine)
+        body = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in shown)
+        return f"{type(self).__name__}({body})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PowerLawFit(FitData):
     """Result of :func:`fit_power_law`: y = prefactor * x^-exponent (+ offset).
 
     ``residuals`` are log-space residuals ln y - ln model, shape of the fitted y (runs x points);
@@ -145,12 +166,6 @@ class PowerLawFit:
     ci: tuple[float, float]
     prefactor_ci: tuple[float, float]
     offset_ci: tuple[float, float] | None
-    ci_level: float
-    window: tuple[float, float]
-    n_points: int
-    n_runs: int
-    residuals: np.ndarray = field(repr=False)
-    rss: float
     loss: str
     bootstrap: int
     bootstrap_method: str
@@ -373,8 +388,9 @@ def fit_power_law(
         dof = (n_runs - 1) if n_runs > 1 else (n - (3 if offset else 2))
         pci = _normal_ci(p, se, ci, dof)
         return PowerLawFit(
-            p, A, Linf, se, pci, (math.nan, math.nan), (math.nan, math.nan) if offset else None,
-            ci, win, n, n_runs, resid, rss, loss, 0, "normal",
+            exponent=p, prefactor=A, offset=Linf, stderr=se, ci=pci,
+            prefactor_ci=(math.nan, math.nan), offset_ci=(math.nan, math.nan) if offset else None,
+            **_data_fields(ci, win, resid, rss), loss=loss, bootstrap=0, bootstrap_method="normal",
         )  # fmt: skip
 
     boot_p = np.empty(n_boot)

@@ -47,6 +47,19 @@ def test_noiseless_weights_and_runs_are_exact():
     assert f.residuals.shape == (3, 30)
 
 
+@pytest.mark.parametrize("bootstrap", [0, 20])
+def test_residuals_are_shaped_like_the_fitted_y(bootstrap):
+    x = np.logspace(0, 3, 30)
+    y = 2.0 * x**-0.8 * (1 + 0.01 * np.sin(x))
+    one = fit_power_law(x, y, bootstrap=bootstrap)
+    runs = fit_power_law(x, np.stack([y, 1.01 * y]), bootstrap=bootstrap)
+    assert one.residuals.shape == (30,) and runs.residuals.shape == (2, 30)
+    # ln y - ln model by hand, from the fitted numbers
+    assert np.allclose(one.residuals, np.log(y) - np.log(one.predict(x)), rtol=0, atol=1e-12)
+    # the fit's own numbers lead its repr; the data it was fitted to follow
+    assert repr(one).startswith("PowerLawFit(exponent=") and repr(one).endswith(f"rss={one.rss!r})")
+
+
 def test_noiseless_offset_is_exact():
     x = np.logspace(0, 6, 80)
     y = 4.0 * x**-0.6 + 0.02

@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from ..._jit import SERIAL, prefer_wide_vectors
+from ...core import task_status
 from ...core.steppers import (
     DP_ORDER_EST,
     MAX_FACTOR,
@@ -36,14 +37,6 @@ from ...core.steppers import (
     _rms,
     dopri5_step,
     error_norm_of_rms,
-)
-from ...core.task_status import (
-    STATUS_DIVERGED,
-    STATUS_FROZEN,
-    STATUS_RUNNING,
-    STATUS_SETTLED,
-    STATUS_STALLED,
-    STATUS_STEP_LIMIT,
 )
 from .._fastexp import exp_nonpos_inline, log_pos_inline
 from .lanes import load_params
@@ -278,9 +271,9 @@ def dopri5_group(
         p = (lm, psi[i], q, rate[i])
         y = (vx[i], vy[i], wx[i], wy[i])
         k = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])
-        alive, frozen, h = dopri5_start(status[i] == STATUS_RUNNING, p, y, k, hstate[i])
+        alive, frozen, h = dopri5_start(status[i] == task_status.STATUS_RUNNING, p, y, k, hstate[i])
         if frozen:
-            status[i] = STATUS_FROZEN
+            status[i] = task_status.STATUS_FROZEN
         W[_OT + l] = t0
         W[_OH + l] = h
         W[_OTHR + l] = settle_threshold(settle_tol, rtol, lm)
@@ -307,15 +300,15 @@ def dopri5_group(
             i = g0 + l
             ev = W[_OEV + l]
             if ev == 2.0:
-                status[i] = STATUS_DIVERGED
+                status[i] = task_status.STATUS_DIVERGED
             elif ev == 3.0:
-                status[i] = STATUS_SETTLED
+                status[i] = task_status.STATUS_SETTLED
             if _dp_reached(W, J, l, times, fbuf[i - lo]):
                 _dp_finish(W, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos,
                            fbuf[i - lo], f_track)  # fmt: skip
                 continue
             if W[_ONST + l] >= fmax:
-                status[i] = STATUS_STEP_LIMIT
+                status[i] = task_status.STATUS_STEP_LIMIT
                 stop[1] = 1  # the run fails: every block gives up (no hour-long wait)
                 steps[i] = np.int64(W[_ONST + l])
                 return
@@ -325,7 +318,7 @@ def dopri5_group(
             clipped = h >= tj - t
             hh = tj - t if clipped else h
             if t + hh == t:
-                status[i] = STATUS_STALLED
+                status[i] = task_status.STATUS_STALLED
                 W[_OALIVE + l] = 0.0
                 _dp_reached(W, J, l, times, fbuf[i - lo])
                 _dp_finish(W, l, i, vx, vy, wx, wy, hstate, rprev, steps, rejected, tpos,
