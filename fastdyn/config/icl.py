@@ -317,6 +317,29 @@ def prefix_moment_bytes(P: int, N: int, D: int) -> float:
     return 8.0 * P * N * ((D + 1) * (D + 2) / 2 + D + 1)
 
 
+#: the largest NQ = NP·D (folded linear-attention weights) whose data moments are taken: G then
+#: takes ≤ 8 MB and the partials of one pass of MOMENT_BLOCKS_AT_ONCE blocks ≤ 134 MB
+MOMENT_NQ_MAX = 1024
+#: blocks of rows whose partial moments are held at once while the moments are taken
+MOMENT_BLOCKS_AT_ONCE = 16
+
+
+def uses_moments(rows: int, D: int) -> bool:
+    """Whether full-batch linear attention on a set of ``rows`` rows (samples, or prefix rows)
+    takes its loss and gradient from the set's moments (``models.attn_m.kernels``, "the data's
+    moments"): NQ = (D+1)(D+2)/2·D ≤ MOMENT_NQ_MAX and an epoch's O(NQ²) at most an eighth of
+    the per-sample O(rows·NQ) (NQ ≤ rows/4; the moments cost ≈ NQ/4 per-sample epochs once)."""
+    nq = (D + 1) * (D + 2) // 2 * D
+    return nq <= MOMENT_NQ_MAX and 4 * nq <= rows
+
+
+def moment_bytes(rows: int, D: int) -> float:
+    """Bytes of a set's moments (G, b) when it uses them, and of the partials while they are
+    taken (0 when it does not)."""
+    nq = (D + 1) * (D + 2) // 2 * D
+    return 8.0 * (nq * nq + nq) * (1 + MOMENT_BLOCKS_AT_ONCE) if uses_moments(rows, D) else 0.0
+
+
 def _prefix_bytes(M: int, N: int, D: int) -> float:
     """What the cumulative linear kernel prepares for a set of M samples (0 above the limit):
     the prefix moments and the index of their rows (int64, kept for full-set steps)."""
@@ -374,8 +397,11 @@ def bytes_needed(
             terms.append((copies * f8 * M * T * (K + 1), fields))
         elif not model.softmax and model.loss == "last":
             terms.append((copies * f8 * M * ((D + 1) * (D + 2) / 2 + D + 1), (name, "data.D")))
+            terms.append((copies * moment_bytes(M, D), ("data.D",)))
         elif not model.softmax:
             terms.append((copies * _prefix_bytes(M, N, D), (name, "data.N", "data.D")))
+            rows = M * N if _prefix_bytes(M, N, D) else 0
+            terms.append((copies * moment_bytes(rows, D), ("data.D",)))
     batch = optim.batch_size if optim.name == "sgd" and optim.batch_size else P
     blocks = 0.0 if data.population else math.ceil(max(batch, nt) / 1024)
     if features:

@@ -72,6 +72,7 @@ def test_last_token_kernel_gathered_samples_and_threads_bit_identical():
     perm = np.random.default_rng(0).permutation(5000)
     # a minibatch (gathered per block) equals the same samples laid out in that order, in place
     Pp = m.prepare(data.tokens[perm], data.labels[perm])
+    Pp["moments"] = False  # the per-sample kernel in place (all samples: else the data's moments)
     out = {}
     before = numba.get_num_threads()
     try:
@@ -261,6 +262,7 @@ def test_cumulative_gathered_threads_and_fused_steps_bit_identical():
     prep = m.prepare(data.tokens, data.labels)
     perm = np.random.default_rng(0).permutation(1500)
     Pp = m.prepare(data.tokens[perm], data.labels[perm])
+    Pp["moments"] = False  # the per-sample kernel in place (all samples: else the data's moments)
     out = {}
     before = numba.get_num_threads()
     try:
@@ -301,3 +303,49 @@ def test_cumulative_prefix_rows_above_the_limit(monkeypatch):
     prep = m.prepare(data.tokens, data.labels)
     assert "SpT" not in prep and m.gd_steps(prep) is None
     assert np.isfinite(m.loss_value(random_theta(m), prep))
+
+
+@pytest.mark.parametrize(
+    "name, loss, scale",
+    [("attn-m", "last", "N"), ("attn-m", "cumulative", "1"), ("attn-s", "last", "1")],
+)
+def test_full_batch_moments_match_the_reference_and_the_per_sample_sums(name, loss, scale):
+    from fastdyn.models.attn_s import AttnS
+
+    data = generate(3, 7, 1500, seed=5)  # NQ = 10·3 = 30 folded weights, 4·NQ ≤ 1500 rows
+    m = AttnM(3, 2, 7, attention_scale=scale, loss=loss) if name == "attn-m" else (
+        AttnS(3, 2, 7, R=2, attention_scale=scale, loss=loss)
+    )  # fmt: skip
+    th = random_theta(m, 0.3, seed=3)
+    prep, per = (m.prepare(data.tokens, data.labels) for _ in range(2))
+    per["moments"] = False  # the per-sample kernel: a second formulation of the same sums
+    g, g_per = np.empty(m.n_params), np.empty(m.n_params)
+    L = m.loss_and_grad(th, prep, g)
+    L_per = m.loss_and_grad(th, per, g_per)
+    assert "_moments" in prep and "_moments" not in per
+    # Σδ² from the moments is y2 − 2m·b/ρ + m·Gm/ρ², terms of size y2 = Σ y²: its round-off is a
+    # few ulp of y2/n (kernels.py, "the data's moments"); measured 1–3e-16 relative to y2/n here
+    n = prep["yq"].shape[0]
+    assert abs(L - L_per) <= 32 * np.finfo(float).eps * prep["_moments"][2] / n
+    # the gradient's terms are of size |b|/n: measured ≤ 2e-15 of max|g| here
+    assert np.max(np.abs(g - g_per)) <= 1e-13 * np.max(np.abs(g_per))
+    Lr = attn_loss(m.to_arrays(th), data.tokens, data.labels, scale=scale, loss=loss)
+    assert abs(L - Lr) / Lr < FWD_RTOL
+    fd = finite_difference(lambda t: m.loss_value(t, prep), th)
+    assert np.max(np.abs(g - fd)) / np.max(np.abs(fd)) < FD_RTOL
+
+
+def test_data_moments_are_bit_identical_for_one_and_two_threads(tmp_path):
+    from tests._threads import assert_bit_identical, outputs_per_thread_count
+
+    script = """
+    from fastdyn.models.attn_m import AttnM
+    from fastdyn.models.attn_m.kernels import full_moments
+    from fastdyn.problems.icl import generate
+
+    data = generate(4, 31, 20000, seed=2)  # 20 blocks: two passes of the blocks held at once
+    prep = AttnM(4, 3, 31).prepare(data.tokens, data.labels)
+    G, b, y2 = full_moments(prep)
+    OUT.update(G=G, b=b, y2=np.array([y2]))
+    """
+    assert_bit_identical(outputs_per_thread_count(script, tmp_path))

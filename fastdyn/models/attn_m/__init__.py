@@ -152,9 +152,8 @@ class ICLModel:
         return {"kind": "stats", "yy": yy, "c": c, "C": C, "P": 0}
 
     def _prepare_full(self, tokens, labels) -> dict:
-        prep = prepare_attention(
-            tokens, labels, self.scale, self.loss, self.softmax, self.device == "cpu"
-        )
+        cpu = self.device == "cpu"
+        prep = prepare_attention(tokens, labels, self.scale, self.loss, self.softmax, cpu, cpu)
         prep["kind"] = "softmax" if self.softmax else "linear"
         prep["P"] = tokens.shape[0]
         return prep
@@ -304,14 +303,17 @@ class AttnM(ReducedKernels, ICLModel):
         epoch."""
         if self.device != "cpu" or prep["kind"] != "linear" or "SpT" not in prep:
             return None
-        from .kernels import lin_last_gd, prefix_rows
+        from .kernels import full_moments, lin_last_gd, prefix_rows
 
         H, D, idx = self.H, self.D, prefix_rows(prep, _all_indices(prep), True)
         maskf = self.mask.astype(np.float64)
         S, X, y, inv_rho = prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"]
+        G, b, y2 = full_moments(prep) or (np.empty((0, 0)), np.empty(0), 0.0)
 
         def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
-            return int(lin_last_gd(theta, H, D, maskf, idx, S, X, y, inv_rho, lr, limit, losses))
+            return int(
+                lin_last_gd(theta, H, D, maskf, idx, S, X, y, inv_rho, G, b, y2, lr, limit, losses)
+            )
 
         return advance
 

@@ -27,7 +27,9 @@ loss runs the same kernel on N rows per sample (prefix n: packed S_n, x_n/ρ_n, 
 by :func:`pack_prefixes`, prefix-major), so T and Σ δ² come out summed over prefixes and samples;
 a set whose rows would take more than ``PREFIX_BYTES_MAX`` bytes keeps :func:`lin_cum`, which
 rebuilds the prefix sums from the tokens each step. It and the softmax kernel sum a block
-serially in sample order.
+serially in sample order. A full-batch step on the CPU takes the same totals from the set's
+moments instead (G = Σ φφᵀ, b = Σ yφ, y2 = Σ y², taken once; "the data's moments" below), at
+O(NQ²) a step for any P.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
+from ...config.icl import MOMENT_BLOCKS_AT_ONCE
 from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, n_blocks
 from .._fastexp import exp_nonpos
 
@@ -414,7 +417,7 @@ def heads_from_T(r, B, Tp, coef, dr, dB):
 
 
 @njit(**SERIAL)
-def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, lr, limit, losses):
+def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, G, yphi, y2, lr, limit, losses):
     """Up to n = len(losses) full-batch GD steps θ ← θ − η ∂L/∂θ of last-token linear attention
     on θ = [r (H, D+1), B (H, D+1, D)] in one call; returns the number of steps taken.
 
@@ -423,13 +426,17 @@ def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, lr, limit, losse
     ``fastdyn.drive.optim.gd_step``, in the same order, so θ and the losses are bit-identical to
     one call each per step. losses[s] = L before update s. A step whose loss or gradient is not
     finite, or whose loss exceeds ``limit``, is not taken: the call returns before it, θ as the
-    previous steps left it (the caller then takes that step the slow way and reports it)."""
+    previous steps left it (the caller then takes that step the slow way and reports it).
+    With the set's moments (G, yphi = b, y2; G of shape (0, 0) for none) a step's totals come from
+    :func:`lin_moments`, as in :func:`linear_loss_and_grad`."""
     D1 = D + 1
     NP = D1 * (D1 + 1) // 2
     nr = H * D1
     Msym = np.empty((NP, D))
-    partials = np.empty(((idx.shape[0] + BLOCK - 1) // BLOCK, 1 + NP * D))
+    n_part = 0 if G.shape[0] else (idx.shape[0] + BLOCK - 1) // BLOCK
+    partials = np.empty((n_part, 1 + NP * D))
     tot = np.empty(1 + NP * D)
+    u = np.empty(NP * D)
     dr = np.empty((H, D1))
     dB = np.empty((H, D1, D))
     grad = np.empty(theta.shape[0])
@@ -440,9 +447,12 @@ def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, lr, limit, losse
         r = theta[:nr].reshape((H, D1))
         B = theta[nr:].reshape((H, D1, D))
         contract_M(r, B, Msym)
-        lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials)
-        tot[:] = 0.0
-        accumulate_blocks(tot, partials)
+        if G.shape[0]:
+            lin_moments(G, yphi, y2, inv_rho, Msym, u, tot)
+        else:
+            lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials)
+            tot[:] = 0.0
+            accumulate_blocks(tot, partials)
         heads_from_T(r, B, tot[1:], coef, dr, dB)
         L = tot[0] / nterm
         ok = np.isfinite(L) and not L > limit
@@ -496,13 +506,34 @@ def linear_loss_and_grad(
     else:
         full = idx.shape[0] == prep["P"] and (idx is prep.get("_all") or _is_range(idx))
         rows = prefix_rows(prep, idx, full)
+        nterm = rows.shape[0]
+        moments = full_moments(prep) if full else None
+        if moments is not None:
+            tot = np.empty(1 + NP * D)
+            lin_moments(*moments, prep["inv_rho"], Msym, np.empty(NP * D), tot)
+            heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
+            return float(tot[0] / nterm)
         partials = np.empty((n_blocks(rows.shape[0]), 1 + NP * D))
         last(rows, prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"], Msym, full, partials)
-        nterm = rows.shape[0]
     tot = np.zeros(1 + NP * D)
     accumulate_blocks(tot, partials)
     heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
     return float(tot[0] / nterm)
+
+
+def full_moments(prep: dict) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(G, b, y2) of all rows of a prepared linear set (:func:`data_moments`), taken at the first
+    full-batch call and kept in ``prep``; None where the set does not use them
+    (``prep["moments"]`` false: the CUDA twin, a set below :func:`~fastdyn.config.icl.uses_moments`)."""
+    if not prep.get("moments"):
+        return None
+    got = prep.get("_moments")
+    if got is None:
+        NQ = prep["SpT"].shape[0] * prep["xqT"].shape[0]
+        G, b = np.empty((NQ, NQ)), np.empty(NQ)
+        y2 = float(data_moments(prep["SpT"], prep["xqT"], prep["yq"], G, b))
+        got = prep["_moments"] = (G, b, y2)
+    return got
 
 
 def prefix_rows(prep: dict, idx: np.ndarray, full: bool) -> np.ndarray:
@@ -693,7 +724,7 @@ def softmax_loss_and_grad(
 
 def prepare_attention(
     tokens: np.ndarray, labels: np.ndarray, scale: str, loss: str, softmax: bool,
-    prefix_rows: bool = True,
+    prefix_rows: bool = True, moments: bool = True,
 ) -> dict:  # fmt: skip
     """Per-sample arrays the attention kernels read, computed once: the tokens and labels; for
     linear attention the rows :func:`lin_last` reads, samples contiguous — packed S as ``SpT``
@@ -702,8 +733,10 @@ def prepare_attention(
     cumulative loss N rows per sample (:func:`pack_prefixes`: S_n, x_n/ρ_n, y_n, ``inv_rho`` = 1)
     while they take at most ``PREFIX_BYTES_MAX`` bytes and ``prefix_rows`` (else none:
     :func:`lin_cum` then reads the tokens; the CUDA twin takes that path, as its last-token
-    scratch per row would be about D times the prepared rows on the device)."""
-    from ...config.icl import PREFIX_BYTES_MAX, prefix_moment_bytes
+    scratch per row would be about D times the prepared rows on the device). ``moments``: a
+    full-batch loss on these rows comes from their moments (:func:`full_moments`) where
+    :func:`~fastdyn.config.icl.uses_moments` says so (``prep["moments"]``)."""
+    from ...config.icl import PREFIX_BYTES_MAX, prefix_moment_bytes, uses_moments
 
     P, T1, D1 = tokens.shape
     N = T1 - 1
@@ -731,4 +764,129 @@ def prepare_attention(
         rows = (prep["SpT"], prep["xqT"], prep["yq"])
         pack_prefixes(prep["tokens"], prep["labels"], prep["scale_n"], *rows)
         prep["inv_rho"] = 1.0
+    prep["moments"] = moments and "SpT" in prep and uses_moments(prep["yq"].shape[0], D)
     return prep
+
+
+# ------------------------------------------------------------------------- the data's moments
+#
+# Linear attention's prediction is linear in the folded weights: ŷ = (1/ρ) φ·m with φ_q = S_p x_c
+# and m_q = Msym[p, c] (q = p·D + c, NQ = NP·D entries). Over a fixed training set the loss and T
+# are therefore quadratic and linear in m through three moments of the data, taken once:
+#
+#     G = Σ_μ φ_μ φ_μᵀ (NQ × NQ),   b = Σ_μ y_μ φ_μ,   y2 = Σ_μ y_μ²
+#     Σ δ² = y2 − (2/ρ) m·b + (1/ρ²) m·Gm,   T = (1/ρ) b − (1/ρ²) Gm
+#
+# so a full-batch step costs O(NQ²) instead of O(P·NQ). The same sums as :func:`lin_last`'s,
+# in another order: their difference is round-off, but Σ δ² is a difference of terms of size
+# y2, so its absolute error is ~1e-16·y2 (relative ~1e-16·y2/Σδ²) where the per-sample sum's is
+# ~1e-16·Σδ²; T's likewise ~1e-16·|b|. MOMENT_CHUNK rows of φ are formed at a time (≤ 1 MB for NQ ≤ 512);
+# :func:`fastdyn.config.icl.uses_moments` says which sets use them.
+
+#: rows of φ a block forms at once (NQ × MOMENT_CHUNK floats)
+MOMENT_CHUNK = 256
+
+
+@njit(**dict(SERIAL, inline="always", cache=False))
+def _dot8(a, b, n):
+    """Σ_{t<n} a_t b_t in eight strided lanes (t mod 8), lanes added pairwise, then the tail."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    n8 = n - n % 8
+    for t in range(0, n8, 8):
+        s0 += a[t] * b[t]
+        s1 += a[t + 1] * b[t + 1]
+        s2 += a[t + 2] * b[t + 2]
+        s3 += a[t + 3] * b[t + 3]
+        s4 += a[t + 4] * b[t + 4]
+        s5 += a[t + 5] * b[t + 5]
+        s6 += a[t + 6] * b[t + 6]
+        s7 += a[t + 7] * b[t + 7]
+    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    for t in range(n8, n):
+        s += a[t] * b[t]
+    return s
+
+
+@njit(**SERIAL)
+def _moments_block(blk, SpT, xqT, yq, phi, out):
+    """Block ``blk``'s rows [blk·BLOCK, …) added into out = [G (NQ × NQ, upper triangle q ≤ q2),
+    b (NQ), y2] (zeroed here), MOMENT_CHUNK rows at a time, each chunk's sums in row order."""
+    NP = SpT.shape[0]
+    D = xqT.shape[0]
+    NQ = NP * D
+    lo = blk * BLOCK
+    hi = min(lo + BLOCK, yq.shape[0])
+    for q in range(out.shape[0]):
+        out[q] = 0.0
+    y = np.empty(MOMENT_CHUNK)
+    for c0 in range(lo, hi, MOMENT_CHUNK):
+        m = min(MOMENT_CHUNK, hi - c0)
+        for p in range(NP):
+            for c in range(D):
+                row = phi[p * D + c]
+                for k in range(m):
+                    row[k] = SpT[p, c0 + k] * xqT[c, c0 + k]
+        for k in range(m):
+            y[k] = yq[c0 + k]
+        for q in range(NQ):
+            a = phi[q]
+            for q2 in range(q, NQ):
+                out[q * NQ + q2] += _dot8(a, phi[q2], m)
+            out[NQ * NQ + q] += _dot8(a, y, m)
+        out[NQ * NQ + NQ] += _dot8(y, y, m)
+
+
+@njit(**PARALLEL)
+def _moments_pass(b0, nb, SpT, xqT, yq, partials):
+    D = xqT.shape[0]
+    NQ = SpT.shape[0] * D
+    for j in prange(nb):
+        phi = np.empty((NQ, MOMENT_CHUNK))
+        _moments_block(np.int64(b0 + j), SpT, xqT, yq, phi, partials[j])
+
+
+@njit(**SERIAL)
+def data_moments(SpT, xqT, yq, G, b):
+    """G = Σ φφᵀ (both triangles filled), b = Σ y φ over all rows of the SoA arrays (see above);
+    returns y2 = Σ y². Blocks of ``reduce.BLOCK`` rows, MOMENT_BLOCKS_AT_ONCE blocks at a time on the
+    threads, added in block order: bit-identical for any number of threads."""
+    NQ = G.shape[0]
+    nblk = (yq.shape[0] + BLOCK - 1) // BLOCK
+    partials = np.empty((min(MOMENT_BLOCKS_AT_ONCE, nblk), NQ * NQ + NQ + 1))
+    tot = np.zeros(NQ * NQ + NQ + 1)
+    for b0 in range(0, nblk, MOMENT_BLOCKS_AT_ONCE):
+        nb = min(MOMENT_BLOCKS_AT_ONCE, nblk - b0)
+        _moments_pass(b0, nb, SpT, xqT, yq, partials)
+        accumulate_blocks(tot, partials[:nb])
+    for q in range(NQ):
+        for q2 in range(q, NQ):
+            G[q, q2] = tot[q * NQ + q2]
+            G[q2, q] = tot[q * NQ + q2]
+        b[q] = tot[NQ * NQ + q]
+    return tot[NQ * NQ + NQ]
+
+
+@njit(**SERIAL)
+def lin_moments(G, b, y2, inv_rho, Msym, u, tot):
+    """tot = [Σ δ², T_pc (packed, p-major)] of the full set from its moments (see above), the
+    totals :func:`lin_last`'s partials add up to: u = Gm (columns of G in order, vectorised),
+    then the two dot products in order. ``u``: scratch of NQ."""
+    NP, D = Msym.shape
+    NQ = NP * D
+    m = Msym.reshape(NQ)
+    for q in range(NQ):
+        u[q] = 0.0
+    for q2 in range(NQ):
+        mq = m[q2]
+        g = G[q2]  # G symmetric: row q2 is column q2
+        for q in range(NQ):
+            u[q] = u[q] + g[q] * mq
+    mb = 0.0
+    mu = 0.0
+    for q in range(NQ):
+        mb += m[q] * b[q]
+        mu += m[q] * u[q]
+    ir2 = inv_rho * inv_rho
+    tot[0] = y2 - 2.0 * inv_rho * mb + ir2 * mu
+    for q in range(NQ):
+        tot[1 + q] = inv_rho * b[q] - ir2 * u[q]
