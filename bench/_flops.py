@@ -25,6 +25,13 @@ MLP-cubic (features path, ``_mlp_block``; K = D², T = 1 per sample): ŷ = γ·z
 sum (3), Σ δ z (2K): 4K + 3 per sample; per epoch γ = Σ_i w2_i W1_i (2HK) and the gradients (3HK)
 and the GD step. Bytes: Z and Y, P (K + 1)·8.
 
+Full-batch linear attention from the data's moments (``lin_moments``, the default for a
+full-batch step on the CPU: G = Σ φφᵀ (NQ × NQ), b = Σ yφ, y2 taken once): per epoch u = Gm
+(2 NQ²), m·b and m·u (4 NQ), Σ δ² (5) and T (3 NQ), plus the per-epoch work of the last-token
+count above (fold, chain rule, GD step). Bytes: G and b, (NQ² + NQ)·8. MLP-cubic from its
+sufficient statistics (``reduced_grad``; K = D²): L and G = c − Cγ (2K² + 4K), γ and the
+gradients (5HK), the GD step; bytes (K² + K)·8.
+
 msfr-attn sparse (``_sample_linear`` + ``_sparse_pass2``): S2 = Σ x_t² and the query q are stored
 once per sequence when the workspace is built (2ψ_s FLOPs and 4(ψ_s + 1) bytes then, not per
 epoch); per epoch u·v, u·w (4), ŷ (7), δ (2), c1, c2 (2 + 3), the four local gradients
@@ -60,6 +67,20 @@ def lin_cum(D: int, N: int, H: int, P: int, n_params: int) -> tuple[float, float
     """ATTN_M with the cumulative loss (N prefixes per sample), one GD epoch: the last-token
     kernel on the P·N prepared prefix rows."""
     return lin_last(D, H, P * N, n_params)
+
+
+def lin_moments(D: int, H: int, n_params: int, R: int = 0) -> tuple[float, float]:
+    """Full-batch linear attention (any P, last-token or cumulative) from the data's moments."""
+    D1 = D + 1
+    NQ = D1 * (D1 + 1) // 2 * D
+    fl = 2 * NQ * NQ + 7 * NQ + 5 + 6 * H * D1 * D1 * D + 2 * n_params + 6 * H * R * D1 * D
+    return float(fl), 8.0 * (NQ * NQ + NQ)
+
+
+def mlp_stats(D: int, H: int, n_params: int) -> tuple[float, float]:
+    """MLP-cubic, full batch, from its sufficient statistics."""
+    K = D * D
+    return float(2 * K * K + 4 * K + 5 * H * K + 2 * n_params), 8.0 * (K * K + K)
 
 
 def softmax(D: int, N: int, H: int, P: int) -> tuple[float, float, float]:

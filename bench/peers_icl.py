@@ -18,19 +18,24 @@ Workloads (float64 everywhere; each case trains E full-batch GD epochs from the 
 - ``softmax``: ATTN_S with softmax, R = 1, Fig. 4's sizes (P = --softmax-p).
 - ``mlp``: MLP-cubic (D = 8, H = 9, N = 31, ρ = N, P = --fig4-p, init 5e-3, lr 2e-2).
 
-Every fastdyn case other than ``attn_m``'s fused one is ``model.loss_and_grad`` + a GD step per
-epoch. The peers use fastdyn's algebra with every per-sample statistic precomputed once (untimed):
-S_μ = Σ_j x̂_j x̂_jᵀ packed to its NP = (D+1)(D+2)/2 entries a ≤ b (off-diagonal doubled), the heads
-folded into M_abc = Σ_i r_ia B_ibc (symmetrised, packed: ŷ = Σ Sp_μq Mp_qc x_q,μc, one (P × NP)·
-(NP × D) matmul), B_i = K_iᵀ Q_i for ATTN_S; the cumulative loss with the N prefix S_n precomputed
-(P·N rows); softmax on the query row only; MLP with the features Z precomputed and
-γ = Σ_i w2_i W1_i. Each as JAX ``jit`` of a ``lax.fori_loop`` over the E epochs (``jax.grad``) and as
-``torch.compile`` of the loss with autograd and an in-place GD update per epoch (1 and 2 threads).
-ATTN_M also per head (ŷ = Σ_i r_iᵀ S_μ W_i x_q) for comparison. Apart from these, linear attention
-(``attn_m``, ``cumulative``, ``attn_s*``) gets a peer with an algebra fastdyn does not use (marked
-"not fastdyn's algebra", not counted as the strongest peer): ŷ = φ·m is linear in m = vec(Mp), so
-the loss is the quadratic form ⟨y²⟩ − 2 m·⟨yφ⟩ + mᵀ⟨φφᵀ⟩m in the NQ = NP·D entries of m, with the
-moments of φ = Sp ⊗ x_q computed once (O(P NQ²), timed and printed) and O(NQ²) per epoch after.
+fastdyn takes a full-batch step of linear attention (``attn_m``, ``cumulative``, ``attn_s*``)
+from the data's moments (G = Σ φφᵀ, b = Σ yφ, y2 over the rows, φ = Sp ⊗ x_q: ŷ = φ·m is linear
+in the NQ = NP·D folded weights m = vec(Mp), so L = (y2 − 2m·b + m·Gm)/n), and the MLP from its
+sufficient statistics (yy, c = ⟨yz⟩, C = ⟨zzᵀ⟩); both are taken once (untimed, the time printed).
+Every fastdyn case other than the fused ones (``gd_steps``) is ``model.loss_and_grad`` + a GD step
+per epoch; "per-sample kernel" cases run the per-sample kernels on the same set for comparison.
+The peers, each as JAX ``jit`` of a ``lax.fori_loop`` over the E epochs (``jax.grad``) and as
+``torch.compile`` of the loss with autograd and an in-place GD update per epoch (1 and 2 threads),
+with every statistic precomputed once (untimed):
+
+- "moments (quadratic form)": fastdyn's algebra, L = ⟨y²⟩ − 2 m·⟨yφ⟩ + mᵀ⟨φφᵀ⟩m with m folded
+  from the heads as below (MLP: γ = Σ_i w2_i W1_i); the moments by one numpy matmul (printed);
+- "packed": S_μ = Σ_j x̂_j x̂_jᵀ packed to its NP = (D+1)(D+2)/2 entries a ≤ b (off-diagonal
+  doubled), the heads folded into M_abc = Σ_i r_ia B_ibc (symmetrised, packed: ŷ = Σ Sp_μq Mp_qc
+  x_q,μc, one (P × NP)·(NP × D) matmul), B_i = K_iᵀ Q_i for ATTN_S; the cumulative loss with the
+  N prefix S_n precomputed (P·N rows); MLP with the features Z precomputed;
+- softmax on the query row only (no moments: ŷ is not linear in the weights);
+- ATTN_M also per head (ŷ = Σ_i r_iᵀ S_μ W_i x_q).
 
 FLOPs and bytes per epoch: bench/_flops.py (the counting rule and the algebra); printed beside each
 case as GFLOP/s and % of the float64 matmul peak and of the triad bandwidth measured in the same run
@@ -114,6 +119,15 @@ def make_loss(xp, kind, model, arr, softmax):
             return yy - 2.0 * (m * c).sum() + (m * (C @ m)).sum()
 
         return loss
+    elif kind == "mlp_quad":  # L = ⟨y²⟩ − 2 γ·c + γᵀ C γ, γ = w2 W1: exact for the MLP
+        yy, c, C = arr
+
+        def loss(theta):
+            W1, w2 = _split(theta, model)
+            gam = w2 @ W1
+            return yy - 2.0 * (gam * c).sum() + (gam * (C @ gam)).sum()
+
+        return loss
     elif kind == "softmax":
         X, xq, yq = arr
 
@@ -180,11 +194,7 @@ def workload(kind, a):
         loss = "last" if kind == "attn_m" else "cumulative"
         model = AttnM(D, H, N, attention_scale="1", loss=loss)
         E = a.epochs if kind == "attn_m" else a.cum_epochs
-        f = (
-            _flops.lin_last(D, H, P, model.n_params)
-            if kind == "attn_m"
-            else _flops.lin_cum(D, N, H, P, model.n_params)
-        )
+        f = _flops.lin_moments(D, H, model.n_params)
         title = f"ICL Fig. 1 ATTN_M, {loss} loss (D={D}, N={N}, H={H}, P={P}), {E} GD epochs"
         return model, P, 1e-6, 1e-3, E, title, *f, 0.0
     D, H = 8, 9
@@ -192,7 +202,7 @@ def workload(kind, a):
         R = 4 if kind == "attn_s_r4" else 1
         P, E = a.fig4_p, a.fig4_epochs
         model = AttnS(D, H, N, R=R, attention_scale="1")
-        f = _flops.lin_last(D, H, P, model.n_params, R)
+        f = _flops.lin_moments(D, H, model.n_params, R)
         title = f"ICL Fig. 4 ATTN_S (D={D}, N={N}, H={H}, R={R}, P={P}), {E} GD epochs"
         return model, P, 5e-3, 2e-2, E, title, *f, 0.0
     if kind == "softmax":
@@ -203,7 +213,11 @@ def workload(kind, a):
     P, E = a.fig4_p, a.fig4_epochs
     model = MLPCubic(D, H, N, attention_scale="N")
     title = f"ICL MLP-cubic (D={D}, N={N}, H={H}, rho=N, P={P}), {E} GD epochs"
-    return model, P, 5e-3, 2e-2, E, title, *_flops.mlp(D, H, P, model.n_params), 0.0
+    return model, P, 5e-3, 2e-2, E, title, *_flops.mlp_stats(D, H, model.n_params), 0.0
+
+
+#: the peer with fastdyn's full-batch algebra: the loss from the data's moments
+_MOMENTS = ", moments (quadratic form)"
 
 
 def _quad(Sp, xq, y, iu):
@@ -218,23 +232,31 @@ def _quad(Sp, xq, y, iu):
     n = phi.shape[0]
     host = (np.array(np.mean(y * y)), phi.T @ y / n, phi.T @ phi / n, iu[0], iu[1])
     print(
-        f"  quadratic form: {phi.shape[1]}x{phi.shape[1]} moments in {time.perf_counter() - t:.2f} s (once)"
+        f"  peers' moments: {phi.shape[1]}x{phi.shape[1]} in {time.perf_counter() - t:.2f} s (once)"
     )
     return "quad", host
 
 
 def peer_arrays(kind, model, data, prep):
     """{label suffix: (loss kind, host arrays)}: the per-sample statistics, computed once."""
+    import time
+
     import numpy as np
 
-    D = model.D
+    D, P = model.D, data.tokens.shape[0]
     tok = np.ascontiguousarray(data.tokens, dtype=np.float64)  # query label zero
     lab = np.ascontiguousarray(data.labels, dtype=np.float64)
     iu = np.triu_indices(D + 1)
     dbl = np.where(iu[0] == iu[1], 1.0, 2.0)
     xq, yq = np.ascontiguousarray(tok[:, -1, :D]), np.ascontiguousarray(lab[:, -1])
     if kind == "mlp":
-        return {"": ("mlp", (np.ascontiguousarray(prep["Z"][:, 0, :]), yq))}
+        Z = np.ascontiguousarray(prep["Z"][:, 0, :])
+        t = time.perf_counter()
+        stats = (np.array(np.mean(yq * yq)), Z.T @ yq / P, Z.T @ Z / P)
+        print(
+            f"  peers' statistics: {Z.shape[1]}x{Z.shape[1]} in {time.perf_counter() - t:.2f} s (once)"
+        )
+        return {", per-sample features": ("mlp", (Z, yq)), _MOMENTS: ("mlp_quad", stats)}
     if kind == "softmax":
         return {"": ("softmax", (tok, xq, yq))}
     if kind == "cumulative":
@@ -253,18 +275,20 @@ def peer_arrays(kind, model, data, prep):
         )
         return {
             ", packed prefix S_n": ("packed", (*rows, iu[0], iu[1])),
-            ", quadratic form in M (not fastdyn's algebra)": _quad(*rows, iu),
+            _MOMENTS: _quad(*rows, iu),
         }
     S = np.einsum("pja,pjb->pab", tok, tok)
     Sp = np.ascontiguousarray(S[:, iu[0], iu[1]] * dbl)
     out = {", packed S_mu + contracted M": ("packed", (Sp, xq, yq, iu[0], iu[1]))}
     if kind == "attn_m":
         out[", per head, S_mu precomputed"] = ("per_head", (S, xq, yq))
-    out[", quadratic form in M (not fastdyn's algebra)"] = _quad(Sp, xq, yq, iu)
+    out[_MOMENTS] = _quad(Sp, xq, yq, iu)
     return out
 
 
 def bench(kind, a, jax, torch, peaks) -> dict:
+    import time
+
     import numba
     import numpy as np
 
@@ -274,11 +298,19 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     model, P, init, lr, E, title, flops, nbytes, exps = workload(kind, a)
     data = generate(model.D, model.N, P, seed=0)
     prep = model.prepare(data.tokens, data.labels)
+    per_sample = model.prepare(data.tokens, data.labels)  # the per-sample kernels, for comparison
+    per_sample["moments"] = False
+    idx_all = np.arange(P)  # an explicit index keeps the MLP's per-sample features
     theta0 = model.init("reference", init, 0)
     nthr = numba.config.NUMBA_NUM_THREADS
+    t = time.perf_counter()
+    model.loss_value(theta0, prep)  # takes the moments (compiled by an earlier call)
+    print(
+        f"  fastdyn's moments: {time.perf_counter() - t:.2f} s (once, {nthr} threads, with compile)"
+    )
     advance = model.gd_steps(prep) if hasattr(model, "gd_steps") else None
 
-    def fd(k, per_epoch):
+    def fd(k, per_epoch, pr=prep, idx=None):
         def run():
             numba.set_num_threads(k)
             theta = theta0.copy()
@@ -286,7 +318,7 @@ def bench(kind, a, jax, torch, peaks) -> dict:
                 grad = np.empty(model.n_params)
                 opt = make_optimizer("gd", model.n_params, lr)
                 for _ in range(E):
-                    model.loss_and_grad(theta, prep, grad)
+                    model.loss_and_grad(theta, pr, grad, idx)
                     opt.step(theta, grad)
             else:
                 advance(theta, lr, np.empty(E), np.inf)
@@ -299,6 +331,12 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     cases = {f"fastdyn {k} thread(s)": fd(k, advance is None) for k in threads}
     if advance is not None:
         cases |= {f"fastdyn {k} thread(s), a call per epoch": fd(k, True) for k in threads}
+    if prep.get("moments") or kind == "mlp":
+        idx = idx_all if kind == "mlp" else None
+        cases |= {
+            f"fastdyn {k} thread(s), per-sample kernel": fd(k, True, per_sample, idx)
+            for k in threads
+        }
     for c in cases.values():
         c()
     losses = {}  # peer case -> its own loss function (θ numpy → float)

@@ -324,13 +324,18 @@ MOMENT_NQ_MAX = 1024
 MOMENT_BLOCKS_AT_ONCE = 16
 
 
+def moments_pay(rows: int, nq: int) -> bool:
+    """Whether a full-batch loss that is quadratic in ``nq`` numbers is cheaper from the set's
+    moments than by its ``rows`` rows: nq ≤ MOMENT_NQ_MAX and a step's O(nq²) at most an eighth
+    of the per-row O(rows·nq) (nq ≤ rows/4; the moments cost ≈ nq/4 per-row steps once)."""
+    return nq <= MOMENT_NQ_MAX and 4 * nq <= rows
+
+
 def uses_moments(rows: int, D: int) -> bool:
     """Whether full-batch linear attention on a set of ``rows`` rows (samples, or prefix rows)
     takes its loss and gradient from the set's moments (``models.attn_m.kernels``, "the data's
-    moments"): NQ = (D+1)(D+2)/2·D ≤ MOMENT_NQ_MAX and an epoch's O(NQ²) at most an eighth of
-    the per-sample O(rows·NQ) (NQ ≤ rows/4; the moments cost ≈ NQ/4 per-sample epochs once)."""
-    nq = (D + 1) * (D + 2) // 2 * D
-    return nq <= MOMENT_NQ_MAX and 4 * nq <= rows
+    moments"): :func:`moments_pay` for its NQ = (D+1)(D+2)/2·D folded weights."""
+    return moments_pay(rows, (D + 1) * (D + 2) // 2 * D)
 
 
 def moment_bytes(rows: int, D: int) -> float:
@@ -395,6 +400,7 @@ def bytes_needed(
         if features:
             fields = (name, "data.N", "data.D") if T > 1 else (name, "data.D")
             terms.append((copies * f8 * M * T * (K + 1), fields))
+            terms.append((copies * f8 * (K * K + K) * moments_pay(M * T, K), ("data.D",)))
         elif not model.softmax and model.loss == "last":
             terms.append((copies * f8 * M * ((D + 1) * (D + 2) / 2 + D + 1), (name, "data.D")))
             terms.append((copies * moment_bytes(M, D), ("data.D",)))

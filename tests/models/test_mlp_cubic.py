@@ -84,3 +84,24 @@ def test_attn_m_and_mlp_same_loss_curve(scale):
     np.testing.assert_allclose(
         ra["Gamma"], rm["Gamma"], rtol=0, atol=1e-9 * np.abs(rm["Gamma"]).max()
     )
+
+
+@pytest.mark.parametrize("loss", ["last", "cumulative"])
+def test_full_batch_statistics_match_the_reference_and_the_per_sample_sums(loss):
+    from tests.reference.icl_reference import mlp_loss
+
+    data = generate(3, 7, 400, seed=6)  # K = 9 features, 4·K ≤ 400 rows: the statistics pay
+    m = MLPCubic(3, 4, 7, loss=loss)
+    th = random_theta(m, 0.3, seed=4)
+    prep = m.prepare(data.tokens, data.labels)
+    g, g_per = np.empty(m.n_params), np.empty(m.n_params)
+    L = m.loss_and_grad(th, prep, g)  # all samples: yy − 2γ·c + γᵀCγ
+    L_per = m.loss_and_grad(th, prep, g_per, np.arange(400))  # the same samples, one by one
+    assert "_stats" in prep
+    # yy − 2γ·c + γᵀCγ sums terms of size yy: a few ulp of yy (measured ≤ 2e-16 of yy here)
+    assert abs(L - L_per) <= 32 * np.finfo(float).eps * prep["_stats"]["yy"]
+    assert np.max(np.abs(g - g_per)) <= 1e-13 * np.max(np.abs(g_per))  # measured ≤ 4e-15
+    Lr = mlp_loss(m.to_arrays(th), data.tokens, data.labels, loss=loss)
+    assert abs(L - Lr) / Lr < FWD_RTOL
+    fd = finite_difference(lambda t: m.loss_value(t, prep), th)
+    assert np.max(np.abs(g - fd)) / np.max(np.abs(fd)) < FD_RTOL

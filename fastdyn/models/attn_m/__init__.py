@@ -170,6 +170,8 @@ class ICLModel:
         kind = prep["kind"]
         if kind == "stats":
             L = self._stats_grad(theta, prep, grad)
+        elif kind == "features" and idx is None and (stats := _feature_stats(prep)) is not None:
+            L = self._stats_grad(theta, stats, grad)
         elif kind == "features":
             if idx is None:
                 idx = _all_indices(prep)
@@ -213,6 +215,24 @@ class ICLModel:
 
     def summary(self) -> str:
         return f"{self.name}: D={self.D} H={self.H} N={self.N}, {self.n_trained} trained of {self.n_params}"
+
+
+def _feature_stats(prep: dict) -> dict | None:
+    """The set's sufficient statistics (yy, c, C: means of y², y z, z zᵀ over its rows) as a
+    ``"stats"`` prep, taken at the first full-batch call and kept in ``prep``, where they pay
+    (:func:`fastdyn.config.icl.moments_pay`: ŷ = γ·z, so the loss is yy − 2γ·c + γᵀCγ); else
+    None (the per-sample features)."""
+    from ...config.icl import moments_pay
+    from ..mlp_cubic.kernels import sufficient_stats
+
+    Z = prep["Z"]
+    if not moments_pay(Z.shape[0] * Z.shape[1], Z.shape[2]):
+        return None
+    got = prep.get("_stats")
+    if got is None:
+        yy, c, C = sufficient_stats(Z, prep["Y"])
+        got = prep["_stats"] = {"kind": "stats", "yy": yy, "c": c, "C": C, "P": prep["P"]}
+    return got
 
 
 class ReducedKernels:

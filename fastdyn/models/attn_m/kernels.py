@@ -110,20 +110,27 @@ def pack_prefixes(tokens, labels, scale_n, SpT, XT, y):
 
 @njit(**SERIAL)
 def contract_M(r, B, Msym):
-    """Msym[p, c] = M_abc + M_bac (a < b) or M_aac (a = b), M_abc = Σ_i r_ia B_ibc."""
+    """Msym[p, c] = M_abc + M_bac (a < b) or M_aac (a = b), M_abc = Σ_i r_ia B_ibc: each entry
+    sums head i's terms in head order (r_ia B_ibc, then r_ib B_iac), the heads in the outer loop
+    and c innermost, so the independent entries' sums overlap."""
     H, D1 = r.shape
     D = B.shape[2]
-    p = 0
-    for a in range(D1):
-        for b in range(a, D1):
-            for c in range(D):
-                s = 0.0
-                for i in range(H):
-                    s += r[i, a] * B[i, b, c]
-                    if a != b:
-                        s += r[i, b] * B[i, a, c]
-                Msym[p, c] = s
-            p += 1
+    for p in range(Msym.shape[0]):
+        for c in range(D):
+            Msym[p, c] = 0.0
+    for i in range(H):
+        p = 0
+        for a in range(D1):
+            ra = r[i, a]
+            for b in range(a, D1):
+                rb = r[i, b]
+                if a != b:
+                    for c in range(D):
+                        Msym[p, c] = (Msym[p, c] + ra * B[i, b, c]) + rb * B[i, a, c]
+                else:
+                    for c in range(D):
+                        Msym[p, c] = Msym[p, c] + ra * B[i, b, c]
+                p += 1
 
 
 #: lanes of the last-token kernel's sums over samples: sample k of a block (counted from the block's
@@ -390,30 +397,50 @@ def lin_cum(idx, tokens, labels, scale_n, Msym, partials):
 
 @njit(**SERIAL)
 def heads_from_T(r, B, Tp, coef, dr, dB):
-    """dr_ia = coef Σ_bc T_abc B_ibc, dB_ibc = coef Σ_a r_ia T_abc (T symmetric in a, b, packed)."""
+    """dr_ia = coef Σ_bc T_abc B_ibc, dB_ibc = coef Σ_a r_ia T_abc (T symmetric in a, b, packed).
+    Each sum runs in (b, c) or a order; the loops are arranged so that the innermost one runs
+    over independent entries (heads for dr, (b, c) for dB) and vectorises."""
+    H, D1 = r.shape
+    K = D1 * B.shape[2]
+    _heads_from_T(r, B, Tp, coef, dr, dB, np.empty((D1, K)), np.empty((K, H)), np.empty(max(K, H)))
+
+
+@njit(**SERIAL)
+def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, acc):
+    """:func:`heads_from_T` with its scratch: T (D1, D1·D), Bt (D1·D, H), acc (max(D1·D, H))."""
     H, D1 = r.shape
     D = B.shape[2]
-    T = np.empty((D1, D1, D))
-    p = 0
+    K = D1 * D
+    p = 0  # T[a, b·D + c] = T_abc
     for a in range(D1):
         for b in range(a, D1):
             for c in range(D):
-                T[a, b, c] = Tp[p * D + c]
-                T[b, a, c] = Tp[p * D + c]
+                T[a, b * D + c] = Tp[p * D + c]
+                T[b, a * D + c] = Tp[p * D + c]
             p += 1
-    for i in range(H):
-        for a in range(D1):
-            s = 0.0
-            for b in range(D1):
-                for c in range(D):
-                    s += T[a, b, c] * B[i, b, c]
-            dr[i, a] = coef * s
+    for i in range(H):  # Bt[b·D + c, i] = B_ibc
         for b in range(D1):
             for c in range(D):
-                s = 0.0
-                for a in range(D1):
-                    s += r[i, a] * T[a, b, c]
-                dB[i, b, c] = coef * s
+                Bt[b * D + c, i] = B[i, b, c]
+    for a in range(D1):  # the sums of dr[:, a] in acc[:H]
+        for i in range(H):
+            acc[i] = 0.0
+        for k in range(K):
+            t = T[a, k]
+            for i in range(H):
+                acc[i] = acc[i] + t * Bt[k, i]
+        for i in range(H):
+            dr[i, a] = coef * acc[i]
+    for i in range(H):
+        for k in range(K):
+            acc[k] = 0.0
+        for a in range(D1):
+            ria = r[i, a]
+            for k in range(K):
+                acc[k] = acc[k] + ria * T[a, k]
+        for b in range(D1):
+            for c in range(D):
+                dB[i, b, c] = coef * acc[b * D + c]
 
 
 @njit(**SERIAL)
@@ -437,6 +464,7 @@ def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, G, yphi, y2, lr,
     partials = np.empty((n_part, 1 + NP * D))
     tot = np.empty(1 + NP * D)
     u = np.empty(NP * D)
+    Tu, Bt, acc = np.empty((D1, D1 * D)), np.empty((D1 * D, H)), np.empty(max(D1 * D, H))
     dr = np.empty((H, D1))
     dB = np.empty((H, D1, D))
     grad = np.empty(theta.shape[0])
@@ -453,7 +481,7 @@ def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, G, yphi, y2, lr,
             lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials)
             tot[:] = 0.0
             accumulate_blocks(tot, partials)
-        heads_from_T(r, B, tot[1:], coef, dr, dB)
+        _heads_from_T(r, B, tot[1:], coef, dr, dB, Tu, Bt, acc)
         L = tot[0] / nterm
         ok = np.isfinite(L) and not L > limit
         for i in range(H):
@@ -876,11 +904,18 @@ def lin_moments(G, b, y2, inv_rho, Msym, u, tot):
     m = Msym.reshape(NQ)
     for q in range(NQ):
         u[q] = 0.0
-    for q2 in range(NQ):
-        mq = m[q2]
-        g = G[q2]  # G symmetric: row q2 is column q2
+    q2 = 0  # G symmetric: row q2 is column q2; four columns a pass, added in column order
+    while q2 + 4 <= NQ:
+        g0, g1, g2, g3 = G[q2], G[q2 + 1], G[q2 + 2], G[q2 + 3]
+        m0, m1, m2, m3 = m[q2], m[q2 + 1], m[q2 + 2], m[q2 + 3]
         for q in range(NQ):
-            u[q] = u[q] + g[q] * mq
+            u[q] = (((u[q] + g0[q] * m0) + g1[q] * m1) + g2[q] * m2) + g3[q] * m3
+        q2 += 4
+    while q2 < NQ:
+        g0, m0 = G[q2], m[q2]
+        for q in range(NQ):
+            u[q] = u[q] + g0[q] * m0
+        q2 += 1
     mb = 0.0
     mu = 0.0
     for q in range(NQ):
