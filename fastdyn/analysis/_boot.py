@@ -23,6 +23,7 @@ from numba import float64, int64, njit, prange, uint64
 
 from .._jit import PARALLEL, SERIAL
 from ..problems.rng import key, mix64
+from ..reduce import lane_dot
 
 __all__ = ["STREAM_BOOTSTRAP", "indices", "counts", "line_fits", "check_seed"]
 
@@ -64,24 +65,10 @@ def _counts_one(kb, out_row):
 
 @njit(**SERIAL)
 def _moments(c, qt, out):
-    """out[j] = sum_i c[i] qt[j, i] for the 5 moment rows; 4 interleaved partial sums per row
-    (a fixed order, so deterministic, and not bound by the latency of one add chain)."""
-    m = c.shape[0]
+    """out[j] = sum_i c[i] qt[j, i] for the 5 moment rows (:func:`fastdyn.reduce.lane_dot`: a
+    fixed order, so deterministic, and not bound by the latency of one add chain)."""
     for j in range(5):
-        p0 = float64(0.0)
-        p1 = float64(0.0)
-        p2 = float64(0.0)
-        p3 = float64(0.0)
-        row = qt[j]
-        n4 = m - m % 4
-        for i in range(0, n4, 4):
-            p0 += c[i] * row[i]
-            p1 += c[i + 1] * row[i + 1]
-            p2 += c[i + 2] * row[i + 2]
-            p3 += c[i + 3] * row[i + 3]
-        for i in range(n4, m):
-            p0 += c[i] * row[i]
-        out[j] = (p0 + p1) + (p2 + p3)
+        out[j] = lane_dot(c, qt[j], c.shape[0])
 
 
 @njit(**SERIAL)

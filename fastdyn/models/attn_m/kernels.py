@@ -41,7 +41,7 @@ from numba import njit, prange
 
 from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
 from ...config.icl import MOMENT_BLOCKS_AT_ONCE
-from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, n_blocks
+from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, lane_dot, n_blocks
 from .._fastexp import exp_nonpos
 
 
@@ -410,7 +410,6 @@ def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, acc):
     """:func:`heads_from_T` with its scratch: T (D1, D1·D), Bt (D1·D, H), acc (max(D1·D, H))."""
     H, D1 = r.shape
     D = B.shape[2]
-    K = D1 * D
     p = 0  # T[a, b·D + c] = T_abc
     for a in range(D1):
         for b in range(a, D1):
@@ -422,25 +421,28 @@ def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, acc):
         for b in range(D1):
             for c in range(D):
                 Bt[b * D + c, i] = B[i, b, c]
-    for a in range(D1):  # the sums of dr[:, a] in acc[:H]
-        for i in range(H):
-            acc[i] = 0.0
-        for k in range(K):
-            t = T[a, k]
-            for i in range(H):
-                acc[i] = acc[i] + t * Bt[k, i]
+    for a in range(D1):  # dr[:, a] = coef Σ_k T[a, k] Bt[k, :]
+        _weighted_rows(T[a], Bt, acc)
         for i in range(H):
             dr[i, a] = coef * acc[i]
-    for i in range(H):
-        for k in range(K):
-            acc[k] = 0.0
-        for a in range(D1):
-            ria = r[i, a]
-            for k in range(K):
-                acc[k] = acc[k] + ria * T[a, k]
+    for i in range(H):  # dB[i] = coef Σ_a r[i, a] T[a, :]
+        _weighted_rows(r[i], T, acc)
         for b in range(D1):
             for c in range(D):
                 dB[i, b, c] = coef * acc[b * D + c]
+
+
+@njit(**dict(SERIAL, inline="always", cache=False))
+def _weighted_rows(w, M, acc):
+    """acc[:n] = Σ_j w_j M[j, :n], j in order (n = M.shape[1]): the innermost loop runs over
+    independent entries and vectorises."""
+    n = M.shape[1]
+    for k in range(n):
+        acc[k] = 0.0
+    for j in range(M.shape[0]):
+        wj = w[j]
+        for k in range(n):
+            acc[k] = acc[k] + wj * M[j, k]
 
 
 @njit(**SERIAL)
@@ -815,26 +817,6 @@ def prepare_attention(
 MOMENT_CHUNK = 256
 
 
-@njit(**dict(SERIAL, inline="always", cache=False))
-def _dot8(a, b, n):
-    """Σ_{t<n} a_t b_t in eight strided lanes (t mod 8), lanes added pairwise, then the tail."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    n8 = n - n % 8
-    for t in range(0, n8, 8):
-        s0 += a[t] * b[t]
-        s1 += a[t + 1] * b[t + 1]
-        s2 += a[t + 2] * b[t + 2]
-        s3 += a[t + 3] * b[t + 3]
-        s4 += a[t + 4] * b[t + 4]
-        s5 += a[t + 5] * b[t + 5]
-        s6 += a[t + 6] * b[t + 6]
-        s7 += a[t + 7] * b[t + 7]
-    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    for t in range(n8, n):
-        s += a[t] * b[t]
-    return s
-
-
 @njit(**SERIAL)
 def _moments_block(blk, SpT, xqT, yq, phi, out):
     """Block ``blk``'s rows [blk·BLOCK, …) added into out = [G (NQ × NQ, upper triangle q ≤ q2),
@@ -859,9 +841,9 @@ def _moments_block(blk, SpT, xqT, yq, phi, out):
         for q in range(NQ):
             a = phi[q]
             for q2 in range(q, NQ):
-                out[q * NQ + q2] += _dot8(a, phi[q2], m)
-            out[NQ * NQ + q] += _dot8(a, y, m)
-        out[NQ * NQ + NQ] += _dot8(y, y, m)
+                out[q * NQ + q2] += lane_dot(a, phi[q2], m)
+            out[NQ * NQ + q] += lane_dot(a, y, m)
+        out[NQ * NQ + NQ] += lane_dot(y, y, m)
 
 
 @njit(**PARALLEL)
