@@ -111,9 +111,9 @@ def test_fused_gd_equals_python_path():
     np.testing.assert_allclose(fused, stepwise, rtol=1e-12)
 
 
-def _spy_gd_steps(monkeypatch, calls: list[int]) -> None:
-    """AttnM's fused GD steps, recording the size of each block it is asked for."""
-    orig = AttnM.gd_steps
+def _spy_gd_steps(monkeypatch, calls: list[int], cls=AttnM) -> None:
+    """A model class's fused GD steps, recording the size of each block it is asked for."""
+    orig = cls.gd_steps
 
     def gd_steps(self, prep):
         advance = orig(self, prep)
@@ -124,7 +124,7 @@ def _spy_gd_steps(monkeypatch, calls: list[int]) -> None:
 
         return spy
 
-    monkeypatch.setattr(AttnM, "gd_steps", gd_steps)
+    monkeypatch.setattr(cls, "gd_steps", gd_steps)
 
 
 @pytest.mark.parametrize("ic_only", [False, True])
@@ -148,6 +148,33 @@ def test_fused_per_sample_gd_equals_one_step_at_a_time(monkeypatch, ic_only):
     assert sum(calls) == 120 - 5 and calls[0] == 3 and len(calls) >= 4
     monkeypatch.setattr(AttnM, "gd_steps", lambda self, prep: None)
     stepwise, rec_s = run()
+    np.testing.assert_array_equal(fused, stepwise)
+    for k in rec_s:
+        np.testing.assert_array_equal(rec_f[k], rec_s[k])
+
+
+def test_fused_statistics_gd_of_the_mlp_equals_one_step_at_a_time(monkeypatch):
+    from fastdyn.models.mlp_cubic import MLPCubic
+
+    d = generate(3, 6, 500, seed=4)  # K = 9 features: the set's statistics pay (4·K ≤ 500)
+    m = MLPCubic(3, 4, 6)
+    prep = m.prepare(d.tokens, d.labels)
+    th0 = m.init("paper", 0.3, 1)
+    saves = [0, 1, 9, 40, 41, 120]
+
+    def run():
+        th = th0.copy()
+        rec = train(m, prep, th, make_optimizer("gd", m.n_params, 0.05), 120, saves)
+        return th, rec
+
+    calls: list[int] = []
+    _spy_gd_steps(monkeypatch, calls, MLPCubic)
+    monkeypatch.setattr(train_mod, "FIRST_BLOCK", 3)
+    fused, rec_f = run()
+    assert sum(calls) == 120 - 5 and calls[0] == 3
+    monkeypatch.setattr(MLPCubic, "gd_steps", lambda self, prep: None)
+    stepwise, rec_s = run()
+    assert "_stats" in prep and not np.array_equal(fused, th0)
     np.testing.assert_array_equal(fused, stepwise)
     for k in rec_s:
         np.testing.assert_array_equal(rec_f[k], rec_s[k])

@@ -261,6 +261,28 @@ class ReducedKernels:
             self._reduced_kind(), theta, *sizes, prep["yy"], prep["c"], prep["C"], grad
         )
 
+    def gd_steps(self, prep: dict):
+        """Fused full-batch GD steps from the set's sufficient statistics where a per-sample
+        ``"features"`` set has them (:func:`_feature_stats`, on the CPU; None elsewhere):
+        ``advance(theta, lr, losses, limit) -> steps taken``
+        (:func:`fastdyn.models.mlp_cubic.kernels.stats_gd`), bit-identical to
+        :meth:`loss_and_grad` and a GD step per epoch."""
+        if getattr(self, "device", "cpu") != "cpu" or prep["kind"] != "features":
+            return None
+        stats = _feature_stats(prep)
+        if stats is None:
+            return None
+        from ..mlp_cubic.kernels import stats_gd
+
+        kind, sizes = self._reduced_kind(), self._reduced_sizes()
+        maskf = self.mask.astype(np.float64)
+        yy, c, C = stats["yy"], stats["c"], stats["C"]
+
+        def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
+            return int(stats_gd(kind, theta, *sizes, maskf, yy, c, C, lr, limit, losses))
+
+        return advance
+
     def fused_gd(
         self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
     ) -> None:
@@ -322,7 +344,7 @@ class AttnM(ReducedKernels, ICLModel):
         (:func:`.kernels.lin_last_gd`), bit-identical to :meth:`loss_and_grad` and a GD step per
         epoch."""
         if self.device != "cpu" or prep["kind"] != "linear" or "SpT" not in prep:
-            return None
+            return super().gd_steps(prep)
         from .kernels import full_moments, lin_last_gd, prefix_rows
 
         H, D, idx = self.H, self.D, prefix_rows(prep, _all_indices(prep), True)

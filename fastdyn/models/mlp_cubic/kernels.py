@@ -282,3 +282,31 @@ def reduced_gd(kind, theta, H, R, D, yy, c, C, lr, n, losses):
             losses[s] = attn_s_reduced_grad(theta, H, R, D, yy, c, C, grad)
         for k in range(theta.shape[0]):
             theta[k] -= lr * grad[k]
+
+
+@njit(**SERIAL)
+def stats_gd(kind, theta, H, R, D, maskf, yy, c, C, lr, limit, losses):
+    """Up to n = len(losses) full-batch GD steps θ ← θ − η ∂L/∂θ of model ``kind`` from a set's
+    sufficient statistics, in one call; returns the number of steps taken. Each step is
+    :func:`reduced_grad`, the gradient times ``maskf`` and ``fastdyn.drive.optim.gd_step`` in the
+    same order as one call each, so θ and losses[s] (L before update s) are bit-identical to
+    them. A step whose loss or gradient is not finite, or whose loss exceeds ``limit``, is not
+    taken: the call returns before it."""
+    grad = np.empty(theta.shape[0])
+    for s in range(losses.shape[0]):
+        if kind == MLP:
+            L = mlp_reduced_grad(theta, H, D, yy, c, C, grad)
+        elif kind == ATTN_M:
+            L = attn_m_reduced_grad(theta, H, D, yy, c, C, grad)
+        else:
+            L = attn_s_reduced_grad(theta, H, R, D, yy, c, C, grad)
+        ok = np.isfinite(L) and not L > limit
+        for k in range(theta.shape[0]):
+            grad[k] = grad[k] * maskf[k]
+            ok = ok and np.isfinite(grad[k])
+        if not ok:
+            return s
+        losses[s] = L
+        for k in range(theta.shape[0]):
+            theta[k] -= lr * grad[k]
+    return losses.shape[0]
