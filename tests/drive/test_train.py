@@ -153,6 +153,35 @@ def test_fused_per_sample_gd_equals_one_step_at_a_time(monkeypatch, ic_only):
         np.testing.assert_array_equal(rec_f[k], rec_s[k])
 
 
+@pytest.mark.parametrize("moments", [True, False])
+def test_fused_gd_of_attn_s_equals_one_step_at_a_time(monkeypatch, moments):
+    from fastdyn.models.attn_s import AttnS
+
+    d = generate(3, 6, 1500, seed=5)  # NQ = 30: the data's moments pay (4·NQ ≤ 1500 rows)
+    m = AttnS(3, 2, 6, R=2, attention_scale="1")
+    prep = m.prepare(d.tokens, d.labels)
+    prep["moments"] = moments  # False: the per-sample kernel in the fused loop
+    th0 = m.init("paper", 0.3, 1)
+    saves = [0, 1, 9, 40, 41, 120]
+
+    def run():
+        th = th0.copy()
+        rec = train(m, prep, th, make_optimizer("gd", m.n_params, 0.05), 120, saves)
+        return th, rec
+
+    calls: list[int] = []
+    _spy_gd_steps(monkeypatch, calls, AttnS)
+    monkeypatch.setattr(train_mod, "FIRST_BLOCK", 3)
+    fused, rec_f = run()
+    assert sum(calls) == 120 - 5 and calls[0] == 3
+    monkeypatch.setattr(AttnS, "gd_steps", lambda self, prep: None)
+    stepwise, rec_s = run()
+    assert ("_moments" in prep) == moments and not np.array_equal(fused, th0)
+    np.testing.assert_array_equal(fused, stepwise)
+    for k in rec_s:
+        np.testing.assert_array_equal(rec_f[k], rec_s[k])
+
+
 def test_fused_statistics_gd_of_the_mlp_equals_one_step_at_a_time(monkeypatch):
     from fastdyn.models.mlp_cubic import MLPCubic
 

@@ -261,13 +261,21 @@ class ReducedKernels:
             self._reduced_kind(), theta, *sizes, prep["yy"], prep["c"], prep["C"], grad
         )
 
+    #: the rank R of ATTN_S's keys and queries in the fused linear steps; 0: ATTN_M's W
+    _kq_rank = 0
+
     def gd_steps(self, prep: dict):
-        """Fused full-batch GD steps from the set's sufficient statistics where a per-sample
-        ``"features"`` set has them (:func:`_feature_stats`, on the CPU; None elsewhere):
-        ``advance(theta, lr, losses, limit) -> steps taken``
-        (:func:`fastdyn.models.mlp_cubic.kernels.stats_gd`), bit-identical to
-        :meth:`loss_and_grad` and a GD step per epoch."""
-        if getattr(self, "device", "cpu") != "cpu" or prep["kind"] != "features":
+        """Fused full-batch GD steps on the CPU (None elsewhere): ``advance(theta, lr, losses,
+        limit) -> steps taken``, up to ``len(losses)`` steps in one compiled call, bit-identical
+        to :meth:`loss_and_grad` and a GD step per epoch. Linear attention, last-token or
+        cumulative with prepared prefix rows: :func:`.kernels.lin_last_gd` (from the data's
+        moments where the set has them); a per-sample ``"features"`` set with sufficient
+        statistics (:func:`_feature_stats`): :func:`fastdyn.models.mlp_cubic.kernels.stats_gd`."""
+        if getattr(self, "device", "cpu") != "cpu":
+            return None
+        if prep["kind"] == "linear" and "SpT" in prep:
+            return self._linear_gd_steps(prep)
+        if prep["kind"] != "features":
             return None
         stats = _feature_stats(prep)
         if stats is None:
@@ -280,6 +288,23 @@ class ReducedKernels:
 
         def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
             return int(stats_gd(kind, theta, *sizes, maskf, yy, c, C, lr, limit, losses))
+
+        return advance
+
+    def _linear_gd_steps(self, prep: dict):
+        from .kernels import full_moments, lin_last_gd, prefix_rows
+
+        H, R, D, idx = self.H, self._kq_rank, self.D, prefix_rows(prep, _all_indices(prep), True)
+        maskf = self.mask.astype(np.float64)
+        S, X, y, inv_rho = prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"]
+        G, b, y2 = full_moments(prep) or (np.empty((0, 0)), np.empty(0), 0.0)
+
+        def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
+            return int(
+                lin_last_gd(
+                    theta, H, R, D, maskf, idx, S, X, y, inv_rho, G, b, y2, lr, limit, losses
+                )
+            )
 
         return advance
 
@@ -336,28 +361,6 @@ class AttnM(ReducedKernels, ICLModel):
         from ..mlp_cubic.kernels import ATTN_M
 
         return ATTN_M
-
-    def gd_steps(self, prep: dict):
-        """The fused full-batch GD steps of the per-sample linear path on the CPU, last-token or
-        cumulative with prepared prefix rows (None elsewhere): ``advance(theta, lr, losses,
-        limit) -> steps taken``, up to ``len(losses)`` steps in one compiled call
-        (:func:`.kernels.lin_last_gd`), bit-identical to :meth:`loss_and_grad` and a GD step per
-        epoch."""
-        if self.device != "cpu" or prep["kind"] != "linear" or "SpT" not in prep:
-            return super().gd_steps(prep)
-        from .kernels import full_moments, lin_last_gd, prefix_rows
-
-        H, D, idx = self.H, self.D, prefix_rows(prep, _all_indices(prep), True)
-        maskf = self.mask.astype(np.float64)
-        S, X, y, inv_rho = prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"]
-        G, b, y2 = full_moments(prep) or (np.empty((0, 0)), np.empty(0), 0.0)
-
-        def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
-            return int(
-                lin_last_gd(theta, H, D, maskf, idx, S, X, y, inv_rho, G, b, y2, lr, limit, losses)
-            )
-
-        return advance
 
     def gamma(self, theta: np.ndarray) -> np.ndarray:
         """Γ = Σ_i v_i U_i (D, D); the predictor is ŷ ≈ κ βᵀ Γ x_q (κ = N/ρ)."""

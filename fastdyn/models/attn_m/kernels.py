@@ -446,9 +446,45 @@ def _weighted_rows(w, M, acc):
 
 
 @njit(**SERIAL)
-def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, G, yphi, y2, lr, limit, losses):
+def kq_product(Kw, Q, B):
+    """ATTN_S's B_i = W^K_iᵀ W^Q_i[:, :D]: B_ibc = Σ_r K_irb Q_irc, r in order."""
+    H, R, D1 = Kw.shape
+    D = Q.shape[2]
+    for i in range(H):
+        for b in range(D1):
+            for c in range(D):
+                B[i, b, c] = 0.0
+        for r in range(R):
+            for b in range(D1):
+                kb = Kw[i, r, b]
+                for c in range(D):
+                    B[i, b, c] = B[i, b, c] + kb * Q[i, r, c]
+
+
+@njit(**SERIAL)
+def kq_grads(Kw, Q, dB, gK, gQ):
+    """The chain rule through :func:`kq_product`: gK_irb = Σ_c dB_ibc Q_irc (c in order) and
+    gQ_irc = Σ_b K_irb dB_ibc (b in order)."""
+    H, R, D1 = Kw.shape
+    D = Q.shape[2]
+    for i in range(H):
+        for r in range(R):
+            for b in range(D1):
+                s = 0.0
+                for c in range(D):
+                    s += dB[i, b, c] * Q[i, r, c]
+                gK[i, r, b] = s
+            _weighted_rows(Kw[i, r], dB[i], gQ[i, r])
+
+
+@njit(**SERIAL)
+def lin_last_gd(
+    theta, H, R, D, maskf, idx, SpT, xqT, yq, inv_rho, G, yphi, y2, lr, limit, losses
+):  # fmt: skip
     """Up to n = len(losses) full-batch GD steps θ ← θ − η ∂L/∂θ of last-token linear attention
-    on θ = [r (H, D+1), B (H, D+1, D)] in one call; returns the number of steps taken.
+    in one call; returns the number of steps taken. θ = [r (H, D+1), B (H, D+1, D)] (ATTN_M,
+    R = 0) or [r, K (H, R, D+1), Q (H, R, D)] (ATTN_S of rank R: B by :func:`kq_product`, the
+    gradient of K and Q by :func:`kq_grads`).
 
     Each step is the operations of :func:`linear_loss_and_grad` (``idx`` = 0..P−1, read in
     place), the gradient times ``maskf`` (1.0 trained, 0.0 held) and the update of
@@ -469,13 +505,24 @@ def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, G, yphi, y2, lr,
     Tu, Bt, acc = np.empty((D1, D1 * D)), np.empty((D1 * D, H)), np.empty(max(D1 * D, H))
     dr = np.empty((H, D1))
     dB = np.empty((H, D1, D))
+    Bs = np.empty((H, D1, D))  # ATTN_S: B from K and Q
+    nK = H * R * D1
+    gKQ = np.empty(nK + H * R * D)  # ATTN_S: the gradient of K, then of Q
+    gK = gKQ[:nK].reshape((H, R, D1))
+    gQ = gKQ[nK:].reshape((H, R, D))
     grad = np.empty(theta.shape[0])
     nterm = idx.shape[0]
     coef = -2.0 / nterm
     full = nterm == yq.shape[0]  # True; a computed flag: the literal would compile lin_last anew
     for s in range(losses.shape[0]):
         r = theta[:nr].reshape((H, D1))
-        B = theta[nr:].reshape((H, D1, D))
+        if R == 0:
+            B = theta[nr:].reshape((H, D1, D))
+        else:
+            Kw = theta[nr : nr + nK].reshape((H, R, D1))
+            Q = theta[nr + nK :].reshape((H, R, D))
+            kq_product(Kw, Q, Bs)
+            B = Bs
         contract_M(r, B, Msym)
         if G.shape[0]:
             lin_moments(G, yphi, y2, inv_rho, Msym, u, tot)
@@ -492,13 +539,21 @@ def lin_last_gd(theta, H, D, maskf, idx, SpT, xqT, yq, inv_rho, G, yphi, y2, lr,
                 grad[i * D1 + a] = g
                 ok = ok and np.isfinite(g)
         q = nr
-        for i in range(H):
-            for b in range(D1):
-                for c in range(D):
-                    g = dB[i, b, c] * maskf[q]
-                    grad[q] = g
-                    ok = ok and np.isfinite(g)
-                    q += 1
+        if R == 0:
+            for i in range(H):
+                for b in range(D1):
+                    for c in range(D):
+                        g = dB[i, b, c] * maskf[q]
+                        grad[q] = g
+                        ok = ok and np.isfinite(g)
+                        q += 1
+        else:
+            kq_grads(Kw, Q, dB, gK, gQ)
+            for j in range(gKQ.shape[0]):
+                g = gKQ[j] * maskf[q]
+                grad[q] = g
+                ok = ok and np.isfinite(g)
+                q += 1
         if not ok:
             return s
         losses[s] = L

@@ -58,17 +58,25 @@ class AttnS(ReducedKernels, ICLModel):
             K[:, :, self.D] = 0.0
         return s
 
+    @property
+    def _kq_rank(self) -> int:
+        return self.R
+
     def _heads(self, theta):
+        from ..attn_m.kernels import kq_product
+
         r, K, Q = self.views(theta)
-        B = np.einsum("irb,irc->ibc", K, Q)  # W^Kᵀ W^Q[:, :D], (H, D+1, D)
-        return np.ascontiguousarray(r), np.ascontiguousarray(B)
+        B = np.empty((self.H, self.D + 1, self.D))  # W^Kᵀ W^Q[:, :D]
+        kq_product(np.ascontiguousarray(K), np.ascontiguousarray(Q), B)
+        return np.ascontiguousarray(r), B
 
     def _head_grads(self, theta, dr, dB, grad):
+        from ..attn_m.kernels import kq_grads
+
         _, K, Q = self.views(theta)
         gr, gK, gQ = self.views(grad)
         gr[:] = dr
-        gK[:] = np.einsum("ibc,irc->irb", dB, Q)
-        gQ[:] = np.einsum("irb,ibc->irc", K, dB)
+        kq_grads(np.ascontiguousarray(K), np.ascontiguousarray(Q), dB, gK, gQ)
 
     def _reduced_kind(self) -> int:
         from ..mlp_cubic.kernels import ATTN_S
