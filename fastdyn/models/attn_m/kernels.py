@@ -41,6 +41,7 @@ from numba import njit, prange
 
 from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
 from ...config.icl import MOMENT_BLOCKS_AT_ONCE
+from ...core.gd import masked_gd_step
 from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, lane_dot, n_blocks
 from .._fastexp import exp_nonpos
 
@@ -532,33 +533,24 @@ def lin_last_gd(
             accumulate_blocks(tot, partials)
         _heads_from_T(r, B, tot[1:], coef, dr, dB, Tu, Bt, acc)
         L = tot[0] / nterm
-        ok = np.isfinite(L) and not L > limit
+        q = 0
         for i in range(H):
             for a in range(D1):
-                g = dr[i, a] * maskf[i * D1 + a]
-                grad[i * D1 + a] = g
-                ok = ok and np.isfinite(g)
-        q = nr
+                grad[q] = dr[i, a]
+                q += 1
         if R == 0:
             for i in range(H):
                 for b in range(D1):
                     for c in range(D):
-                        g = dB[i, b, c] * maskf[q]
-                        grad[q] = g
-                        ok = ok and np.isfinite(g)
+                        grad[q] = dB[i, b, c]
                         q += 1
         else:
             kq_grads(Kw, Q, dB, gK, gQ)
             for j in range(gKQ.shape[0]):
-                g = gKQ[j] * maskf[q]
-                grad[q] = g
-                ok = ok and np.isfinite(g)
-                q += 1
-        if not ok:
+                grad[q + j] = gKQ[j]
+        if not masked_gd_step(theta, grad, maskf, L, limit, lr):
             return s
         losses[s] = L
-        for k in range(theta.shape[0]):
-            theta[k] -= lr * grad[k]
     return losses.shape[0]
 
 

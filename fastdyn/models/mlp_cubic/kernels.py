@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..._jit import PARALLEL, SERIAL
+from ...core.gd import masked_gd_step
 from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, n_blocks
 
 
@@ -300,13 +301,7 @@ def stats_gd(kind, theta, H, R, D, maskf, yy, c, C, lr, limit, losses):
             L = attn_m_reduced_grad(theta, H, D, yy, c, C, grad)
         else:
             L = attn_s_reduced_grad(theta, H, R, D, yy, c, C, grad)
-        ok = np.isfinite(L) and not L > limit
-        for k in range(theta.shape[0]):
-            grad[k] = grad[k] * maskf[k]
-            ok = ok and np.isfinite(grad[k])
-        if not ok:
+        if not masked_gd_step(theta, grad, maskf, L, limit, lr):
             return s
         losses[s] = L
-        for k in range(theta.shape[0]):
-            theta[k] -= lr * grad[k]
     return losses.shape[0]
