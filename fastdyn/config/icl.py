@@ -324,6 +324,12 @@ MOMENT_NQ_MAX = 1024
 MOMENT_BLOCKS_AT_ONCE = 16
 
 
+#: a full-batch loss from the moments below MOMENT_FLOOR × (its y2 term) is recomputed from the
+#: rows: the moment form's round-off is a few ulp of y2, so near an exact fit (a loss ≲ 1e-16 y2)
+#: it would stall at that floor or turn negative; above this floor its relative error is ≲ 1e-9
+MOMENT_FLOOR = 1e-6
+
+
 def moments_pay(rows: int, nq: int) -> bool:
     """Whether a full-batch loss that is quadratic in ``nq`` numbers is cheaper from the set's
     moments than by its ``rows`` rows: nq ≤ MOMENT_NQ_MAX and a step's O(nq²) at most an eighth
@@ -400,14 +406,16 @@ def bytes_needed(
         if features:
             fields = (name, "data.N", "data.D") if T > 1 else (name, "data.D")
             terms.append((copies * f8 * M * T * (K + 1), fields))
-            terms.append((copies * f8 * (K * K + K) * moments_pay(M * T, K), ("data.D",)))
+            if name == "data.P":  # the training set's statistics (test sets keep their rows)
+                terms.append((f8 * (K * K + K) * moments_pay(M * T, K), ("data.D",)))
         elif not model.softmax and model.loss == "last":
             terms.append((copies * f8 * M * ((D + 1) * (D + 2) / 2 + D + 1), (name, "data.D")))
-            terms.append((copies * moment_bytes(M, D), ("data.D",)))
+            if name == "data.P":  # the training set's moments (test sets keep their rows)
+                terms.append((moment_bytes(M, D), ("data.D",)))
         elif not model.softmax:
             terms.append((copies * _prefix_bytes(M, N, D), (name, "data.N", "data.D")))
-            rows = M * N if _prefix_bytes(M, N, D) else 0
-            terms.append((copies * moment_bytes(rows, D), ("data.D",)))
+            if name == "data.P" and _prefix_bytes(M, N, D):
+                terms.append((moment_bytes(M * N, D), ("data.D",)))
     batch = optim.batch_size if optim.name == "sgd" and optim.batch_size else P
     blocks = 0.0 if data.population else math.ceil(max(batch, nt) / 1024)
     if features:

@@ -469,3 +469,38 @@ def test_a_resumed_run_diverges_where_the_whole_run_does():
     theta10 = (1.0 - 2.0 * 1.25) ** 10  # θ after 10 steps: the checkpoint a resume starts from
     assert _diverged_at(theta10, 10, 1.0) == 18
     assert _diverged_at(theta10, 10, None) == 28  # without it: the baseline of step 10
+
+
+def test_fused_statistics_gd_near_an_exact_fit_takes_the_rows_as_one_step_at_a_time(
+    monkeypatch,
+):
+    # labels made by the MLP at θ*: near θ* the loss from the statistics is below the floor
+    # (config.icl.MOMENT_FLOOR); the fused loop stops there and the step comes from the rows
+    from fastdyn.models.mlp_cubic import MLPCubic
+    from fastdyn.models.mlp_cubic.kernels import prepare_features
+
+    d = generate(3, 6, 500, seed=4)
+    m = MLPCubic(3, 4, 6)
+    th_star = m.init("paper", 0.5, 2)
+    labels = d.labels.copy()
+    Z, _ = prepare_features(d.tokens, labels, m.scale, m.loss)  # the query label is not in z
+    labels[:, -1] = Z[:, 0, :] @ m.gamma(th_star).ravel()
+    prep = m.prepare(d.tokens, labels)
+    th0 = th_star + 1e-6 * np.random.default_rng(0).standard_normal(m.n_params)
+
+    def run():
+        th = th0.copy()
+        rec = train(m, prep, th, make_optimizer("gd", m.n_params, 0.05), 40, [0, 20, 40])
+        return th, rec
+
+    calls: list[int] = []
+    _spy_gd_steps(monkeypatch, calls, MLPCubic)
+    fused, rec_f = run()
+    monkeypatch.setattr(MLPCubic, "gd_steps", lambda self, prep: None)
+    stepwise, rec_s = run()
+    assert calls and np.all(np.asarray(rec_s["loss/train"]) >= 0.0)
+    L_rows = m.loss_and_grad(stepwise, prep, np.empty(m.n_params), np.arange(500))
+    assert rec_s["loss/train"][-1] == L_rows < 1e-6 * prep["_stats"]["yy"]  # from the rows
+    np.testing.assert_array_equal(fused, stepwise)
+    for k in rec_s:
+        np.testing.assert_array_equal(rec_f[k], rec_s[k])

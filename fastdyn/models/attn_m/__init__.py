@@ -134,13 +134,14 @@ class ICLModel:
         return self._prepare_full(tokens, labels)
 
     def prepare_eval(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
-        """Arrays for evaluating the loss on a (test) set with the same model."""
+        """Arrays for evaluating the loss on a (test) set with the same model: its rows, no
+        moments (a set evaluated only at saves would rarely repay them)."""
         from ..mlp_cubic.kernels import prepare_features
 
         if self.reduced:
             Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
-            return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0]}
-        return self._prepare_full(tokens, labels)
+            return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0], "moments": False}
+        return self._prepare_full(tokens, labels, moments=False)
 
     def prepare_population(self, eigvals: np.ndarray, eigvecs: np.ndarray) -> dict:
         """Population statistics (reduced path only): E[y_q²], E[y_q z], E[z zᵀ] (spec §4)."""
@@ -151,9 +152,11 @@ class ICLModel:
         yy, c, C = population_moments(eigvals, eigvecs, self.N, self.scale, self.loss)
         return {"kind": "stats", "yy": yy, "c": c, "C": C, "P": 0}
 
-    def _prepare_full(self, tokens, labels) -> dict:
+    def _prepare_full(self, tokens, labels, moments: bool = True) -> dict:
         cpu = self.device == "cpu"
-        prep = prepare_attention(tokens, labels, self.scale, self.loss, self.softmax, cpu, cpu)
+        prep = prepare_attention(
+            tokens, labels, self.scale, self.loss, self.softmax, cpu, cpu and moments
+        )
         prep["kind"] = "softmax" if self.softmax else "linear"
         prep["P"] = tokens.shape[0]
         return prep
@@ -165,18 +168,22 @@ class ICLModel:
     ) -> float:
         """L(θ) (spec §3, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
         (zero on held entries)."""
+        from ...config.icl import MOMENT_FLOOR
         from ..mlp_cubic.kernels import linear_feature_loss_and_g
 
         kind = prep["kind"]
         if kind == "stats":
             L = self._stats_grad(theta, prep, grad)
-        elif kind == "features" and idx is None and (stats := _feature_stats(prep)) is not None:
-            L = self._stats_grad(theta, stats, grad)
         elif kind == "features":
-            if idx is None:
-                idx = _all_indices(prep)
-            L, g = linear_feature_loss_and_g(self.gamma(theta).ravel(), prep["Z"], prep["Y"], idx)
-            self._reduced_grads(theta, g.reshape(self.D, self.D), grad)
+            stats = _feature_stats(prep) if idx is None else None
+            if stats is not None:
+                L = self._stats_grad(theta, stats, grad)
+            if stats is None or L < MOMENT_FLOOR * stats["yy"]:  # a minibatch, or near an exact fit
+                if idx is None:
+                    idx = _all_indices(prep)
+                gam = self.gamma(theta).ravel()
+                L, g = linear_feature_loss_and_g(gam, prep["Z"], prep["Y"], idx)
+                self._reduced_grads(theta, g.reshape(self.D, self.D), grad)
         else:
             if idx is None:
                 idx = _all_indices(prep)
@@ -226,7 +233,7 @@ def _feature_stats(prep: dict) -> dict | None:
     from ..mlp_cubic.kernels import sufficient_stats
 
     Z = prep["Z"]
-    if not moments_pay(Z.shape[0] * Z.shape[1], Z.shape[2]):
+    if not prep.get("moments", True) or not moments_pay(Z.shape[0] * Z.shape[1], Z.shape[2]):
         return None
     got = prep.get("_stats")
     if got is None:
@@ -280,14 +287,16 @@ class ReducedKernels:
         stats = _feature_stats(prep)
         if stats is None:
             return None
+        from ...config.icl import MOMENT_FLOOR
         from ..mlp_cubic.kernels import stats_gd
 
         kind, sizes = self._reduced_kind(), self._reduced_sizes()
         maskf = self.mask.astype(np.float64)
         yy, c, C = stats["yy"], stats["c"], stats["C"]
+        floor = MOMENT_FLOOR * yy
 
         def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
-            return int(stats_gd(kind, theta, *sizes, maskf, yy, c, C, lr, limit, losses))
+            return int(stats_gd(kind, theta, *sizes, maskf, yy, c, C, lr, limit, losses, floor))
 
         return advance
 

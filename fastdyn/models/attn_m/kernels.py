@@ -40,7 +40,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
-from ...config.icl import MOMENT_BLOCKS_AT_ONCE
+from ...config.icl import MOMENT_BLOCKS_AT_ONCE, MOMENT_FLOOR
 from ...core.gd import masked_gd_step
 from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, lane_dot, n_blocks
 from .._fastexp import exp_nonpos
@@ -494,12 +494,15 @@ def lin_last_gd(
     finite, or whose loss exceeds ``limit``, is not taken: the call returns before it, θ as the
     previous steps left it (the caller then takes that step the slow way and reports it).
     With the set's moments (G, yphi = b, y2; G of shape (0, 0) for none) a step's totals come from
-    :func:`lin_moments`, as in :func:`linear_loss_and_grad`."""
+    :func:`lin_moments`, as in :func:`linear_loss_and_grad`, from the rows where that loss is
+    below ``MOMENT_FLOOR`` · y2."""
     D1 = D + 1
     NP = D1 * (D1 + 1) // 2
     nr = H * D1
     Msym = np.empty((NP, D))
-    n_part = 0 if G.shape[0] else (idx.shape[0] + BLOCK - 1) // BLOCK
+    n_part = (
+        idx.shape[0] + BLOCK - 1
+    ) // BLOCK  # the rows' path: without moments, or below the floor
     partials = np.empty((n_part, 1 + NP * D))
     tot = np.empty(1 + NP * D)
     u = np.empty(NP * D)
@@ -525,9 +528,11 @@ def lin_last_gd(
             kq_product(Kw, Q, Bs)
             B = Bs
         contract_M(r, B, Msym)
-        if G.shape[0]:
+        by_rows = True
+        if G.shape[0] > 0:
             lin_moments(G, yphi, y2, inv_rho, Msym, u, tot)
-        else:
+            by_rows = tot[0] < MOMENT_FLOOR * y2  # near an exact fit: the rows, as per call
+        if by_rows:
             lin_last(idx, SpT, xqT, yq, inv_rho, Msym, full, partials)
             tot[:] = 0.0
             accumulate_blocks(tot, partials)
@@ -588,8 +593,9 @@ def linear_loss_and_grad(
         if moments is not None:
             tot = np.empty(1 + NP * D)
             lin_moments(*moments, prep["inv_rho"], Msym, np.empty(NP * D), tot)
-            heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
-            return float(tot[0] / nterm)
+            if not tot[0] < MOMENT_FLOOR * moments[2]:  # else: near an exact fit, by the rows
+                heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
+                return float(tot[0] / nterm)
         partials = np.empty((n_blocks(rows.shape[0]), 1 + NP * D))
         last(rows, prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"], Msym, full, partials)
     tot = np.zeros(1 + NP * D)
@@ -857,7 +863,9 @@ def prepare_attention(
 # so a full-batch step costs O(NQ²) instead of O(P·NQ). The same sums as :func:`lin_last`'s,
 # in another order: their difference is round-off, but Σ δ² is a difference of terms of size
 # y2, so its absolute error is ~1e-16·y2 (relative ~1e-16·y2/Σδ²) where the per-sample sum's is
-# ~1e-16·Σδ²; T's likewise ~1e-16·|b|. MOMENT_CHUNK rows of φ are formed at a time (≤ 1 MB for NQ ≤ 512);
+# ~1e-16·Σδ²; T's likewise ~1e-16·|b|. Below MOMENT_FLOOR·y2 (near an exact fit) a step's
+# totals come from the rows instead (``config.icl.MOMENT_FLOOR``). MOMENT_CHUNK rows of φ are
+# formed at a time (≤ 1 MB for NQ ≤ 512);
 # :func:`fastdyn.config.icl.uses_moments` says which sets use them.
 
 #: rows of φ a block forms at once (NQ × MOMENT_CHUNK floats)

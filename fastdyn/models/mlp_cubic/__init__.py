@@ -34,9 +34,9 @@ class MLPCubic(ReducedKernels, ICLModel):
     def _init_std(self, scheme: str, scale: float) -> np.ndarray:
         return np.full(self.n_params, scale)
 
-    def _prepare_full(self, tokens, labels) -> dict:
+    def _prepare_full(self, tokens, labels, moments: bool = True) -> dict:
         Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
-        return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0]}
+        return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0], "moments": moments}
 
     def _reduced_kind(self) -> int:
         from .kernels import MLP

@@ -286,13 +286,14 @@ def reduced_gd(kind, theta, H, R, D, yy, c, C, lr, n, losses):
 
 
 @njit(**SERIAL)
-def stats_gd(kind, theta, H, R, D, maskf, yy, c, C, lr, limit, losses):
+def stats_gd(kind, theta, H, R, D, maskf, yy, c, C, lr, limit, losses, floor):
     """Up to n = len(losses) full-batch GD steps θ ← θ − η ∂L/∂θ of model ``kind`` from a set's
     sufficient statistics, in one call; returns the number of steps taken. Each step is
     :func:`reduced_grad`, the gradient times ``maskf`` and ``fastdyn.drive.optim.gd_step`` in the
     same order as one call each, so θ and losses[s] (L before update s) are bit-identical to
     them. A step whose loss or gradient is not finite, or whose loss exceeds ``limit``, is not
-    taken: the call returns before it."""
+    taken: the call returns before it; so is one whose loss is below ``floor`` (near an exact
+    fit the caller takes it from the rows, ``config.icl.MOMENT_FLOOR``)."""
     grad = np.empty(theta.shape[0])
     for s in range(losses.shape[0]):
         if kind == MLP:
@@ -301,7 +302,7 @@ def stats_gd(kind, theta, H, R, D, maskf, yy, c, C, lr, limit, losses):
             L = attn_m_reduced_grad(theta, H, D, yy, c, C, grad)
         else:
             L = attn_s_reduced_grad(theta, H, R, D, yy, c, C, grad)
-        if not masked_gd_step(theta, grad, maskf, L, limit, lr):
+        if L < floor or not masked_gd_step(theta, grad, maskf, L, limit, lr):
             return s
         losses[s] = L
     return losses.shape[0]
