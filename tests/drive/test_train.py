@@ -127,12 +127,10 @@ def _spy_gd_steps(monkeypatch, calls: list[int], cls=AttnM) -> None:
     monkeypatch.setattr(cls, "gd_steps", gd_steps)
 
 
-@pytest.mark.parametrize("ic_only", [False, True])
-def test_fused_per_sample_gd_equals_one_step_at_a_time(monkeypatch, ic_only):
-    d = generate(3, 6, 2500, seed=4)  # three reduction blocks, the last one partial
-    m = AttnM(3, 2, 6, attention_scale="1", ic_only=ic_only)
-    prep = m.prepare(d.tokens, d.labels)
-    th0 = m.init("paper", 0.1, 1)
+def _fused_and_stepwise(monkeypatch, m, prep, th0, cls) -> list[int]:
+    """Trains 120 GD steps (saves at 0, 1, 9, 40, 41, 120; fused blocks of 3 steps first) with
+    ``cls``'s fused steps and then one step at a time; asserts θ and every record bit-identical
+    and the fused steps used (every step but the saves' 5 updates); returns the block sizes."""
     saves = [0, 1, 9, 40, 41, 120]
 
     def run():
@@ -141,16 +139,27 @@ def test_fused_per_sample_gd_equals_one_step_at_a_time(monkeypatch, ic_only):
         return th, rec
 
     calls: list[int] = []
-    _spy_gd_steps(monkeypatch, calls)
+    _spy_gd_steps(monkeypatch, calls, cls)
     monkeypatch.setattr(train_mod, "FIRST_BLOCK", 3)  # blocks that split the gaps between saves
     fused, rec_f = run()
-    # every step but the saves' 5 updates, the first gap in two blocks at least
-    assert sum(calls) == 120 - 5 and calls[0] == 3 and len(calls) >= 4
-    monkeypatch.setattr(AttnM, "gd_steps", lambda self, prep: None)
+    assert sum(calls) == 120 - 5 and calls[0] == 3
+    monkeypatch.setattr(cls, "gd_steps", lambda self, prep: None)
     stepwise, rec_s = run()
+    assert not np.array_equal(fused, th0)
     np.testing.assert_array_equal(fused, stepwise)
     for k in rec_s:
         np.testing.assert_array_equal(rec_f[k], rec_s[k])
+    return calls
+
+
+@pytest.mark.parametrize("ic_only", [False, True])
+def test_fused_per_sample_gd_equals_one_step_at_a_time(monkeypatch, ic_only):
+    d = generate(3, 6, 2500, seed=4)  # three reduction blocks, the last one partial
+    m = AttnM(3, 2, 6, attention_scale="1", ic_only=ic_only)
+    calls = _fused_and_stepwise(
+        monkeypatch, m, m.prepare(d.tokens, d.labels), m.init("paper", 0.1, 1), AttnM
+    )
+    assert len(calls) >= 4  # the first gap in two blocks at least
 
 
 @pytest.mark.parametrize("moments", [True, False])
@@ -161,25 +170,8 @@ def test_fused_gd_of_attn_s_equals_one_step_at_a_time(monkeypatch, moments):
     m = AttnS(3, 2, 6, R=2, attention_scale="1")
     prep = m.prepare(d.tokens, d.labels)
     prep["moments"] = moments  # False: the per-sample kernel in the fused loop
-    th0 = m.init("paper", 0.3, 1)
-    saves = [0, 1, 9, 40, 41, 120]
-
-    def run():
-        th = th0.copy()
-        rec = train(m, prep, th, make_optimizer("gd", m.n_params, 0.05), 120, saves)
-        return th, rec
-
-    calls: list[int] = []
-    _spy_gd_steps(monkeypatch, calls, AttnS)
-    monkeypatch.setattr(train_mod, "FIRST_BLOCK", 3)
-    fused, rec_f = run()
-    assert sum(calls) == 120 - 5 and calls[0] == 3
-    monkeypatch.setattr(AttnS, "gd_steps", lambda self, prep: None)
-    stepwise, rec_s = run()
-    assert ("_moments" in prep) == moments and not np.array_equal(fused, th0)
-    np.testing.assert_array_equal(fused, stepwise)
-    for k in rec_s:
-        np.testing.assert_array_equal(rec_f[k], rec_s[k])
+    _fused_and_stepwise(monkeypatch, m, prep, m.init("paper", 0.3, 1), AttnS)
+    assert ("_moments" in prep) == moments
 
 
 def test_fused_statistics_gd_of_the_mlp_equals_one_step_at_a_time(monkeypatch):
@@ -188,25 +180,8 @@ def test_fused_statistics_gd_of_the_mlp_equals_one_step_at_a_time(monkeypatch):
     d = generate(3, 6, 500, seed=4)  # K = 9 features: the set's statistics pay (4·K ≤ 500)
     m = MLPCubic(3, 4, 6)
     prep = m.prepare(d.tokens, d.labels)
-    th0 = m.init("paper", 0.3, 1)
-    saves = [0, 1, 9, 40, 41, 120]
-
-    def run():
-        th = th0.copy()
-        rec = train(m, prep, th, make_optimizer("gd", m.n_params, 0.05), 120, saves)
-        return th, rec
-
-    calls: list[int] = []
-    _spy_gd_steps(monkeypatch, calls, MLPCubic)
-    monkeypatch.setattr(train_mod, "FIRST_BLOCK", 3)
-    fused, rec_f = run()
-    assert sum(calls) == 120 - 5 and calls[0] == 3
-    monkeypatch.setattr(MLPCubic, "gd_steps", lambda self, prep: None)
-    stepwise, rec_s = run()
-    assert "_stats" in prep and not np.array_equal(fused, th0)
-    np.testing.assert_array_equal(fused, stepwise)
-    for k in rec_s:
-        np.testing.assert_array_equal(rec_f[k], rec_s[k])
+    _fused_and_stepwise(monkeypatch, m, prep, m.init("paper", 0.3, 1), MLPCubic)
+    assert "_stats" in prep
 
 
 def test_fused_per_sample_divergence_is_reported_as_one_step_at_a_time(monkeypatch):
