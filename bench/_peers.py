@@ -219,3 +219,77 @@ def header() -> None:
         f"({platform.processor() or platform.machine()}); numba {numba.__version__}, "
         f"{numba.config.NUMBA_NUM_THREADS} threads max; XLA_FLAGS={os.environ.get('XLA_FLAGS')!r}"
     )
+
+
+def jax_gd(jax, loss, lr: float, epochs: int, mask=None):
+    """(train, jitted loss): ``train(θ0)`` takes ``epochs`` GD steps θ ← θ − lr (mask ·) ∇loss
+    in one ``jax.jit`` of a ``lax.fori_loop`` (the strongest way a JAX user writes it)."""
+    g = jax.grad(loss)
+    if mask is None:
+
+        def step(_, th):
+            return th - lr * g(th)
+    else:
+
+        def step(_, th):
+            return th - lr * mask * g(th)
+
+    @jax.jit
+    def train(theta):
+        return jax.lax.fori_loop(0, epochs, step, theta)
+
+    return train, jax.jit(loss)
+
+
+def torch_gd(torch, loss, lr: float, epochs: int, mask=None):
+    """(train, loss): ``train(θ0)`` takes ``epochs`` GD steps with ``torch.compile`` of the loss,
+    autograd and an in-place update per step."""
+    closs = torch.compile(loss)
+
+    def train(theta0):
+        theta = theta0.clone().requires_grad_(True)
+        for _ in range(epochs):
+            (gr,) = torch.autograd.grad(closs(theta), theta)
+            with torch.no_grad():
+                theta -= lr * gr if mask is None else lr * mask * gr
+        return theta.detach()
+
+    return train, loss
+
+
+def add_peer_cases(cases: dict, losses: dict, jax, torch, jax_pair, torch_pair, theta0, suffix):
+    """Adds to ``cases`` (name → :class:`Call`, each run once to compile) the JAX case from
+    ``jax_pair() -> (train, loss)`` and the ``torch.compile`` cases on 1 and 2 threads from
+    ``torch_pair()``, and to ``losses`` each case's own loss (θ numpy → float); a missing
+    library (None) or a torch.compile that cannot build is left out (reported)."""
+    import numpy as np
+
+    if jax is not None:
+        f, lj = jax_pair()
+        th = jax.numpy.asarray(theta0)
+        name = "JAX jit fori_loop" + suffix
+        cases[name] = Call(lambda f=f, th=th: np.asarray(f(th).block_until_ready()))
+        cases[name]()
+        losses[name] = lambda t, lj=lj: float(lj(jax.numpy.asarray(t)))
+    if torch is None:
+        return
+    f_t, lt = torch_pair()
+    th_t = torch.from_numpy(theta0.copy())
+    # 1 and 2 threads: on the loaded 2-core machine torch's pool on 2 threads was up to 6x
+    # slower than on 1 (spinning workers), so both are shown
+    for nt in (1, 2):
+
+        def tc(f_t=f_t, th_t=th_t, nt=nt):
+            torch.set_num_threads(nt)
+            return f_t(th_t).numpy()
+
+        name = f"torch.compile {nt}t" + suffix
+        try:
+            for _ in range(3):  # the first calls compile, and recompile once or twice
+                tc()
+        except Exception as e:  # inductor needs a C++ compiler: report, do not fail
+            print(f"  torch.compile: skipped ({type(e).__name__}: {str(e).splitlines()[0]})")
+            return
+        cases[name] = Call(tc)
+        cases[name]()
+        losses[name] = lambda t, lt=lt: float(lt(torch.from_numpy(t)))

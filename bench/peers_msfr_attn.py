@@ -36,14 +36,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _flops  # noqa: E402
 from _peers import (  # noqa: E402
     Call,
+    add_peer_cases,
     compare,
     efficiency,
     header,
+    jax_gd,
     measure,
     measure_peaks,
     optional,
     report,
     setup_env,
+    torch_gd,
 )
 
 
@@ -80,32 +83,14 @@ def make_loss(xp, kind, d, arr):
 
 def jax_trainer(jax, kind, d, host, lr, epochs):
     jnp = jax.numpy
-    loss = make_loss(jnp, kind, d, tuple(jnp.asarray(x) for x in host))
-    g = jax.grad(loss)
-
-    @jax.jit
-    def train(theta):
-        return jax.lax.fori_loop(0, epochs, lambda _, th: th - lr * g(th), theta)
-
-    return train, jax.jit(loss)
+    return jax_gd(jax, make_loss(jnp, kind, d, tuple(jnp.asarray(x) for x in host)), lr, epochs)
 
 
 def torch_trainer(torch, kind, d, host, lr, epochs):
     import numpy as np
 
     arr = tuple(torch.from_numpy(x) if isinstance(x, np.ndarray) else x for x in host)
-    loss = make_loss(torch, kind, d, arr)
-    closs = torch.compile(loss)
-
-    def train(theta0):
-        theta = theta0.clone().requires_grad_(True)
-        for _ in range(epochs):
-            (gr,) = torch.autograd.grad(closs(theta), theta)
-            with torch.no_grad():
-                theta -= lr * gr
-        return theta.detach()
-
-    return train, loss
+    return torch_gd(torch, make_loss(torch, kind, d, arr), lr, epochs)
 
 
 def peer_arrays(kind, d, data):
@@ -191,34 +176,12 @@ def bench(kind, a, jax, torch, peaks) -> None:
         c()
     losses = {}
     for suffix, (lk, host) in peer_arrays(kind, ns, data).items():
-        if jax is not None:
-            f, lj = jax_trainer(jax, lk, ns, host, lr, E)
-            th = jax.numpy.asarray(theta0)
-            name = "JAX jit fori_loop" + suffix
-            cases[name] = Call(lambda f=f, th=th: np.asarray(f(th).block_until_ready()))
-            cases[name]()
-            losses[name] = lambda t, lj=lj: float(lj(jax.numpy.asarray(t)))
-        if torch is not None:
-            f_t, lt = torch_trainer(torch, lk, ns, host, lr, E)
-            th_t = torch.from_numpy(theta0.copy())
-            for nt in (1, 2):
-
-                def tc(f_t=f_t, th_t=th_t, nt=nt):
-                    torch.set_num_threads(nt)
-                    return f_t(th_t).numpy()
-
-                name = f"torch.compile {nt}t" + suffix
-                try:
-                    for _ in range(3):  # the first calls compile
-                        tc()
-                except Exception as e:  # inductor needs a C++ compiler: report, do not fail
-                    print(
-                        f"  torch.compile: skipped ({type(e).__name__}: {str(e).splitlines()[0]})"
-                    )
-                    break
-                cases[name] = Call(tc)
-                cases[name]()
-                losses[name] = lambda t, lt=lt: float(lt(torch.from_numpy(t)))
+        add_peer_cases(
+            cases, losses, jax, torch,
+            lambda lk=lk, host=host: jax_trainer(jax, lk, ns, host, lr, E),
+            lambda lk=lk, host=host: torch_trainer(torch, lk, ns, host, lr, E),
+            theta0, suffix,
+        )  # fmt: skip
     res = measure(cases, a.repeats)
     ref = f"fastdyn {threads[-1]} thread(s)"
     report(title, res, E, "epoch", ref, flops)
