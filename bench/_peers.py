@@ -293,3 +293,20 @@ def add_peer_cases(cases: dict, losses: dict, jax, torch, jax_pair, torch_pair, 
         cases[name] = Call(tc)
         cases[name]()
         losses[name] = lambda t, lt=lt: float(lt(torch.from_numpy(t)))
+
+
+def main(ap, bench) -> None:
+    """Parses ``ap`` (its own options and ``--only``) with the shared ones (``--repeats``,
+    ``--no-torch``, ``--peak-n``), sets up the environment, prints the header and the peaks, and
+    runs ``bench(kind, args, jax, torch, peaks)`` for every kind in ``--only``."""
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-torch", action="store_true", help="skip torch.compile (slow to compile)")
+    ap.add_argument("--peak-n", type=int, default=2048, help="matmul size of the FLOP peak [2048]")
+    a = ap.parse_args()
+    setup_env()
+    header()
+    jax = optional("jax")
+    torch = None if a.no_torch else optional("torch")
+    peaks = measure_peaks(a.peak_n)
+    for kind in a.only.split(","):
+        bench(kind, a, jax, torch, peaks)

@@ -51,20 +51,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _flops  # noqa: E402
-from _peers import (  # noqa: E402
-    Call,
-    add_peer_cases,
-    compare,
-    efficiency,
-    header,
-    jax_gd,
-    measure,
-    measure_peaks,
-    optional,
-    report,
-    setup_env,
-    torch_gd,
-)
+import _peers  # noqa: E402
 
 # ------------------------------------------------------------------ model functions (peers)
 
@@ -156,14 +143,14 @@ def jax_trainer(jax, model, kind, host, lr, epochs):
     mask = jnp.asarray(model.mask, dtype=jnp.float64)
     arr = tuple(jnp.asarray(x) for x in host)
     loss = make_loss(jnp, kind, model, arr, lambda s: jax.nn.softmax(s, axis=-1))
-    return jax_gd(jax, loss, lr, epochs, mask)
+    return _peers.jax_gd(jax, loss, lr, epochs, mask)
 
 
 def torch_trainer(torch, model, kind, host, lr, epochs):
     mask = torch.tensor(model.mask, dtype=torch.float64)
     arr = tuple(torch.from_numpy(x) for x in host)
     loss = make_loss(torch, kind, model, arr, lambda s: torch.softmax(s, dim=-1))
-    return torch_gd(torch, loss, lr, epochs, mask)
+    return _peers.torch_gd(torch, loss, lr, epochs, mask)
 
 
 # ------------------------------------------------------------------ workloads
@@ -313,7 +300,7 @@ def bench(kind, a, jax, torch, peaks) -> dict:
             numba.set_num_threads(nthr)
             return theta
 
-        return Call(run)
+        return _peers.Call(run)
 
     threads = (1, min(2, nthr))
     cases = {f"fastdyn {k} thread(s)": fd(k, advance is None) for k in threads}
@@ -329,19 +316,19 @@ def bench(kind, a, jax, torch, peaks) -> dict:
         c()
     losses = {}  # peer case -> its own loss function (θ numpy → float)
     for suffix, (lk, host) in peer_arrays(kind, model, data, prep).items():
-        add_peer_cases(
+        _peers.add_peer_cases(
             cases, losses, jax, torch,
             lambda lk=lk, host=host: jax_trainer(jax, model, lk, host, lr, E),
             lambda lk=lk, host=host: torch_trainer(torch, model, lk, host, lr, E),
             theta0, suffix,
         )  # fmt: skip
-    res = measure(cases, a.repeats)
+    res = _peers.measure(cases, a.repeats)
     ref = f"fastdyn {threads[-1]} thread(s)"
-    report(title, res, E, "epoch", ref, flops)
+    _peers.report(title, res, E, "epoch", ref, flops)
     if exps:
         print(f"  {exps:.3g} exps per epoch")
-    efficiency(res, E, flops, nbytes, peaks)
-    compare(cases, res, ref, theta0, E, lambda t: model.loss_value(t, prep), losses)
+    _peers.efficiency(res, E, flops, nbytes, peaks)
+    _peers.compare(cases, res, ref, theta0, E, lambda t: model.loss_value(t, prep), losses)
     return res
 
 
@@ -354,17 +341,7 @@ def main() -> None:
     ap.add_argument("--fig4-epochs", type=int, default=10)
     ap.add_argument("--softmax-p", type=int, default=20000)
     ap.add_argument("--softmax-epochs", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--no-torch", action="store_true", help="skip torch.compile (slow to compile)")
-    ap.add_argument("--peak-n", type=int, default=2048, help="matmul size of the FLOP peak [2048]")
-    a = ap.parse_args()
-    setup_env()
-    header()
-    jax = optional("jax")
-    torch = None if a.no_torch else optional("torch")
-    peaks = measure_peaks(a.peak_n)
-    for kind in a.only.split(","):
-        bench(kind, a, jax, torch, peaks)
+    _peers.main(ap, bench)
 
 
 if __name__ == "__main__":

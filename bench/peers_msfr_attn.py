@@ -34,20 +34,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _flops  # noqa: E402
-from _peers import (  # noqa: E402
-    Call,
-    add_peer_cases,
-    compare,
-    efficiency,
-    header,
-    jax_gd,
-    measure,
-    measure_peaks,
-    optional,
-    report,
-    setup_env,
-    torch_gd,
-)
+import _peers  # noqa: E402
 
 
 def make_loss(xp, kind, d, arr):
@@ -83,14 +70,16 @@ def make_loss(xp, kind, d, arr):
 
 def jax_trainer(jax, kind, d, host, lr, epochs):
     jnp = jax.numpy
-    return jax_gd(jax, make_loss(jnp, kind, d, tuple(jnp.asarray(x) for x in host)), lr, epochs)
+    return _peers.jax_gd(
+        jax, make_loss(jnp, kind, d, tuple(jnp.asarray(x) for x in host)), lr, epochs
+    )
 
 
 def torch_trainer(torch, kind, d, host, lr, epochs):
     import numpy as np
 
     arr = tuple(torch.from_numpy(x) if isinstance(x, np.ndarray) else x for x in host)
-    return torch_gd(torch, make_loss(torch, kind, d, arr), lr, epochs)
+    return _peers.torch_gd(torch, make_loss(torch, kind, d, arr), lr, epochs)
 
 
 def peer_arrays(kind, d, data):
@@ -168,7 +157,7 @@ def bench(kind, a, jax, torch, peaks) -> None:
             numba.set_num_threads(nthr)
             return theta
 
-        return Call(run)
+        return _peers.Call(run)
 
     threads = (1, min(2, nthr))
     cases = {f"fastdyn {k} thread(s)": fd(k) for k in threads}
@@ -176,21 +165,21 @@ def bench(kind, a, jax, torch, peaks) -> None:
         c()
     losses = {}
     for suffix, (lk, host) in peer_arrays(kind, ns, data).items():
-        add_peer_cases(
+        _peers.add_peer_cases(
             cases, losses, jax, torch,
             lambda lk=lk, host=host: jax_trainer(jax, lk, ns, host, lr, E),
             lambda lk=lk, host=host: torch_trainer(torch, lk, ns, host, lr, E),
             theta0, suffix,
         )  # fmt: skip
-    res = measure(cases, a.repeats)
+    res = _peers.measure(cases, a.repeats)
     ref = f"fastdyn {threads[-1]} thread(s)"
-    report(title, res, E, "epoch", ref, flops)
-    efficiency(res, E, flops, nbytes, peaks)
+    _peers.report(title, res, E, "epoch", ref, flops)
+    _peers.efficiency(res, E, flops, nbytes, peaks)
 
     def loss_fd(t):
         return K.loss_and_grad(t, layout, data, np.empty(layout.n_params), ws)
 
-    compare(cases, res, ref, theta0, E, loss_fd, losses)
+    _peers.compare(cases, res, ref, theta0, E, loss_fd, losses)
 
 
 def main() -> None:
@@ -203,17 +192,7 @@ def main() -> None:
     ap.add_argument("--dense-samples", type=int, default=20_000)
     ap.add_argument("--dense-psi0", type=float, default=20.0)
     ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--peak-n", type=int, default=2048)
-    a = ap.parse_args()
-    setup_env()
-    header()
-    jax = optional("jax")
-    torch = None if a.no_torch else optional("torch")
-    peaks = measure_peaks(a.peak_n)
-    for kind in a.only.split(","):
-        bench(kind, a, jax, torch, peaks)
+    _peers.main(ap, bench)
 
 
 if __name__ == "__main__":
