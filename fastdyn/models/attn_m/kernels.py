@@ -449,6 +449,7 @@ def _weighted_rows(w, M, acc):
 @njit(**SERIAL)
 def kq_product(Kw, Q, B):
     """ATTN_S's B_i = W^K_iᵀ W^Q_i[:, :D]: B_ibc = Σ_r K_irb Q_irc, r in order."""
+    prefer_wide_vectors()
     H, R, D1 = Kw.shape
     D = Q.shape[2]
     for i in range(H):
@@ -466,6 +467,7 @@ def kq_product(Kw, Q, B):
 def kq_grads(Kw, Q, dB, gK, gQ):
     """The chain rule through :func:`kq_product`: gK_irb = Σ_c dB_ibc Q_irc (c in order) and
     gQ_irc = Σ_b K_irb dB_ibc (b in order)."""
+    prefer_wide_vectors()
     H, R, D1 = Kw.shape
     D = Q.shape[2]
     for i in range(H):
@@ -936,6 +938,7 @@ def lin_moments(G, b, y2, inv_rho, Msym, u, tot):
     """tot = [Σ δ², T_pc (packed, p-major)] of the full set from its moments (see above), the
     totals :func:`lin_last`'s partials add up to: u = Gm (columns of G in order, vectorised),
     then the two dot products in order. ``u``: scratch of NQ."""
+    prefer_wide_vectors()  # Gm streams G: 512-bit vectors cut 15.6 to 13 µs at NQ = 360
     NP, D = Msym.shape
     NQ = NP * D
     m = Msym.reshape(NQ)
