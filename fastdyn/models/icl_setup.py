@@ -342,6 +342,17 @@ def batch_size(s: ICLSettings) -> int | None:
     return s.optim.batch_size if s.optim.name == "sgd" else None
 
 
+def _train_moments(model: Any, prep: dict) -> tuple | None:
+    """(G, b, SpT, xqT, y) of a last-token linear train set whose training takes its moments
+    (taken here once, kept in ``prep`` for the training steps), else None."""
+    if prep.get("kind") != "linear" or model.loss != "last":
+        return None
+    from .attn_m.kernels import full_moments
+
+    got = full_moments(prep)
+    return None if got is None else (got[0], got[1], prep["SpT"], prep["xqT"], prep["yq"])
+
+
 def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     """The trained-model driver's view of a validated ICL config (``fastdyn.config.icl``)."""
     s = cfg.settings
@@ -381,7 +392,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     if data is not None:  # finite data: the train set's own minimum beside the population L*
         from .icl_train_minimum import spans, train_set_minimum
 
-        lp = train_set_minimum(model, data.tokens, data.labels)
+        lp = train_set_minimum(model, data.tokens, data.labels, _train_moments(model, p.prep))
         if lp is not None:
             static["theory/train_minimum"] = np.asarray(lp)
             bound = "" if spans(model) else "; a lower bound: these heads do not reach it"

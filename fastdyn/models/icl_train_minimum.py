@@ -35,6 +35,11 @@ import numpy as np
 #: largest P × (number of features) that is solved (float64: 240 MB for Φ)
 MAX_ENTRIES = 30_000_000
 
+#: largest condition number λ_max/λ_min of G = ΦᵀΦ that is solved from the moments; a worse G
+#: goes to ``lstsq`` on Φ (its error, ~1e-16·cond(G) in m, would stay second order in L_P, but
+#: directions below ~1e-16·λ_max are round-off of G itself)
+MOMENT_COND_MAX = 1e10
+
 
 def features(model: Any, tokens: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Φ (P, n_features): the per-sequence features of the model's class (module docstring)."""
@@ -60,12 +65,36 @@ def spans(model: Any) -> bool:
     return H >= D + 1 and R >= D
 
 
-def train_set_minimum(model: Any, tokens: np.ndarray, labels: np.ndarray) -> float | None:
+def from_moments(
+    G: np.ndarray, b: np.ndarray, SpT: np.ndarray, xqT: np.ndarray, y: np.ndarray
+) -> float | None:
+    """L_P from the set's moments G = ΦᵀΦ and b = Φᵀy (the training kernels' ``full_moments``:
+    φ_q = S_p x_c, q = p·D + c, the order of :func:`features`): m solves G m = b (``eigh``), and
+    the residual y − Φm is summed over the rows (SpT (NP, P), xqT (D, P)), not taken as
+    y² − bᵀm, which would lose the digits of a small minimum to cancellation. An error δ in m
+    raises the sum only by δᵀGδ (second order). None where cond(G) > :data:`MOMENT_COND_MAX`."""
+    lam, V = np.linalg.eigh(G)
+    if not lam[0] > lam[-1] / MOMENT_COND_MAX:
+        return None
+    m = (V @ ((V.T @ b) / lam)).reshape(SpT.shape[0], xqT.shape[0])
+    r = y - np.einsum("pm,pm->m", SpT, m @ xqT)
+    return float(r @ r / len(y))
+
+
+def train_set_minimum(
+    model: Any, tokens: np.ndarray, labels: np.ndarray, moments: tuple | None = None
+) -> float | None:
     """L_P = min_m (1/P) |y − Φ m|² on the train set (``tokens`` (P, N+1, D+1) with the query's
-    label zero, ``labels`` (P, N+1), the query's target last), by ``numpy.linalg.lstsq``; None
-    where it is not defined (softmax, cumulative loss) or too large (:data:`MAX_ENTRIES`)."""
+    label zero, ``labels`` (P, N+1), the query's target last): from ``moments`` = (G, b, SpT,
+    xqT, y) of the full features where given (:func:`from_moments`), else by
+    ``numpy.linalg.lstsq`` on Φ; None where it is not defined (softmax, cumulative loss) or too
+    large (:data:`MAX_ENTRIES`)."""
     if getattr(model, "softmax", False) or model.loss != "last":
         return None
+    if moments is not None and not (model.ic_only or model.name == "mlp-cubic"):
+        got = from_moments(*moments)
+        if got is not None:
+            return got
     D, P = model.D, tokens.shape[0]
     n = D * D if (model.ic_only or model.name == "mlp-cubic") else D * (D + 1) * (D + 2) // 2
     if P * n > MAX_ENTRIES:

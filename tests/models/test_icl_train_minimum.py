@@ -74,3 +74,40 @@ def test_not_written_where_undefined(tmp_path):
     ):
         with _run(tmp_path / f"u{len(sets[0])}.h5", *sets) as f:
             assert "train_minimum" not in f["theory"], sets
+
+
+@pytest.mark.parametrize("sets", [(), ('model="attn-s"', "attention.H=5")])
+def test_sets_that_train_from_moments_solve_them(tmp_path, monkeypatch, sets):
+    """P = 400 rows of 60 features train from the set's moments (4·NQ ≤ P), and the minimum then
+    comes from them (normal equations, residual over the rows): it matches the reference to the
+    same REF_RTOL (measured 2.2e-16 on Fig. 4's set, 80 000 × 360)."""
+    from fastdyn.models import icl_train_minimum as tm
+
+    calls = []
+    real = tm.from_moments
+    monkeypatch.setattr(tm, "from_moments", lambda *a: calls.append(1) or real(*a))
+    sets = ("data.P=400", "data.n_test=10", "data.save=true", "schedule.epochs=1", *sets)
+    with _run(tmp_path / "m.h5", *sets) as f:
+        ref = train_minimum(f["data/tokens"][()], f["data/labels"][()], False)
+        got = float(f["theory/train_minimum"][()])
+    assert calls == [1]
+    assert got == pytest.approx(ref, rel=REF_RTOL)
+
+
+def test_from_moments_against_lstsq_and_its_conditioning_limit():
+    """Random packed rows: the same minimum as lstsq on the explicit features (measured 1e-15
+    relative; 1e-12 for other BLAS); a G whose condition number exceeds MOMENT_COND_MAX is
+    declined (None), so the caller takes lstsq."""
+    from fastdyn.models.icl_train_minimum import MOMENT_COND_MAX, from_moments
+
+    rng = np.random.default_rng(3)
+    NP, D, P = 6, 2, 500
+    SpT, xqT = rng.standard_normal((NP, P)), rng.standard_normal((D, P))
+    F = (SpT[:, None, :] * xqT[None, :, :]).reshape(NP * D, P).T  # φ_q, q = p·D + c
+    y = F @ rng.standard_normal(NP * D) + 0.1 * rng.standard_normal(P)
+    coef, *_ = np.linalg.lstsq(F, y, rcond=None)
+    want = float(np.sum((y - F @ coef) ** 2) / P)
+    got = from_moments(F.T @ F, F.T @ y, SpT, xqT, y)
+    assert got == pytest.approx(want, rel=1e-12)
+    G = np.diag([1.0, 0.5 / MOMENT_COND_MAX])
+    assert from_moments(G, np.ones(2), np.ones((1, 3)), np.ones((2, 3)), np.ones(3)) is None
