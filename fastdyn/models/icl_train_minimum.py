@@ -87,8 +87,8 @@ def train_set_minimum(
     """L_P = min_m (1/P) |y − Φ m|² on the train set (``tokens`` (P, N+1, D+1) with the query's
     label zero, ``labels`` (P, N+1), the query's target last): from ``moments`` = (G, b, SpT,
     xqT, y) of the full features where given (:func:`from_moments`), else by
-    ``numpy.linalg.lstsq`` on Φ; None where it is not defined (softmax, cumulative loss) or too
-    large (:data:`MAX_ENTRIES`)."""
+    ``numpy.linalg.lstsq`` on Φ; None where it is not defined (softmax, cumulative loss), or
+    where Φ would be too large (:data:`MAX_ENTRIES`) and no moments serve."""
     if getattr(model, "softmax", False) or model.loss != "last":
         return None
     if moments is not None and not (model.ic_only or model.name == "mlp-cubic"):
