@@ -23,7 +23,8 @@ small init where the model can represent every m (:func:`spans`): ATTN_M with H 
 ≥ 1 with ``ic_only``), mlp-cubic, ATTN_S with H·R ≥ D (``ic_only``) or H ≥ D+1 and R ≥ D. It sits
 below the population minimum L* by the finite-sample fit of the train set (a train set of P = 5000
 sequences has mean y_q² ≈ 0.95, not 1). Defined for finite data, linear attention and the
-last-token loss; None otherwise, and for sets of more than :data:`MAX_ENTRIES` feature entries.
+last-token loss; None otherwise, and for sets of more than :data:`MAX_ENTRIES` feature entries
+that do not train from their moments (:func:`from_moments` needs no Φ).
 """
 
 from __future__ import annotations
