@@ -142,3 +142,13 @@ if _dir is not None:
             sys.modules["numba"].config.CACHE_DIR = str(_dir)
     except AttributeError:
         pass
+
+
+def has_cached(dispatcher: object) -> bool:
+    """Whether numba's cache holds some compiled signature of ``dispatcher`` (an ``@njit(cache=
+    True)`` kernel), read from its index file without compiling; True where that cannot be told
+    (no cache, JIT disabled, another numba), so a caller that acts on a cold cache does nothing."""
+    try:
+        return bool(dispatcher._cache._cache_file._load_index())  # type: ignore[attr-defined]
+    except Exception:
+        return True

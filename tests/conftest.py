@@ -2,8 +2,14 @@
 plug-in tests run it through the entry point, as a user's installed model runs."""
 
 import importlib.util
+import os
 
 import pytest
+
+# a run on a cold numba cache may compile its integrator in a second process
+# (fastdyn.drive.compile_beside); the suite keeps one process per run, and
+# tests/drive/test_compile_beside.py turns it on where it tests it
+os.environ["FASTDYN_COMPILE_BESIDE"] = "0"
 
 
 def pytest_sessionstart(session):

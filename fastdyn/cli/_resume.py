@@ -180,7 +180,7 @@ def _resume_locked(
         set_threads(threads)
     try:
         with StopSignals(acknowledge=progress is not False):
-            outcome = simulate(cfg, file, progress=progress, resume=True)
+            outcome = simulate(cfg, file, progress=progress, resume=True, compile_beside=True)
     except BlockingIOError as e:
         raise UserError(f"--resume {e}") from None
     if verbosity(ctx) >= 0:

@@ -104,7 +104,7 @@ def command(
     from ..drive.checkpoint import StopSignals
 
     with StopSignals(acknowledge=progress is not False):
-        outcome = simulate(cfg, out, progress=progress)
+        outcome = simulate(cfg, out, progress=progress, compile_beside=True)
     if verbosity(ctx) >= 0:
         click.echo(f"{out}: {outcome}", err=True)
     from ..drive.outcome import Status

@@ -118,7 +118,7 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
     why = _writable_dir(d)
     if why is not None:
         raise UserError(f"--cache-dir: {d} is not a writable directory ({why})")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(d))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(d), FASTDYN_COMPILE_BESIDE="0")
     child = "import sys; from fastdyn.cli.warmup import _child; sys.exit(_child(sys.argv[1:]))"
     args = [sys.executable, "-c", child, str(d), str(verbosity(ctx))]
     args += [f"--threads={threads}"] if threads else []

@@ -40,7 +40,9 @@ class RunRequest:
     the validated config ``cfg`` of the registered model ``entry``, written to ``output``
     (with ``resume``: that file continued from its checkpoint, its config checked by the caller);
     ``progress`` as :class:`~fastdyn.drive.progress.Progress` takes it; ``tools``: what the
-    model's ``setup`` receives (the device and the drive-level functions)."""
+    model's ``setup`` receives (the device and the drive-level functions); ``beside``: the
+    process compiling the kernels the run reaches last
+    (:class:`~fastdyn.drive.compile_beside.Beside`, waited for before they are called), or None."""
 
     entry: Any
     cfg: Any
@@ -48,6 +50,7 @@ class RunRequest:
     progress: bool | float = False
     resume: bool = False
     tools: Any = None
+    beside: Any = None
 
 
 def open_writer(request: RunRequest, **declared: Any) -> tuple[RunWriter, dict[str, Any] | None]:

@@ -250,6 +250,10 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
                 stop.status(f"during the closed form, before output time {a0 + 1}", output)
             ) from None
         t_kernel += _time.time() - t0
+        if job.simulate and request.beside is not None:  # its kernels, compiled in a second process
+            bar.phase("compiling the integrator (second process)", 0, 1)
+            request.beside.wait()
+            bar.phase(None)
         for a in range(a0, len(times), seg):
             tt = times[a : a + seg]
             k = len(tt)

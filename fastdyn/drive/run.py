@@ -31,13 +31,20 @@ def tools(device: str = "cpu") -> SimpleNamespace:
 
 
 def simulate(
-    cfg: Any, output: str | os.PathLike, *, progress: bool | float = False, resume: bool = False
+    cfg: Any,
+    output: str | os.PathLike,
+    *,
+    progress: bool | float = False,
+    resume: bool = False,
+    compile_beside: bool = False,
 ) -> str:
     """Run ``cfg`` (a validated config dataclass), stream it to ``output``; returns the status text.
 
     ``resume`` continues the file ``output`` from its checkpoint. ``progress``: ``True`` a bar on
     a terminal, else a line on stderr every 30 s; a number: every that many seconds
-    (:mod:`fastdyn.drive.progress`).
+    (:mod:`fastdyn.drive.progress`). ``compile_beside``: on a cold numba cache, compile the
+    kernels the run reaches last in a second process (:mod:`fastdyn.drive.compile_beside`; the
+    ``fastdyn simulate`` command sets it).
     """
     from ..h5.writer import DiskFull, WriteFailed
     from ..models import registry
@@ -52,7 +59,13 @@ def simulate(
         from .trained import run_trained as run
     else:
         from .ode_run import run_ode as run
+    from . import compile_beside as cb
+
+    beside = cb.start(entry, cfg, device) if compile_beside else None
     try:
-        return run(RunRequest(entry, cfg, Path(output), progress, resume, tools(device)))
+        return run(RunRequest(entry, cfg, Path(output), progress, resume, tools(device), beside))
     except (DiskFull, WriteFailed) as e:  # creating, closing or compacting the file
         raise RunFailed(write_error(output, e)) from None
+    finally:
+        if beside is not None:
+            beside.close()

@@ -128,6 +128,11 @@ class ModelEntry:
     - ``warmup_sizes``: ``--set`` overrides that shrink any preset of the model to a few steps
       (``fastdyn warmup``); ``warmup_variants``: (label, preset, overrides) runs that reach the
       kernels its presets do not.
+    - ``compile_beside(cfg)``: ``--set`` overrides of a small run of ``cfg`` that compiles the
+      kernels this run reaches last (an integrator after its closed form), for ``fastdyn
+      simulate`` to start in a second process while the run compiles the rest, on a cache where
+      they are not compiled yet; None when there is nothing to split (they are cached, or the run
+      has one phase).
     - analysis hooks: ``default_series`` (what ``fit``/``plot`` use by default), ``loss_levels``
       (reference levels on loss plots), ``task_strengths(run, index)`` (Λ_s of tracked tasks, for
       ``plot --kind tasks``; None when the model has none), ``scaling`` (the
@@ -150,6 +155,7 @@ class ModelEntry:
     check_device: Callable[[Any], None] | None = None
     warmup_sizes: tuple[str, ...] = ()
     warmup_variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    compile_beside: Callable[[Any], tuple[str, ...] | None] | None = None
     extras: dict[str, Callable[..., Any]] = field(default_factory=dict)
     default_series: tuple[str, ...] = ("loss/test",)
     loss_levels: tuple[str, ...] = ()

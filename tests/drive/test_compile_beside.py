@@ -1,0 +1,122 @@
+"""A first run on a cold numba cache compiles its integrator in a second process
+(fastdyn.drive.compile_beside): the second process runs, the run's file is the same bits as a run
+without it, nothing is left behind, and it is not started where it cannot help. Its effect on the
+wall time (a cold quickstart 29.3 → 19.9 s) is in bench/RESULTS.md, not timed here."""
+
+from __future__ import annotations
+
+import glob
+import tempfile
+
+import h5py
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from numba import njit
+
+from fastdyn import _cache
+from fastdyn.cli import main
+from fastdyn.config import presets
+from fastdyn.config.load import load_config
+from fastdyn.drive import compile_beside as cb
+from fastdyn.models.registry import get_model
+
+SMALL = ("task.n_tasks=3000", "time.n_times=6", "output.track=[1, 2]")
+
+
+def _run(path, *sets) -> None:
+    args = ["-q", "simulate", "quickstart"]
+    for s in (*SMALL, *sets):
+        args += ["--set", s]
+    res = CliRunner().invoke(main, [*args, "-o", str(path)])
+    assert res.exit_code == 0, res.output
+
+
+def _datasets(path) -> dict[str, np.ndarray]:
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda n, o: out.update({n: o[()]}) if isinstance(o, h5py.Dataset) else None)
+    return out
+
+
+@njit(cache=True)
+def _never_called(x):
+    return x
+
+
+def test_cache_probe():
+    """Compiled and cached: True; never compiled: False; not a cached kernel: True (do nothing)."""
+    from fastdyn.reduce import accumulate_blocks
+
+    accumulate_blocks(np.zeros(2), np.zeros((1, 2)))  # compiled (or loaded) here
+    assert _cache.has_cached(accumulate_blocks)
+    assert not _cache.has_cached(_never_called)
+    assert _cache.has_cached(len)
+
+
+def test_second_process_compiles_and_the_file_is_the_same(tmp_path, monkeypatch):
+    """With the integrator reported uncached, the CLI run starts the second process, waits for it
+    before its first integration step (it completes), and writes the same bits as a run without
+    it; its temporary directory is gone afterwards."""
+    _run(tmp_path / "plain.h5")
+    waits = []
+    real_wait = cb.Beside.wait
+
+    def wait(self):
+        waits.append(real_wait(self))
+        return waits[-1]
+
+    monkeypatch.setenv(cb.ENV, "1")
+    monkeypatch.setattr(cb, "_cores", lambda: 2)
+    monkeypatch.setattr(_cache, "has_cached", lambda d: False)
+    monkeypatch.setattr(cb.Beside, "wait", wait)
+    before = set(glob.glob(f"{tempfile.gettempdir()}/fastdyn-compile-*"))
+    _run(tmp_path / "beside.h5")
+    assert waits == [True]
+    assert set(glob.glob(f"{tempfile.gettempdir()}/fastdyn-compile-*")) == before
+    a, b = _datasets(tmp_path / "plain.h5"), _datasets(tmp_path / "beside.h5")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k], equal_nan=True), k
+
+
+@pytest.mark.parametrize(
+    "sets", [('theory.level="none"',), ('solver.integrator="none"',)], ids=["no-theory", "no-ode"]
+)
+def test_nothing_to_split(sets):
+    """A run with one phase (no closed form, or the closed form alone) starts nothing."""
+    cfg = load_config(presets.resolve("quickstart"), sets)
+    assert get_model("msfr").compile_beside(cfg) is None
+
+
+def test_not_started_where_it_cannot_help(monkeypatch):
+    """Off by the environment, on one core, on the GPU, or with the kernels cached."""
+    cfg = load_config(presets.resolve("quickstart"))
+    entry = get_model("msfr")
+    monkeypatch.setattr(_cache, "has_cached", lambda d: False)
+    monkeypatch.setattr(cb, "_cores", lambda: 2)
+    monkeypatch.setenv(cb.ENV, "0")
+    assert cb.start(entry, cfg, "cpu") is None
+    monkeypatch.setenv(cb.ENV, "1")
+    assert cb.start(entry, cfg, "cuda") is None
+    monkeypatch.setattr(cb, "_cores", lambda: 1)
+    assert cb.start(entry, cfg, "cpu") is None
+    monkeypatch.setattr(cb, "_cores", lambda: 2)
+    monkeypatch.setattr(_cache, "has_cached", lambda d: True)
+    assert cb.start(entry, cfg, "cpu") is None
+    assert get_model("attn-m").compile_beside is None
+
+
+def test_a_failed_or_slow_second_process_is_given_up(tmp_path, monkeypatch):
+    """wait() is False for a process that failed or outlived WAIT_S (then killed); the
+    directory is removed either way, and the run goes on to compile the kernels itself."""
+    import subprocess
+    import sys
+
+    for code, limit in (("raise SystemExit(3)", 60.0), ("import time; time.sleep(60)", 0.2)):
+        d = tmp_path / f"d{limit}"
+        d.mkdir()
+        monkeypatch.setattr(cb, "WAIT_S", limit)
+        p = subprocess.Popen([sys.executable, "-c", code])
+        assert cb.Beside(p, d).wait() is False
+        assert p.poll() is not None and not d.exists()
