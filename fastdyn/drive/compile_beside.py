@@ -1,7 +1,7 @@
 """④ A run's first start on an empty numba cache: its last-reached kernels compile in a second process.
 
 numba compiles one kernel at a time per process (its compiler lock), and a first run spends most
-of its time compiling: the MSFR quickstart compiles its closed form (≈ 12 s), then its integrator
+of its time compiling: the quickstart preset compiles its closed form (≈ 12 s), then its integrator
 (≈ 7 s), while the second core idles. Where the model says how (``ModelEntry.compile_beside``,
 which also says whether those kernels are cached already), :func:`start` runs a small copy of
 the config (the model's ``--set`` overrides: few tasks, no closed form) in a second process that
