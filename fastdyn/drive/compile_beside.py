@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,18 @@ class Beside:
         self.proc = proc
         self.tmp = tmp
 
-    def wait(self) -> bool:
-        """Wait for the second process (at most :data:`WAIT_S`); True when it completed."""
-        try:
-            ok = self.proc.wait(timeout=WAIT_S) == 0
-        except subprocess.TimeoutExpired:
-            ok = False
+    def wait(self, stop: Any = None) -> bool:
+        """Wait for the second process (at most :data:`WAIT_S`, and no longer than a stop
+        request of ``stop``, the run's signal handlers); True when it completed."""
+        end = time.monotonic() + WAIT_S
+        while self.proc.poll() is None and time.monotonic() < end:
+            if stop is not None and stop.requested:
+                break
+            try:
+                self.proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass
+        ok = self.proc.poll() == 0
         self.close()
         return ok
 

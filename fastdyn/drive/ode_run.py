@@ -252,7 +252,7 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
         t_kernel += _time.time() - t0
         if job.simulate and request.beside is not None:  # its kernels, compiled in a second process
             bar.phase("compiling the integrator (second process)", 0, 1)
-            request.beside.wait()
+            request.beside.wait(stop)
             bar.phase(None)
         for a in range(a0, len(times), seg):
             tt = times[a : a + seg]

@@ -62,8 +62,8 @@ def test_second_process_compiles_and_the_file_is_the_same(tmp_path, monkeypatch)
     waits = []
     real_wait = cb.Beside.wait
 
-    def wait(self):
-        waits.append(real_wait(self))
+    def wait(self, stop=None):
+        waits.append(real_wait(self, stop))
         return waits[-1]
 
     monkeypatch.setenv(cb.ENV, "1")
@@ -108,15 +108,23 @@ def test_not_started_where_it_cannot_help(monkeypatch):
 
 
 def test_a_failed_or_slow_second_process_is_given_up(tmp_path, monkeypatch):
-    """wait() is False for a process that failed or outlived WAIT_S (then killed); the
-    directory is removed either way, and the run goes on to compile the kernels itself."""
+    """wait() is False for a process that failed, outlived WAIT_S or was waited for by a run
+    asked to stop (then killed); the directory is removed either way, and the run goes on (to
+    compile the kernels itself, or to stop)."""
     import subprocess
     import sys
+    from types import SimpleNamespace
 
-    for code, limit in (("raise SystemExit(3)", 60.0), ("import time; time.sleep(60)", 0.2)):
-        d = tmp_path / f"d{limit}"
+    stopped = SimpleNamespace(requested=True)
+    cases = (
+        ("raise SystemExit(3)", 60.0, None),  # failed
+        ("import time; time.sleep(60)", 0.2, None),  # slower than WAIT_S
+        ("import time; time.sleep(60)", 60.0, stopped),  # the run was asked to stop
+    )
+    for i, (code, limit, stop) in enumerate(cases):
+        d = tmp_path / f"d{i}"
         d.mkdir()
         monkeypatch.setattr(cb, "WAIT_S", limit)
         p = subprocess.Popen([sys.executable, "-c", code])
-        assert cb.Beside(p, d).wait() is False
+        assert cb.Beside(p, d).wait(stop) is False
         assert p.poll() is not None and not d.exists()
