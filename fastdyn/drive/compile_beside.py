@@ -84,14 +84,18 @@ def start(entry: Any, cfg: Any, device: str) -> Beside | None:
     sets = entry.compile_beside(cfg)
     if sets is None:
         return None
-    tmp = Path(tempfile.mkdtemp(prefix="fastdyn-compile-"))
-    (tmp / "config.toml").write_text(to_toml(cfg))
+    try:  # an optimisation only: whatever fails here, the run compiles the kernels itself
+        text = to_toml(cfg)
+        tmp = Path(tempfile.mkdtemp(prefix="fastdyn-compile-"))
+    except (OSError, TypeError, ValueError):
+        return None
     cmd = [sys.executable, "-m", "fastdyn", "-q", "simulate", str(tmp / "config.toml")]
     for s in sets:
         cmd += ["--set", s]
     cmd += ["-o", str(tmp / "run.h5")]
     env = dict(os.environ, **{ENV: "0", "NUMBA_NUM_THREADS": "1"})
     try:
+        (tmp / "config.toml").write_text(text)
         proc = subprocess.Popen(
             cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

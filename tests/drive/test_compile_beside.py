@@ -128,3 +128,18 @@ def test_a_failed_or_slow_second_process_is_given_up(tmp_path, monkeypatch):
         p = subprocess.Popen([sys.executable, "-c", code])
         assert cb.Beside(p, d).wait(stop) is False
         assert p.poll() is not None and not d.exists()
+
+
+def test_no_temporary_directory_no_second_process(monkeypatch):
+    """An unwritable temporary directory (a full or read-only /tmp) only means no second
+    process: start() returns None, and the run goes on as before."""
+    cfg = load_config(presets.resolve("quickstart"))
+    monkeypatch.setattr(_cache, "has_cached", lambda d: False)
+    monkeypatch.setattr(cb, "_cores", lambda: 2)
+    monkeypatch.setenv(cb.ENV, "1")
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cb.tempfile, "mkdtemp", full)
+    assert cb.start(get_model("msfr"), cfg, "cpu") is None
