@@ -254,6 +254,8 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
             bar.phase("compiling the integrator (second process)", 0, 1)
             request.beside.wait(stop)
             bar.phase(None)
+            if stop.requested:  # before the integrator compiles here
+                raise Ended(stop.status(f"before output time {a0 + 1}", output))
         for a in range(a0, len(times), seg):
             tt = times[a : a + seg]
             k = len(tt)
