@@ -295,6 +295,28 @@ def add_peer_cases(cases: dict, losses: dict, jax, torch, jax_pair, torch_pair, 
         losses[name] = lambda t, lt=lt: float(lt(torch.from_numpy(t)))
 
 
+def measure_with_peers(
+    cases, peers, jax, torch, jax_trainer, torch_trainer, theta0, repeats, title, epochs, ref, flops
+):  # fmt: skip
+    """Runs fastdyn's ``cases`` once (compiling), adds the peer cases of each entry suffix →
+    (loss kind, host arrays) of ``peers`` (:func:`add_peer_cases`, the trainers called as
+    ``jax_trainer(kind, host)`` and ``torch_trainer(kind, host)``), times every case and prints
+    the table against ``ref``; returns (timings, each peer case's own loss function)."""
+    for c in cases.values():
+        c()
+    losses: dict = {}  # peer case -> its own loss function (θ numpy → float)
+    for suffix, (lk, host) in peers.items():
+        add_peer_cases(
+            cases, losses, jax, torch,
+            lambda lk=lk, host=host: jax_trainer(lk, host),
+            lambda lk=lk, host=host: torch_trainer(lk, host),
+            theta0, suffix,
+        )  # fmt: skip
+    res = measure(cases, repeats)
+    report(title, res, epochs, "epoch", ref, flops)
+    return res, losses
+
+
 def main(ap, bench) -> None:
     """Parses ``ap`` (its own options and ``--only``) with the shared ones (``--repeats``,
     ``--no-torch``, ``--peak-n``), sets up the environment, prints the header and the peaks, and

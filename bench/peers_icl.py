@@ -312,19 +312,13 @@ def bench(kind, a, jax, torch, peaks) -> dict:
             f"fastdyn {k} thread(s), per-sample kernel": fd(k, True, per_sample, idx)
             for k in threads
         }
-    for c in cases.values():
-        c()
-    losses = {}  # peer case -> its own loss function (θ numpy → float)
-    for suffix, (lk, host) in peer_arrays(kind, model, data, prep).items():
-        _peers.add_peer_cases(
-            cases, losses, jax, torch,
-            lambda lk=lk, host=host: jax_trainer(jax, model, lk, host, lr, E),
-            lambda lk=lk, host=host: torch_trainer(torch, model, lk, host, lr, E),
-            theta0, suffix,
-        )  # fmt: skip
-    res = _peers.measure(cases, a.repeats)
     ref = f"fastdyn {threads[-1]} thread(s)"
-    _peers.report(title, res, E, "epoch", ref, flops)
+    res, losses = _peers.measure_with_peers(
+        cases, peer_arrays(kind, model, data, prep), jax, torch,
+        lambda lk, host: jax_trainer(jax, model, lk, host, lr, E),
+        lambda lk, host: torch_trainer(torch, model, lk, host, lr, E),
+        theta0, a.repeats, title, E, ref, flops,
+    )  # fmt: skip
     if exps:
         print(f"  {exps:.3g} exps per epoch")
     _peers.efficiency(res, E, flops, nbytes, peaks)

@@ -161,19 +161,13 @@ def bench(kind, a, jax, torch, peaks) -> None:
 
     threads = (1, min(2, nthr))
     cases = {f"fastdyn {k} thread(s)": fd(k) for k in threads}
-    for c in cases.values():
-        c()
-    losses = {}
-    for suffix, (lk, host) in peer_arrays(kind, ns, data).items():
-        _peers.add_peer_cases(
-            cases, losses, jax, torch,
-            lambda lk=lk, host=host: jax_trainer(jax, lk, ns, host, lr, E),
-            lambda lk=lk, host=host: torch_trainer(torch, lk, ns, host, lr, E),
-            theta0, suffix,
-        )  # fmt: skip
-    res = _peers.measure(cases, a.repeats)
     ref = f"fastdyn {threads[-1]} thread(s)"
-    _peers.report(title, res, E, "epoch", ref, flops)
+    res, losses = _peers.measure_with_peers(
+        cases, peer_arrays(kind, ns, data), jax, torch,
+        lambda lk, host: jax_trainer(jax, lk, ns, host, lr, E),
+        lambda lk, host: torch_trainer(torch, lk, ns, host, lr, E),
+        theta0, a.repeats, title, E, ref, flops,
+    )  # fmt: skip
     _peers.efficiency(res, E, flops, nbytes, peaks)
 
     def loss_fd(t):
