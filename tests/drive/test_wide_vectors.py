@@ -1,9 +1,8 @@
-"""``prefer_wide_vectors``: the integrators' lane loops may use 512-bit registers (issue 20).
+"""``prefer_wide_vectors``: the integrators' lane loops may use 512-bit registers.
 
-The attribute is checked in the LLVM IR of a small function compiled here, and its effect in that
-function's machine code on an AVX-512 host: the same loop without the call stays in 256-bit
-registers there (LLVM's default on such hosts). The integrators' results with it are checked bit
-for bit by the golden runs (``tests/golden``: their hashes were recorded with 256-bit vectors).
+The attribute is checked in the LLVM IR of a small function compiled here (on the tagged function
+only), and its effect in that function's machine code on an AVX-512 host (512-bit registers). The
+integrators' results with it are checked bit for bit by the golden runs (``tests/golden``: their hashes were recorded with 256-bit vectors).
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ def test_the_attribute_is_on_the_calling_function_only():
 
 def _compiles_for_this_avx512_host() -> bool:
     """numba targets the host (no NUMBA_CPU_NAME / NUMBA_CPU_FEATURES override), which has
-    AVX-512: only then is the 256-bit default, and so the contrast, known."""
+    AVX-512: only there can the attribute's effect show in the machine code."""
     if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
         return False
     return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
@@ -57,11 +56,13 @@ def _compiles_for_this_avx512_host() -> bool:
     not _compiles_for_this_avx512_host(),
     reason="numba does not compile for this host's AVX-512 (no AVX-512, or a CPU override)",
 )
-def test_on_an_avx512_host_only_the_tagged_loop_uses_512_bit_registers():
+def test_on_an_avx512_host_the_tagged_loop_uses_512_bit_registers():
+    """What fastdyn controls: the tagged loop gets 512-bit registers. Whether LLVM also picks
+    them for an untagged loop is its own heuristic (it differs between AVX-512 hosts), so the
+    untagged loop is not asserted on; the IR test above shows the attribute is the tagged
+    function's only."""
     _, asm_wide = _compiled(_axpy_wide)
-    _, asm_plain = _compiled(_axpy_plain)
     assert "zmm" in asm_wide
-    assert "zmm" not in asm_plain
 
 
 @pytest.mark.parametrize(
