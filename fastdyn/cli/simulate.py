@@ -99,6 +99,8 @@ def command(
     if threads is not None:
         set_threads(threads)
     stem = Path(path).stem if path else "fastdyn"
+    if output is not None and output.endswith("/"):  # Path() would drop the slash: a file "new"
+        raise UserError(f"--output {output}: names a directory; give a file name")
     out = Path(output) if output else Path("results") / f"{stem}.h5"
     _check_output(out, overwrite)
     from ..drive.checkpoint import StopSignals
@@ -130,8 +132,13 @@ def _progress(ctx: click.Context, quiet: bool, every: str | None) -> bool | floa
 
 
 def _check_output(out: Path, overwrite: bool) -> None:
-    if out.exists() and out.is_dir():
+    from ..h5.lock import non_regular_kind
+
+    kind = non_regular_kind(out)  # never replaced, with or without --overwrite
+    if kind == "a directory":
         raise UserError(f"--output {out}: is a directory; give a file name")
+    if kind is not None:
+        raise UserError(f"--output {out}: is {kind}, not a regular file; give a file path")
     if out.exists() and not overwrite:
         raise UserError(f"--output {out}: exists; pass --overwrite to replace it")
     parent = out.parent if str(out.parent) else Path(".")

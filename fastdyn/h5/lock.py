@@ -37,6 +37,40 @@ class WriterBusy(BlockingIOError):
     """Another live process writes this output (message: one line naming its pid and host)."""
 
 
+class NotRegularFile(ValueError):
+    """The output path names something other than a regular file (a device, a FIFO, a socket,
+    a directory): a writer never replaces it (message: one line naming the path and its kind)."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def non_regular_kind(path: str | os.PathLike) -> str | None:
+    """What ``path`` (followed through links) is when it exists and is not a regular file, e.g.
+    "a character device" for ``/dev/null``; None for a regular file or a missing path."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
+
+
+def refuse_non_regular(path: str | os.PathLike) -> None:
+    """Raise :class:`NotRegularFile` unless ``path`` is a regular file or missing: an output
+    written over ``/dev/null`` or a FIFO would replace the node itself (as root: the host's)."""
+    kind = non_regular_kind(path)
+    if kind is not None:
+        raise NotRegularFile(f"{path}: is {kind}, not a regular file; give a file path")
+
+
 def lock_path(path: str | os.PathLike) -> Path:
     """The lock file of output ``path``: ``.NAME.lock`` beside the file ``path`` resolves to."""
     p = Path(os.path.realpath(path))

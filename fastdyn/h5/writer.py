@@ -45,7 +45,7 @@ from .._version import __version__
 from . import layout, undo
 from .compact import compact
 from .failstop import ignore_sigxfsz, open_failstop
-from .lock import WriterLock, inode_key
+from .lock import WriterLock, inode_key, refuse_non_regular
 from .superblock import clear_open_flags, lookup3  # noqa: F401  (re-exported)
 from .torn import repair_torn
 
@@ -256,6 +256,7 @@ class RunWriter:
         descriptions: dict[str, tuple[str, str]] | None = None,
     ):
         self.path = Path(path)
+        refuse_non_regular(self.path)  # before the lock file: never beside or over a device node
         self._descriptions = dict(descriptions or {})
         self.t_start = _time.time()
         self.t_resumed = 0.0
