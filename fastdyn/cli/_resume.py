@@ -50,6 +50,10 @@ def _stored(file: Path) -> tuple[str, str, dict, bool]:
             check_identity(a, file)
         except ValueError as e:
             raise FileFormatError(str(e)) from None
+        if "identity_crc32" not in a:  # both it and the attribute listing it are gone
+            raise FileFormatError(
+                f"{file}: no identity checksum (root attribute identity_crc32): its rows cannot be shown to come from its config, so it is not resumed; run the config again"
+            )
         status, model, text = get("status"), get("model"), get("config")
         try:
             config = tomllib.loads(text)

@@ -55,3 +55,22 @@ def test_a_deleted_identity_checksum_is_refused(msfr_reference, tmp_path):
                 f.attrs["seed"] = int(f.attrs["seed"]) + 1
         for args in (["-q", "simulate", "--resume", str(p)], ["inspect", str(p)]):
             _one_line_exit_2(CliRunner().invoke(main, args), "identity_crc32 is missing")
+
+
+def test_a_file_stripped_of_all_identity_evidence_is_not_resumed(msfr_reference, tmp_path):
+    """Both ``identity_crc32`` and ``checksums`` deleted and the config edited: without either
+    there is no evidence that the rows came from the stored config, so ``--resume`` refuses (it
+    used to finish "complete" with rows of two configs); reading the file still works."""
+    ref_path, _ = msfr_reference
+    p = tmp_path / "stripped.h5"
+    p.write_bytes(ref_path.read_bytes())
+    with h5py.File(p, "r+") as f:
+        f.attrs["status"] = "running"  # as a killed file
+        del f.attrs["identity_crc32"], f.attrs["checksums"]
+        f.attrs["config"] = f.attrs["config"].replace("seed = 0", "seed = 1", 1)
+    before = p.read_bytes()
+    _one_line_exit_2(
+        CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)]),
+        "no identity checksum (root attribute identity_crc32)",
+    )
+    assert p.read_bytes() == before
