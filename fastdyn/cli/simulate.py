@@ -131,9 +131,36 @@ def _progress(ctx: click.Context, quiet: bool, every: str | None) -> bool | floa
     return False if quiet or verbosity(ctx) < 0 else seconds
 
 
+#: bytes the writer adds to the output's name for the files it keeps beside it (``.NAME.tmp-PID``)
+_BESIDE_NAME_BYTES = len(".") + len(".tmp-") + 10
+
+
+def _check_name(out: Path) -> None:
+    """The output's name is UTF-8 (it is stored in the file) and leaves room for the names of
+    the files the writer keeps beside it, within the file system's name limit."""
+    try:
+        str(out).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = str(out).encode("utf-8", "backslashreplace").decode()
+        raise UserError(
+            f"--output {shown}: the name is not valid UTF-8; give a UTF-8 name"
+        ) from None
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        limit = os.pathconf(parent if parent.is_dir() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    size = len(os.fsencode(out.name))
+    if size + _BESIDE_NAME_BYTES > limit:
+        raise UserError(
+            f"--output {out.name[:40]}…: the file name is {size} bytes; at most {limit - _BESIDE_NAME_BYTES} (room for the temporary .NAME.tmp-PID beside it)"
+        )
+
+
 def _check_output(out: Path, overwrite: bool) -> None:
     from ..h5.lock import non_regular_kind
 
+    _check_name(out)
     kind = non_regular_kind(out)  # never replaced, with or without --overwrite
     if kind == "a directory":
         raise UserError(f"--output {out}: is a directory; give a file name")

@@ -85,3 +85,17 @@ def test_a_trailing_slash_is_a_directory_name_not_a_file(tmp_path):
     res = CliRunner().invoke(main, ["simulate", *SMALL, "-o", f"{tmp_path}/new/"])
     assert res.exit_code == 2 and "names a directory; give a file name" in res.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_that_is_not_utf8_is_one_line(tmp_path):
+    name = os.fsdecode(b"a\xff.h5")
+    res = CliRunner().invoke(main, ["simulate", *SMALL, "-o", str(tmp_path / name)])
+    assert res.exit_code == 2 and "the name is not valid UTF-8" in res.output, res.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_too_long_for_the_files_beside_it_is_one_line(tmp_path):
+    res = CliRunner().invoke(main, ["simulate", *SMALL, "-o", str(tmp_path / ("x" * 250 + ".h5"))])
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and "the file name is 253 bytes" in lines[0]
+    assert list(tmp_path.iterdir()) == []
