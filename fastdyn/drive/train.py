@@ -43,7 +43,8 @@ FIRST_BLOCK = 1
 
 class DivergedError(FloatingPointError):
     """Training produced a non-finite or exploding loss or gradient (message: ``diverged at step
-    k: …``, naming the learning rate against the estimated stability bound 2/λ_max)."""
+    k: …``, naming the learning rate against the estimated stability bound 2/λ_max, or at step 0
+    the initial weights' scale)."""
 
     def __init__(
         self,
@@ -52,10 +53,13 @@ class DivergedError(FloatingPointError):
         lr: float,
         lam_max: float | None = None,
         at: int | None = None,
+        initial: bool = False,
     ) -> None:
         self.step = step
         self.lam_max = lam_max
-        if lam_max is not None and np.isfinite(lam_max) and lam_max > 0:
+        if initial:  # no step taken yet: the learning rate played no part
+            why = "that is the loss of the initial weights, before any step: they are too large — lower init.scale"
+        elif lam_max is not None and np.isfinite(lam_max) and lam_max > 0:
             bound = 2.0 / lam_max
             if lr > bound:
                 why = (f"optim.lr = {lr:g} is above the stability bound 2/λ_max ≈ {bound:.3g} (λ_max ≈ {lam_max:.3g}, "
@@ -196,6 +200,8 @@ def train(
     good = {"step": first_step, "theta": theta.copy(), "ref": explode_ref}
 
     def diverged(step: int, value: float) -> DivergedError:
+        if step == 0:
+            return DivergedError(step, value, optimizer.lr, initial=True)
         lam = hessian_lambda_max(model, prep, good["theta"])
         return DivergedError(
             step, value, optimizer.lr, abs(lam) if np.isfinite(lam) else None, good["step"]

@@ -163,9 +163,14 @@ def prepare(s: ICLSettings, data: icl_data.ICLData | None = None, device: str = 
     elif s.init.match == "attn-m":
         theta = matched_init(s, model)
     else:
-        theta = model.init(
-            s.init.scheme, s.init.scale, s.seed if s.init.seed is None else s.init.seed
-        )
+        with np.errstate(over="ignore"):  # an overflow is reported below, in one line
+            theta = model.init(
+                s.init.scheme, s.init.scale, s.seed if s.init.seed is None else s.init.seed
+            )
+        if not np.isfinite(theta).all():
+            raise ConfigError(
+                f"init.scale: {s.init.scale:g} makes the initial weights overflow to inf; lower init.scale"
+            )
     return Prepared(model, prep, tests, eigvals, eigvecs, theta, data)
 
 

@@ -123,3 +123,30 @@ def test_the_largest_init_is_not_a_divergence(tmp_path):
     assert r.status == "complete" and np.all(np.isfinite(loss))
     # the start is far above the f = 0 loss (f_s(0) ≈ σ0² ψ_s ≫ Λ_s), and gradient flow only lowers it
     assert loss[0] > 1e6 * loss[-1] and np.all(np.diff(loss) <= 1e-12 * loss[0])
+
+
+_SMALL_ATTN_M = ["--set", "model=attn-m", "--set", "data.P=200", "--set", "schedule.epochs=40"]
+
+
+def test_an_init_scale_whose_weights_overflow_is_one_line_naming_it(tmp_path):
+    """init.scale = 1e308: the initial draw overflows to inf; the learning rate is not to blame."""
+    p = tmp_path / "a.h5"
+    res = CliRunner().invoke(
+        main, ["simulate", *_SMALL_ATTN_M, "--set", "init.scale=1e308", "-o", str(p)]
+    )
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "init.scale: 1e+308 makes the initial weights overflow" in lines[0]
+    assert not p.exists()
+
+
+def test_a_non_finite_loss_before_any_step_names_init_scale_not_the_learning_rate(tmp_path):
+    """init.scale = 1e150: finite weights whose loss (a polynomial of degree 4 in them for
+    attn-m) overflows at step 0, before the learning rate has acted."""
+    p = tmp_path / "a.h5"
+    res = CliRunner().invoke(
+        main, ["simulate", *_SMALL_ATTN_M, "--set", "init.scale=1e150", "-o", str(p)]
+    )
+    assert res.exit_code == 1, res.output
+    line = res.output.strip().splitlines()[-1]
+    assert "diverged at step 0" in line and "lower init.scale" in line and "optim.lr" not in line
