@@ -274,30 +274,28 @@ class MsfrConfig(Section):
                 f"task.x_dist: {self.task.x_dist!r} is not modelled by model = 'msfr' (its expected dynamics use Rademacher tokens, E x⁴ = 1; Gaussian tokens move the fixed point at O(1/ψ)); use 'rademacher', or model = 'msfr-attn' to train on Gaussian sequences"
             )
         common.check_computes(self)
-        grid = _grid_bytes(self)
-        if grid > _bytes_needed(self) / 2:  # the closed form's per-block partials dominate
-            check_memory(
-                _bytes_needed(self), "time.n_times",
-                f"{self.time.n_grid} output times × {self.output.chunk_tasks} tasks per chunk (the closed form's per-block partial sums)",
-                "lower time.n_times or output.chunk_tasks",
-            )  # fmt: skip
-        check_memory(
-            _bytes_needed(self), "task.model_size",
-            f"D = {self.task.d} represented tasks (state, tables, checkpoint)",
-            "lower task.model_size or task.n_tasks",
-        )  # fmt: skip
+        need = _bytes_needed(self)
+        _, field, what, fix = max(_memory_terms(self))  # the term that dominates names the field
+        check_memory(need, field, what, fix)
         common.check_track(self)
 
 
 def _bytes_needed(cfg: MsfrConfig) -> float:
-    """Rough peak memory of a run: per represented task 28 float64 (the integrator state, 65 bytes,
-    is allocated up front and touched as the first pass reaches each chunk; the cached task table,
-    64 bytes; checkpoint and kernel temporaries) — measured 120–145 bytes per task for dopri5 and
-    rk4 at 2–4 million tasks; theory-only runs keep no state and cache the tables only up to 1 GiB
-    (one chunk otherwise); per block of 1024 tasks the normaliser, counts and tail sums (64 bytes);
-    the output grid and its closed form (≈ 4 float64 per time per tracked series), and the
-    closed form's per-block partial sums over the whole grid (:func:`_grid_bytes`); the process
-    itself (Python, numba, h5py: 256 MiB)."""
+    """Rough peak memory of a run: the terms of :func:`_memory_terms`, plus per block of 1024
+    tasks the normaliser, counts and tail sums (64 bytes) and the process itself (Python, numba,
+    h5py: 256 MiB)."""
+    blocks = 64.0 * cfg.task.n_tasks / 1024
+    return sum(t[0] for t in _memory_terms(cfg)) + blocks + 256 * 2**20
+
+
+def _memory_terms(cfg: MsfrConfig) -> list[tuple[float, str, str, str]]:
+    """(bytes, field, what, how to lower it) of each part of a run's memory that a config field
+    scales: per represented task 28 float64 (the integrator state, 65 bytes, is allocated up
+    front and touched as the first pass reaches each chunk; the cached task table, 64 bytes;
+    checkpoint and kernel temporaries) — measured 120–145 bytes per task for dopri5 and rk4 at
+    2–4 million tasks; theory-only runs keep no state and cache the tables only up to 1 GiB (one
+    chunk otherwise); the output grid and its closed form (≈ 4 float64 per time per tracked
+    series); the closed form's per-block partial sums over the whole grid (:func:`_grid_bytes`)."""
     n_times = cfg.time.n_grid
     d = cfg.task.d
     per_task = (
@@ -305,9 +303,17 @@ def _bytes_needed(cfg: MsfrConfig) -> float:
         if cfg.solver.integrator != "none"
         else min(64.0 * d, 2.0**30) + 64.0 * min(d, cfg.output.chunk_tasks)
     )
-    blocks = 64.0 * cfg.task.n_tasks / 1024
-    grid = 8.0 * 8 * n_times * (4 + max(len(cfg.output.track), 8))
-    return per_task + blocks + grid + _grid_bytes(cfg) + 256 * 2**20
+    n_series = 4 + max(len(cfg.output.track), 8)
+    return [
+        (per_task, "task.model_size", f"D = {d} represented tasks (state, tables, checkpoint)",
+         "lower task.model_size or task.n_tasks"),
+        (8.0 * 8 * n_times * n_series, "output.track",
+         f"{n_times} output times × {len(cfg.output.track)} tracked tasks (the saved series and their closed form)",
+         "lower time.n_times or track fewer tasks"),
+        (_grid_bytes(cfg), "time.n_times",
+         f"{n_times} output times × {cfg.output.chunk_tasks} tasks per chunk (the closed form's per-block partial sums)",
+         "lower time.n_times or output.chunk_tasks"),
+    ]  # fmt: skip
 
 
 def _grid_bytes(cfg: MsfrConfig) -> float:

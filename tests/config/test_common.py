@@ -77,3 +77,21 @@ def test_a_model_keeps_its_own_section_defaults_from_a_config_file():
     cfg = from_dict({"model": "msfr-attn"})
     assert (cfg.task.n_tasks, cfg.task.n_samples) == (1000, 10_000.0)
     assert cfg == MsfrAttnConfig()
+
+
+@pytest.mark.parametrize(
+    ("sets", "field"),
+    [
+        # 10^7 output times × 60 tracked tasks: 64 · 10^7 · 64 B ≈ 38 GiB of saved series
+        (["time.n_times=10000000", "theory.level='none'", f"output.track={list(range(1, 61))}"],
+         "output.track"),
+        # 10^9 represented tasks: 224 GB of state; 2 output times
+        (["task.n_tasks=1000000000", "time.n_times=2", "theory.level='none'"], "task.model_size"),
+    ],
+)  # fmt: skip
+def test_the_memory_refusal_names_the_field_that_dominates(monkeypatch, sets, field):
+    """The run's estimated memory is refused naming the field of its largest part: the saved
+    series (n_times × tracked tasks) used to be blamed on task.model_size."""
+    monkeypatch.setenv("FASTDYN_MEMORY_LIMIT", "4GiB")
+    with pytest.raises(ConfigError, match=rf"^{field}: .*FASTDYN_MEMORY_LIMIT = 4GiB"):
+        load_config(None, sets)
