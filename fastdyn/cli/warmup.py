@@ -41,15 +41,19 @@ def _preset_model(name: str) -> str:
 
 def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]:
     """(label, preset, --set overrides) of every warm-up run, restricted to ``models`` if given:
-    every shipped preset, then each model's ``warmup_variants``, each shrunk by its model's
-    ``warmup_sizes`` (a preset of a model that declares none raises)."""
+    every shipped preset, a model no preset names (an installed plug-in) at its own defaults,
+    then each model's ``warmup_variants``, each shrunk by its model's ``warmup_sizes`` (a preset
+    of a model that declares none raises; a plug-in without them is warmed at its defaults)."""
     from ..config import presets
     from ..models.registry import get_model, model_names
 
     out = []
     for name in presets.names():
         out.append((name, name, (), _preset_model(name)))
+    with_preset = {model for *_, model in out}
     for model in model_names():
+        if model not in with_preset:  # a plug-in: its own defaults
+            out.append((f"{model} defaults", "", (f'model="{model}"',), model))
         out += [
             (label, name, sets, model) for label, name, sets in get_model(model).warmup_variants
         ]
@@ -58,7 +62,7 @@ def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]
         if models and model not in models:
             continue
         tiny = get_model(model).warmup_sizes
-        if not tiny:
+        if not tiny and name:
             raise KeyError(f"model {model!r} declares no warmup_sizes (preset {name})")
         if "data.n_test=0" in sets or any(s.startswith("data.P") for s in sets):
             tiny = tuple(s for s in tiny if not s.startswith("data.P"))
@@ -97,9 +101,9 @@ def _writable_dir(d: Path) -> str | None:
 @guarded
 def command(ctx, cache_dir, models, threads, as_list) -> None:
     """Compile every kernel into a cache directory, so later runs start warm (docs/hpc.md)."""
-    from ..models.registry import get_model, model_names
+    from ..models.registry import model_names
 
-    known = [m for m in model_names() if get_model(m).warmup_sizes]
+    known = list(model_names())
     bad = [m for m in models if m not in known]
     if bad:
         raise UserError(f"--model: unknown model {bad[0]!r}; models: {', '.join(known)}")
@@ -107,7 +111,8 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
     if as_list:
         for label, name, sets in runs:
             click.echo(
-                f"{label}: fastdyn simulate {name} " + " ".join(f"--set '{s}'" for s in sets)
+                f"{label}: fastdyn simulate {name + ' ' if name else ''}"
+                + " ".join(f"--set '{s}'" for s in sets)
             )
         return
     if cache_dir is None:
@@ -146,7 +151,7 @@ def _child(argv: list[str]) -> int:
         for i, (label, name, sets) in enumerate(runs, 1):
             t1 = time.perf_counter()
             out = str(Path(tmp) / f"run{i}.h5")
-            todo = [["simulate", name, "-o", out, "--quiet", *threads]]
+            todo = [["simulate", *([name] if name else []), "-o", out, "--quiet", *threads]]
             todo[0] += [a for s in sets for a in ("--set", s)]
             if label == "quickstart":  # `fastdyn fit`'s bootstrap kernels: serial, then parallel
                 for n_boot in ("20", "50000"):

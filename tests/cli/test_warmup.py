@@ -70,21 +70,41 @@ def test_tiny_sizes_for_every_shipped_model():
     assert all(registry.get_model(m).warmup_sizes for m in shipped_models())
 
 
+def _config(name, sets):
+    """A planned run's config: a preset's, or (no preset: a plug-in's run) the defaults."""
+    return load_config(presets.resolve(name) if name else None, sets)
+
+
 def test_plan_runs_every_preset_and_every_model():
     runs = warmup.plan()
-    assert {name for _, name, _ in runs} == set(presets.names())
+    assert {name for _, name, _ in runs} - {""} == set(presets.names())
     assert {label for label, _, _ in runs} >= set(presets.names())  # each preset as shipped
-    models = {load_config(presets.resolve(name), sets).model for _, name, sets in runs}
-    assert models == set(shipped_models())
+    models = {_config(name, sets).model for _, name, sets in runs}
+    assert models == set(registry.model_names())  # the installed plug-ins too
+
+
+def test_an_installed_plug_in_is_warmed_at_its_defaults_and_listed():
+    """examples/logistic (installed by the test command) has no preset: it is warmed at its
+    own defaults, shrunk by its warmup_sizes, and --list shows that run."""
+    assert "logistic" not in shipped_models()
+    (run,) = [r for r in warmup.plan(("logistic",))]
+    assert run[0] == "logistic defaults" and run[1] == ""
+    assert _config(run[1], run[2]).task.n_tasks == 2000
+    r = CliRunner().invoke(main, ["warmup", "--list", "--model", "logistic"])
+    assert r.exit_code == 0, r.output
+    assert r.output.strip() == (
+        "logistic defaults: fastdyn simulate --set 'task.n_tasks=2000' "
+        "--set 'time.n_times=8' --set 'model=\"logistic\"'"
+    )
 
 
 def test_plan_configs_are_valid_and_restricted_by_model():
     """Every planned run's config loads (a variant that no longer validates fails here, not in a
     user's warm-up); --model keeps exactly the runs of that model."""
     for _, name, sets in warmup.plan():
-        load_config(presets.resolve(name), sets)
+        _config(name, sets)
     only = warmup.plan(("msfr-h",))
-    assert only and all(load_config(presets.resolve(n), s).model == "msfr-h" for _, n, s in only)
+    assert only and all(_config(n, s).model == "msfr-h" for _, n, s in only)
 
 
 def test_list_prints_one_line_per_run(tmp_path):
