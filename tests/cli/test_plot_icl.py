@@ -206,3 +206,35 @@ def test_fit_of_an_icl_run_warns_that_its_losses_are_not_a_power_law(tmp_path):
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["fit", str(m)])
     assert r.exit_code == 0 and "plateaus and drops" not in r.output, r.output
+
+
+def test_equal_levels_are_one_labelled_shared_line_and_the_legend_hides_no_data(tmp_path):
+    """Two ATTN_M runs with the same L* (and their own train-set minima): L* is drawn once,
+    labelled as shared by both; the legend lies outside the axes (no overlap of their boxes),
+    in both styles."""
+    t = np.geomspace(0.02, 12.0, 80)
+    runs = []
+    for n, tm in (("a", 0.125), ("b", 0.126)):
+        path = make_run(
+            tmp_path / f"{n}.h5", t, {"loss/train": tm + 0.8 / (1 + (t / 2.2) ** 8)},
+            model="attn-m", config={"model": "attn-m", "data": {"D": 4, "N": 31}},
+            static={"theory/L_star": np.array([0.136]), "theory/train_minimum": np.array([tm])},
+        )  # fmt: skip
+        runs.append(fastdyn.load(path))
+    for style in ("default", "paper"):
+        fig = plot.plot_loss(runs, tmp_path / f"{style}.png", style=style)
+        ax = fig.axes[0]
+        star = [ln for ln in ax.get_lines() if ln.get_gid() == "theory/L_star"]
+        assert (
+            len(star) == 1
+            and star[0].get_label() == "a and b: L* (global minimum, population) (shared)"
+        )
+        own = [
+            ln.get_label()
+            for ln in ax.get_lines()
+            if str(ln.get_gid()).startswith("theory/train_minimum")
+        ]
+        assert len(own) == 2 and all("shared" not in lb for lb in own), own
+        leg = ax.get_legend() or fig.legends[0]
+        fig.canvas.draw()
+        assert not leg.get_window_extent().overlaps(ax.get_window_extent()), style
