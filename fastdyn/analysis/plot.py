@@ -115,31 +115,52 @@ def _styled(fn):
     return wrapper
 
 
-def _levels(ax, run: Run, color: str, name: str) -> None:
-    """The model's reference levels (``loss_levels``): plateau losses dotted, L* dash-dotted, a
-    level the file describes (its ``long_name``, e.g. a finite train set's own minimum) dashed and
-    labelled by it, in the run's colour; a plateau equal to L* is drawn once, as L*."""
+def _level_lines(run: Run) -> list[tuple[float, str, str, str | None]]:
+    """The model's reference levels (``loss_levels``) as lines ``(value, kind, style, gid)``:
+    plateau losses dotted (kind "plateaus L(M_m), m = 0..D"), L* dash-dotted, a level the file
+    describes (its ``long_name``, e.g. a finite train set's own minimum) dashed; a plateau equal
+    to L* is drawn once, as L*."""
     levels = loss_levels(run)
     stars = [v for n, vals in levels if n.endswith("L_star") for v in vals]
+    out = []
     for n, vals in levels:
         star = n.endswith("L_star")
         described = None if star or vals.size != 1 else level_label(run, n)
-        first = True
         for m, v in enumerate(vals):
             if not (math.isfinite(v) and v > 0):
                 continue
             if not star and any(abs(v - s) <= 1e-9 * abs(s) for s in stars):
                 continue
             if star:
-                lab, ls = f"{name}: L* (global minimum, population)", "-."
+                out.append((float(v), "L* (global minimum, population)", "-.", n))
             elif described:
-                lab, ls = f"{name}: {described}", "--"
+                out.append((float(v), described, "--", n))
             else:
-                lab = f"{name}: plateaus L(M_m), m = 0..{vals.size - 1}" if first else None
-                ls = ":"
-            ln = ax.axhline(v, color=color, lw=0.8, ls=ls, label=lab)
-            ln.set_gid(n if star or described else f"{n}[{m}]")
-            first = False
+                out.append((float(v), f"plateaus L(M_m), m = 0..{vals.size - 1}", ":", f"{n}[{m}]"))
+    return out
+
+
+def _levels(ax, runs: Sequence[Run], colors: Sequence[str], names: Sequence[str]) -> None:
+    """Each run's reference levels (:func:`_level_lines`) in its colour, one legend entry per
+    kind; a level of the same kind and value in several runs (two runs with the same L*) is
+    drawn once, in grey, labelled with the runs that share it."""
+    lines: dict[tuple[str, float], list[tuple[int, str, str | None]]] = {}
+    for i, run in enumerate(runs):
+        for v, kind, ls, gid in _level_lines(run):
+            key = next((k for k in lines if k[0] == kind and abs(k[1] - v) <= 1e-9 * v), (kind, v))
+            lines.setdefault(key, []).append((i, ls, gid))
+    labelled: set[tuple[str, ...]] = set()
+    for (kind, v), users in lines.items():
+        who = tuple(dict.fromkeys(names[i] for i, _, _ in users))
+        shared = len(who) > 1
+        tag = (kind, *who)
+        lab = None
+        if tag not in labelled:
+            lab = f"{' and '.join(who)}: {kind}" + (" (shared)" if shared else "")
+            labelled.add(tag)
+        i, ls, gid = users[0]
+        ln = ax.axhline(v, color="0.35" if shared else colors[i], lw=0.8, ls=ls, label=lab)
+        ln.set_gid(gid)
 
 
 def _residuals(bx, t: np.ndarray, y: np.ndarray, th: np.ndarray, color: str) -> bool:
@@ -207,6 +228,7 @@ def plot_loss(
         bx = None
     one = len(set(used)) == 1
     theory = left_out = False
+    level_runs: list[tuple[Run, str, str]] = []
     for i, (run, name, s) in enumerate(zip(runs, names, used, strict=True)):
         color = f"C{i % 10}"
         name = name if one else f"{name} ({series_name(s)})"
@@ -233,8 +255,10 @@ def plot_loss(
             theory = True
             if bx is not None and s in run:
                 left_out |= _residuals(bx, t, run[s], run[th], color)
-        if s.startswith("loss/"):
-            _levels(ax, run, color, name)
+        if s.startswith("loss/") and _level_lines(run):
+            level_runs.append((run, color, name))
+    if level_runs:
+        _levels(ax, *zip(*level_runs, strict=True))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylabel(y_label(used[0]) if one else "loss (dimensionless)")
@@ -256,7 +280,8 @@ def plot_loss(
         ax.set_title(title or default)
     if bx is not None:
         fig.align_ylabels([ax, bx])
-    _finish(fig, [ax] if bx is None else [ax, bx], out)
+    side = None if not level_runs else "below" if style == "paper" else "right"
+    _finish(fig, [ax] if bx is None else [ax, bx], out, outside=side)
     return fig
 
 
@@ -300,15 +325,38 @@ def _theory_line(ax, fit, theory_p: float, window: tuple[float, float], label: s
     ax.plot(xs, yc * (xs / xc) ** (-theory_p), "--", lw=1.2, label=label, **kw)
 
 
-def _finish(fig, ax_list, out) -> None:
+def _finish(fig, ax_list, out, outside: str | None = None) -> None:
+    """Ticks, grid and legends, then save. ``outside`` "right" or "below": the first axes'
+    legend goes outside the axes there, the figure grown by its size, so that it hides no data
+    (reference levels span the whole width: no corner of a loss plot is free of them); "below"
+    keeps the width (paper style: one journal column)."""
     plt = _mpl()
-    for ax in ax_list:
+    rect = (0.0, 0.0, 1.0, 1.0)
+    for k, ax in enumerate(ax_list):
         if ax.get_yscale() == "log":
             _tidy_log_y(ax)
         ax.grid(True, which="major", alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
+        if not ax.get_legend_handles_labels()[0]:
+            continue
+        if outside and k == 0:
+            w, h = fig.get_size_inches()
+            if outside == "right":
+                leg = ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+                fig.canvas.draw()
+                fig.set_size_inches(w + leg.get_window_extent().width / fig.dpi + 0.1, h)
+            else:
+                import textwrap
+
+                hs, labs = ax.get_legend_handles_labels()
+                labs = ["\n".join(textwrap.wrap(lb, 60)) for lb in labs]  # within the column
+                leg = fig.legend(hs, labs, loc="lower center", ncol=1)
+                fig.canvas.draw()
+                lh = leg.get_window_extent().height / fig.dpi + 0.05
+                fig.set_size_inches(w, h + lh)
+                rect = (0.0, lh / (h + lh), 1.0, 1.0)
+        else:
             ax.legend()
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     fig.savefig(out)
     plt.close(fig)
 

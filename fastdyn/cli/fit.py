@@ -176,23 +176,47 @@ def _time_report(run: Any, y: str, win: Any, default_window: bool, **kw: Any) ->
         raise
 
 
+def _level_text(lv: dict[str, Any], tol: float) -> str:
+    """How the curve meets one reference level: its plateau there, else where it crosses it."""
+    if lv["span"] is not None:
+        off = round(100 * (lv["plateau"] / lv["value"] - 1), 1) + 0.0  # (+ 0.0: no "-0.0")
+        return (f"plateau for t in [{_fmt(lv['span'][0])}, {_fmt(lv['span'][1])}] at "
+                f"L = {lv['plateau']:.5f} ({off:+.1f} %)")  # fmt: skip
+    if lv["crossed"] is not None:
+        slope = "" if lv["slope"] is None else f", |dlnL/dlnt| ≥ {lv['slope']:.2g} within {tol:.0%}"
+        return f"no plateau: crossed at t = {_fmt(lv['crossed'])}{slope}"
+    return f"no plateau: closest |L/ℓ-1| = {lv['closest']:.1e} at t = {_fmt(lv['t_closest'])}"
+
+
 def _describe_levels(d: dict[str, Any], echo) -> None:
     echo(f"{d['label']}: {d['y']} vs time: plateaus and drops (the model's reference levels; "
          "a power law does not describe them: give --window to fit one anyway)")  # fmt: skip
-    w = max(len(lv["name"]) for lv in d["levels"])
-    echo(f"  {'level':<{w}s}  {'value':>10s}  {'closest |L/ℓ-1|':<24s}  on the level "
-         f"(within {d['tol']:.0%})")  # fmt: skip
-    for lv in d["levels"]:
-        on = (
-            "never"
-            if lv["span"] is None
-            else f"t in [{_fmt(lv['span'][0])}, {_fmt(lv['span'][1])}]"
-        )
-        close = f"{lv['closest']:.1e} at t = {_fmt(lv['t_closest'])}"
-        echo(f"  {lv['name']:<{w}s}  {lv['value']:>10.5f}  {close:<24s}  {on}")
+    on = {lv["name"] for lv in d["levels"]}
+    rows = [(lv["value"], lv["name"], _level_text(lv, d["tol"])) for lv in d["levels"]]
+    rows += [(p["L"], p["name"], f"plateau for t in [{_fmt(p['span'][0])}, {_fmt(p['span'][1])}]"
+              " (no reference level)") for p in d["plateaus"] if p["name"] not in on]  # fmt: skip
+    rows.sort(key=lambda r: -r[0])
+    w = max(len("level"), *(len(n) for _, n, _ in rows))
+    from ..analysis.plateaus import FLAT, MIN_DWELL
+
+    echo(f"  {'level':<{w}s}  {'value':>10s}  the curve there (a plateau: |dlnL/dlnt| ≤ {FLAT:g} "
+         f"for ≥ {math.expm1(MIN_DWELL):.0%} of its time)")  # fmt: skip
+    for v, n, text in rows:
+        echo(f"  {n:<{w}s}  {v:>10.5f}  {text}")
     if d["drops"]:
         echo("  drops      " + "; ".join(f"{x['from']} → {x['to']} at t = {_fmt(x['t'])}" + _predicted(x)
                                          for x in d["drops"]))  # fmt: skip
+    elif not d["falling"]:
+        n = len(d["plateaus"])
+        why = "no plateau" if n == 0 else "one plateau" if n == 1 else "no fall between plateaus"
+        echo(f"  drops      none ({why})")
+    f = d["falling"]
+    if f:
+        echo(f"  falling    after {f['from']}: steepest at t = {_fmt(f['t_steepest'])}, still "
+             f"falling at the last time (L = {f['L_end']:.5f} at t = {_fmt(f['t_end'])}; no "
+             "lower plateau)")  # fmt: skip
+    if d.get("theory_note"):
+        echo(f"  note       {d['theory_note']}")
 
 
 def _describe_none(d: dict[str, Any], echo) -> None:

@@ -245,16 +245,18 @@ def context_theory(s: Any, p: Prepared, lengths: np.ndarray) -> dict[str, np.nda
     }
 
 
-def eq21_theory(s: Any, p: Prepared, times: np.ndarray) -> tuple[np.ndarray | None, dict]:
+def eq21_theory(
+    s: Any, p: Prepared, times: np.ndarray
+) -> tuple[np.ndarray | None, dict, np.ndarray | None]:
     """Eq. 21 beside a rank-one ATTN_S population run (last-token loss), from its initial heads
     (:func:`fastdyn.models.attn_s.theory.eq21_chain`): the series ``theory/eq21/Gamma_eig``
     (save × D, e_dᵀΓe_d = κv³ in the columns of ``/params/Gamma_eig``) and the statics
     ``theory/eq21/plateau_duration``, ``drop_time`` (half-rise times), ``v0`` and ``head`` (D,;
-    0-based head index).
-    (None, {}) for any other run."""
+    0-based head index), and the directions (D,) where the chain does not hold (``shared``, in
+    the same columns). (None, {}, None) for any other run."""
     model = p.model
     if not (model.name == "attn-s" and model.R == 1 and s.data.population and model.loss == "last"):
-        return None, {}
+        return None, {}, None
     from .attn_s import theory as ts
 
     order = np.argsort(p.eigvals)[::-1]  # the chain runs in decreasing-eigenvalue order
@@ -266,16 +268,17 @@ def eq21_theory(s: Any, p: Prepared, times: np.ndarray) -> tuple[np.ndarray | No
     names = {"duration": "plateau_duration", "drop": "drop_time", "v0": "v0", "head": "head"}
     static = {f"theory/eq21/{nm}": np.asarray(ch[k])[back] for k, nm in names.items()}
     static["theory/eq21/head"] = static["theory/eq21/head"].astype(np.int64)
-    return pred[:, back], static
+    return pred[:, back], static, np.asarray(ch["shared"])[back]
 
 
-def _eq21_note(pred: np.ndarray | None, static: dict) -> dict[str, str]:
-    """A root ``note`` naming the directions where the Eq. 21 chain does not apply: its head had
-    passed half-rise before its plateau began (zero duration: heads learning directions
-    together), or the curve has no small-weight past (NaN before t_s)."""
+def _eq21_note(pred: np.ndarray | None, static: dict, shared: np.ndarray | None) -> dict[str, str]:
+    """A root ``note`` naming the directions where the Eq. 21 chain does not apply: heads learned
+    them together (``shared``: a head passed half-rise before its own plateau, during the
+    plateau of the direction then learned), or the curve has no small-weight past (NaN before
+    t_s)."""
     if pred is None:
         return {}
-    bad = (static["theory/eq21/plateau_duration"] == 0) | ~np.all(np.isfinite(pred), axis=0)
+    bad = np.asarray(shared, bool) | ~np.all(np.isfinite(pred), axis=0)
     if not bad.any():
         return {}
     dirs = ", ".join(str(d + 1) for d in np.flatnonzero(bad))
@@ -378,7 +381,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     eq10 = theory.get("eq10_loss")
     if eq10 is not None:
         series["theory/loss/train"] = ()
-    eq21, eq21_static = eq21_theory(s, p, times)
+    eq21, eq21_static, eq21_shared = eq21_theory(s, p, times)
     if eq21 is not None:
         series["theory/eq21/Gamma_eig"] = (D,)
     ctx = context_tests(s, p)
@@ -443,7 +446,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         model=model, prep=p.prep, theta=p.theta, optim=s.optim, batch_size=batch_size(s),
         epochs=s.schedule.epochs, save_steps=steps, time_per_step=2.0 * s.optim.lr, seed=s.seed,
         series=series, observe=observer(model, p.tests, p.eigvecs, ctx, diag), row=row, final=final,
-        static=static, scales=scales, extra_attrs={"n_trained": int(model.n_trained)} | _eq21_note(eq21, eq21_static),
+        static=static, scales=scales, extra_attrs={"n_trained": int(model.n_trained)} | _eq21_note(eq21, eq21_static, eq21_shared),
         dims=dims(model, [*series, *static, *(f"params/final/{k}" for k in model.array_axes)]), axes=AXES, descriptions=described,
         time_units=TIME_UNITS, time_long_name=TIME_LONG_NAME,
         checkpoint_every=s.output.checkpoint_every,

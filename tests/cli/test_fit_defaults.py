@@ -52,27 +52,23 @@ def test_levels_report_finds_each_plateau_and_drop(tmp_path):
     ratio = t[1] / t[0]
     for k, lv in enumerate(d["levels"][:4]):
         # between drops the curve sits on its level: the logistics' tails there are ≤ e^{-ln√3/W} ≈ 1e-12
-        assert lv["closest"] < 1e-9, lv
-        # within 2 % of ℓ_k while the drops' excess stays ≤ 0.02 ℓ_k: by hand, the logistic
-        # 1/(1 + e^{-z}) equals q = 0.02 ℓ_k/(ℓ_k − ℓ_{k+1}) at z = ln(q/(1 − q))
+        assert lv["closest"] < 1e-9 and abs(lv["plateau"] / LEVELS[k] - 1) < 1e-9, lv
+        # the plateau on it lies between the drops' centres (its slope ≤ 0.05 there)
         lo, hi = lv["span"]
-        if k < 3:
-            q = 0.02 * LEVELS[k] / (LEVELS[k] - LEVELS[k + 1])
-            want_hi = CENTRES[k] * np.exp(W * np.log(q / (1 - q)))
-            assert want_hi / ratio <= hi <= want_hi * ratio, (k, hi, want_hi)
-        if k > 0:
-            q = 0.02 * LEVELS[k] / (LEVELS[k - 1] - LEVELS[k])
-            want_lo = CENTRES[k - 1] * np.exp(-W * np.log(q / (1 - q)))
-            assert want_lo / ratio <= lo <= want_lo * ratio, (k, lo, want_lo)
+        assert (k == 0 or CENTRES[k - 1] < lo) and (k == 3 or hi < CENTRES[k]), (k, lv["span"])
     assert d["levels"][4]["span"] is None  # L* = 0.1 is never reached
     assert any("L_star" in w for w in d["warnings"])
-    # drop k: where L first falls below the midpoint of ℓ_k and ℓ_{k+1}: the logistic's centre
+    # drop k: at the midpoint crossing L = √(ℓ_k ℓ_{k+1}): the logistic's fraction
+    # q = (ℓ_k − √(ℓ_k ℓ_{k+1}))/(ℓ_k − ℓ_{k+1}), reached at ln t = ln t_k + W ln(q/(1 − q))
     drops = [(x["from"], x["to"], x["t"]) for x in d["drops"]]
     assert [(a, b) for a, b, _ in drops] == [
         (f"plateaus[{k}]", f"plateaus[{k + 1}]") for k in range(3)
     ]
-    for (_a, _b, td), c in zip(drops, CENTRES, strict=True):
-        assert c <= td <= c * ratio, (td, c)
+    for k, ((_a, _b, td), c) in enumerate(zip(drops, CENTRES, strict=True)):
+        hi_, lo_ = LEVELS[k], LEVELS[k + 1]
+        q = (hi_ - np.sqrt(hi_ * lo_)) / (hi_ - lo_)
+        want = c * np.exp(W * np.log(q / (1 - q)))
+        assert want / ratio <= td <= want * ratio, (td, want)
     # the text names the levels and drops; an explicit window still fits a power law
     res = _fit(str(path))
     assert res.exit_code == 0 and "plateaus and drops" in res.stdout and "drops " in res.stdout

@@ -137,8 +137,15 @@ def eq21_chain(
     next head's v_0 (e.g. Fig. 3, direction 2: v_0 = 0.024 at t_s, against 0.0062 from the init
     alone, which would put the drop at t = 57 instead of the run's 41).
 
-    Returns ``head`` (D,), ``v0`` (D,), ``start`` (D,) = t_s, ``drop`` (D,) = t_½ and
-    ``duration`` (D,) = t_½ − t_s."""
+    The chain does not hold for a direction whose head had passed half-rise before its plateau
+    began (duration 0), nor for the direction(s) being learned while that head rose (two heads
+    grew on them together: with Fig. 3's heads unrotated, the head of direction 2 rises during
+    direction 1's plateau, and direction 1 drops 27 % before its predicted time): both are flagged
+    in ``shared``. A head has risen once its balanced v_0 along a direction not yet learned
+    reaches that direction's half-rise value v½ (κv½³ = ½ κv*³).
+
+    Returns ``head`` (D,), ``v0`` (D,), ``start`` (D,) = t_s, ``drop`` (D,) = t_½,
+    ``duration`` (D,) = t_½ − t_s and ``shared`` (D,) bool."""
     from scipy.integrate import solve_ivp
 
     lam = np.asarray(eigvals, dtype=np.float64)
@@ -147,6 +154,9 @@ def eq21_chain(
     state = {i: np.concatenate([[v[i]], k[i], q[i]]).astype(np.float64) for i in range(len(v))}
     g = kappa * lam * lam
     out = {n: np.zeros(D) for n in ("head", "v0", "start", "drop", "duration")}
+    out["shared"] = np.zeros(D, dtype=bool)
+    v_half = np.array([rank_one_fixed_point(x, trace, N, kappa) for x in lam]) * 0.5 ** (1 / 3)
+    rose: dict[int, int] = {}  # head → the direction during whose plateau it passed half-rise
     t = 0.0
 
     def small(_t, y, g):
@@ -170,6 +180,10 @@ def eq21_chain(
         dur = half_rise_time(cand[i], lam[d], trace, N, kappa)
         out["head"][d], out["v0"][d], out["start"][d], out["duration"][d] = i, cand[i], t, dur
         out["drop"][d] = t + dur
+        if dur == 0.0:  # risen before its plateau: learned together with the one it rose during
+            out["shared"][d] = True
+            if i in rose:
+                out["shared"][rose[i]] = True
         del state[i]
         if np.isfinite(dur) and dur > 0 and d < D - 1:
             for j, y in state.items():
@@ -177,7 +191,12 @@ def eq21_chain(
                     small, (0.0, dur), y, method="DOP853", rtol=1e-10, atol=1e-18, events=big,
                     args=(g.copy(),),
                 )  # fmt: skip
-                state[j] = sol.y[:, -1]
+                state[j] = y = sol.y[:, -1]
+                if j not in rose and any(
+                    balanced_v0(y[0], 0.5 * (y[1 + e] + np.sign(y[0]) * y[1 + D + e])) >= v_half[e]
+                    for e in range(d + 1, D)
+                ):
+                    rose[j] = d
         g = g.copy()
         g[d] = 0.0
         t += dur
