@@ -46,9 +46,21 @@ def _short(key: str) -> str:
             "task.n_samples": "N", "task.strength0": "Λ0", "time.t_max": "t_max"}.get(key, key)  # fmt: skip
 
 
+def _axis_label(key: str) -> str:
+    short = _short(key)
+    return key if short == key else f"{short} ({key})"
+
+
+def _plain():
+    """Tick labels 0, ±1, ±10, … (not 10^0) on the symmetric-log scales."""
+    from matplotlib import ticker
+
+    return ticker.FuncFormatter(lambda v, _: f"{v:g}")
+
+
 def _title(m: LawMap) -> str:
-    return (f"L ∝ t^-p: fit − law in units of the fit's {round(100 * m.ci_level)}% CI "
-            f"half-width (z); the law breaks where |z| > {m.threshold:g}")  # fmt: skip
+    return (f"L ∝ t^-p: z = (fit − law) / half-width of the fit's {round(100 * m.ci_level)}% CI\n"
+            f"the law breaks where |z| > {m.threshold:g}")  # fmt: skip
 
 
 def _cell_text(r: MapRow) -> str:
@@ -94,7 +106,7 @@ def _heatmap(plt, m: LawMap, axes: list[str], out) -> None:
             z[i, j] = np.clip(r.z, -1e300, 1e300)
     vmax = _vmax(m)
     norm = colors.SymLogNorm(linthresh=m.threshold, vmin=-vmax, vmax=vmax, base=10)
-    fig, ax = plt.subplots(figsize=(1.5 + 1.35 * len(xs), 1.4 + 1.05 * len(ys)), dpi=110)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.5 + 1.35 * len(xs)), 1.6 + 1.05 * len(ys)), dpi=110)
     cmap = plt.get_cmap("RdBu_r").copy()
     cmap.set_bad("0.85")
     im = ax.imshow(np.ma.masked_invalid(z), cmap=cmap, norm=norm, origin="lower", aspect="auto")
@@ -108,13 +120,14 @@ def _heatmap(plt, m: LawMap, axes: list[str], out) -> None:
                                        ec="black", ls="--"))  # fmt: skip
     ax.set_xticks(range(len(xs)), [format_value(v) for v in xs])
     ax.set_yticks(range(len(ys)), [format_value(v) for v in ys])
-    ax.set_xlabel(f"{_short(kx)} ({kx})")
-    ax.set_ylabel(f"{_short(ky)} ({ky})")
+    ax.set_xlabel(_axis_label(kx))
+    ax.set_ylabel(_axis_label(ky))
     cb = fig.colorbar(im, ax=ax, shrink=0.9)
     cb.set_label("z = (p_fit − p_law) / CI half-width")
+    cb.ax.yaxis.set_major_formatter(_plain())
     for t in (-m.threshold, m.threshold):
         cb.ax.axhline(t, color="black", lw=1.2, ls="--")
-    ax.set_title(_title(m) + "\n(dashed outline: breaks; grey: no fit or no law)", fontsize=8)
+    ax.set_title(_title(m) + " (dashed outline); grey: no fit or no law", fontsize=8)
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
@@ -134,12 +147,18 @@ def _line(plt, m: LawMap, axes: list[str], out) -> None:
     ax.plot(x, z, "-", color="0.3", lw=1.0)
     br = np.array([r.verdict == "breaks" for r in rows])
     ok = np.array([r.verdict == "holds" for r in rows])
-    ax.plot(x[ok], z[ok], "o", color="tab:green", label="holds")
-    ax.plot(x[br], z[br], "X", color="tab:red", ms=9, label="breaks")
+    none = np.isnan(z)
+    if ok.any():
+        ax.plot(x[ok], z[ok], "o", color="tab:green", label="holds")
+    if br.any():
+        ax.plot(x[br], z[br], "X", color="tab:red", ms=9, label="breaks")
+    if none.any():
+        ax.plot(x[none], np.zeros(int(none.sum())), "o", mfc="none", color="0.5",
+                label="no fit / no law")  # fmt: skip
     for xi, zi, r in zip(x, z, rows, strict=True):
         if r.z is None:
             ax.annotate("no fit" if r.exponent is None else "no law", (xi, 0), fontsize=7,
-                        ha="center", color="0.4")  # fmt: skip
+                        textcoords="offset points", xytext=(4, 6), color="0.4")  # fmt: skip
         else:
             ax.annotate(f"{r.exponent:.3f} vs {r.law.exponent:.3f}", (xi, zi), fontsize=7,
                         textcoords="offset points", xytext=(4, 6))  # fmt: skip
@@ -148,9 +167,11 @@ def _line(plt, m: LawMap, axes: list[str], out) -> None:
         ax.set_xscale("log")
     if not numeric:
         ax.set_xticks(x, [format_value(v) for v in vals])
-    ax.set_xlabel(f"{_short(k)} ({k})")
+    ax.set_xlabel(_axis_label(k))
     ax.set_ylabel("z = (p_fit − p_law) / CI half-width")
-    ax.set_title(_title(m) + "\n(labels: fit p vs law p)", fontsize=8)
+    ax.yaxis.set_major_formatter(_plain())
+    ax.set_title(_title(m) + " (labels: fit p vs law p)", fontsize=8)
+    ax.margins(x=0.1)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
