@@ -91,7 +91,7 @@ class LawMap:
 
     @property
     def axes(self) -> list[str]:
-        return [k for k in self.keys if len({_key(r.params[k]) for r in self.rows}) > 1]
+        return varying_axes(self.keys, [r.params for r in self.rows])
 
     def csv_rows(self) -> list[dict[str, Any]]:
         """One dict per point: grid values, fit, law, difference, CI, regime, verdict."""
@@ -136,6 +136,24 @@ def _key(v: Any) -> Any:
     return repr(v)
 
 
+def varying_axes(keys: Sequence[str], params: Sequence[dict[str, Any]]) -> list[str]:
+    """The grid parameters that take more than one value."""
+    return [k for k in keys if len({_key(p[k]) for p in params}) > 1]
+
+
+def check_figure_axes(keys: Sequence[str], params: Sequence[dict[str, Any]]) -> list[str]:
+    """The figure's axes: one or two varying parameters, one point per cell (ValueError else)."""
+    axes = varying_axes(keys, params)
+    if len(axes) not in (1, 2):
+        raise ValueError(f"-o: the figure needs one or two grid axes that vary, the sweep has "
+                         f"{len(axes)} ({', '.join(axes) or 'none'})")  # fmt: skip
+    cells = [tuple(_key(p[k]) for k in axes) for p in params]
+    if len(set(cells)) < len(cells):
+        raise ValueError(f"-o: several points share a cell of {' × '.join(axes)} (zipped axes or "
+                         "seeds); the figure needs one point per cell")  # fmt: skip
+    return axes
+
+
 def find_index(path: str | Path) -> Path:
     """The index file of a sweep output folder (``DIR/index.h5``) or the index itself
     (FileFormatError, one line, for anything else)."""
@@ -169,8 +187,10 @@ def validate(
     bootstrap: int = 1000,
     seed: int = 0,
     cutoff_fraction: float | None = None,
+    figure: bool = False,
 ) -> LawMap:
-    """Fit and compare every point of the sweep at ``path`` (its folder or index)."""
+    """Fit and compare every point of the sweep at ``path`` (its folder or index); ``figure``:
+    check first that the grid can be drawn (:func:`check_figure_axes`)."""
     from ..h5.sweep_index import COMPLETE, read
     from ..models.registry import get_model
 
@@ -184,6 +204,9 @@ def validate(
             raise MapError(f"point {n} is {st!r}, not complete: finish the sweep first "
                            "(fastdyn sweep SWEEP --resume) or map another")  # fmt: skip
     keys = [c[len(_PARAM) :] for c in table if c.startswith(_PARAM)]
+    params = [{k: table[_PARAM + k][i] for k in keys} for i in range(len(names))]
+    if figure:
+        check_figure_axes(keys, params)
     runs = [load(index.parent / rel) for rel in table["path"]]
     models = sorted({r.model for r in runs})
     with_laws = []
@@ -199,9 +222,8 @@ def validate(
 
     cf = compare.DEFAULT_CUTOFF_FRACTION if cutoff_fraction is None else cutoff_fraction
     rows, notes = [], []
-    for i, (n, run) in enumerate(zip(names, runs, strict=True)):
-        params = {k: table[_PARAM + k][i] for k in keys}
-        rows.append(_row(n, params, run, threshold, ci, bootstrap, seed, cf, notes))
+    for n, p, run in zip(names, params, runs, strict=True):
+        rows.append(_row(n, p, run, threshold, ci, bootstrap, seed, cf, notes))
     return LawMap(index, rows, keys, threshold, ci, notes)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .law_map import LawMap, MapRow, format_value
+from .law_map import LawMap, MapRow, check_figure_axes, format_value
 
 __all__ = ["plot_law_map"]
 
@@ -75,14 +75,7 @@ def _cell_text(r: MapRow) -> str:
 def plot_law_map(m: LawMap, out: str | os.PathLike) -> None:
     """Write the figure of ``m`` to ``out`` (ValueError unless it has one or two grid axes and one
     point per grid cell)."""
-    axes = m.axes
-    if len(axes) not in (1, 2):
-        raise ValueError(f"-o: the figure needs one or two grid axes that vary, the sweep has "
-                         f"{len(axes)} ({', '.join(axes) or 'none'})")  # fmt: skip
-    cells = [tuple(repr(r.params[k]) for k in axes) for r in m.rows]
-    if len(set(cells)) < len(cells):
-        raise ValueError(f"-o: several points share a cell of {' × '.join(axes)} (zipped axes or "
-                         "seeds); the figure needs one point per cell")  # fmt: skip
+    axes = check_figure_axes(m.keys, [r.params for r in m.rows])
     plt = _mpl()
     (_heatmap if len(axes) == 2 else _line)(plt, m, axes, out)
 
@@ -107,8 +100,7 @@ def _heatmap(plt, m: LawMap, axes: list[str], out) -> None:
     vmax = _vmax(m)
     norm = colors.SymLogNorm(linthresh=m.threshold, vmin=-vmax, vmax=vmax, base=10)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.5 + 1.35 * len(xs)), 1.6 + 1.05 * len(ys)), dpi=110)
-    cmap = plt.get_cmap("RdBu_r").copy()
-    cmap.set_bad("0.85")
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="0.85")
     im = ax.imshow(np.ma.masked_invalid(z), cmap=cmap, norm=norm, origin="lower", aspect="auto")
     for (i, j), r in where.items():
         breaks = r.verdict == "breaks"

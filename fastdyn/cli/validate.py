@@ -65,9 +65,9 @@ def command(sweep, threshold, ci_level, bootstrap, seed, cutoff_fraction, csv_pa
         warnings.simplefilter("always")
         try:
             m = validate(index, threshold=threshold, ci=ci_level, bootstrap=bootstrap, seed=seed,
-                         cutoff_fraction=cutoff_fraction)  # fmt: skip
-        except MapError as e:
-            raise UserError(str(e)) from None
+                         cutoff_fraction=cutoff_fraction, figure=output is not None)  # fmt: skip
+        except (MapError, ValueError) as e:
+            raise UserError(str(e).splitlines()[0]) from None
     series = sorted({r.series for r in m.rows})
     click.echo(f"{index}: {len(m.rows)} points; time exponent p of L ∝ t^-p fitted to "
                f"{', '.join(series)} (auto window, {round(100 * ci_level)}% CI), beside the law "
