@@ -194,3 +194,22 @@ def test_figure_needs_one_or_two_axes(tmp_path):
     one_line_error(cli("validate", out, "--bootstrap", 0, "-o", tmp_path / "m.png"),
                    "one or two grid axes", "the sweep has 3")  # fmt: skip
     one_line_error(cli("validate", out, "-o", tmp_path / "m.txt"), "must be .png, .pdf or .svg")
+
+
+def test_shipped_law_map_crosses_both_regimes():
+    """data/sweeps/law_map.toml: an α × γ grid of ≥ 6 points with (3, 0, −0.5), Λ0 = 1, so that
+    γ < 0 puts the tasks s ≥ 4 at Λ_s = s^-γ ≥ 2 (Λ_s ≫ 1) and γ > 0 at Λ_s ≤ 1/2 (Λ_s ≪ 1)."""
+    import tomllib
+
+    from fastdyn.sweep import load
+
+    root = Path(__file__).resolve().parents[2] / "data" / "sweeps"
+    pts = load(root / "law_map.toml").points()
+    cfgs = [tomllib.loads(p.config_toml)["task"] for p in pts]
+    grid = {(c["alpha"], c["beta"], c["gamma"]) for c in cfgs}
+    assert len(pts) >= 6 and (3.0, 0.0, -0.5) in grid
+    assert {c["strength0"] for c in cfgs} == {1.0}
+    assert min(g for *_, g in grid) < 0 < max(g for *_, g in grid)
+    # the law there by hand (Λ_s ≫ 1): η/κ_t = (3 − 1 − 1)/(3 + 0 − 1.5) = 2/3
+    p, regime, _ = regime_law(3.0, 0.0, -0.5, 1.0, 100.0, 1e-3, 10_000, 10_000, 10.0, 1e3)
+    assert regime == "large" and p == pytest.approx(2 / 3, rel=1e-15)
