@@ -24,7 +24,7 @@ def _register() -> None:
 
     for mod in (simulate, inspect, plot, repair, config, warmup):
         main.add_command(mod.command)
-    for optional in ("theory", "fit", "sweep"):
+    for optional in ("theory", "fit", "sweep", "validate"):
         try:
             mod = __import__(f"{__name__}.{optional}", fromlist=["command"])
         except ImportError:

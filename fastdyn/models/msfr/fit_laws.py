@@ -162,6 +162,13 @@ class MsfrScaling:
             return self.exponent(run, "time")
         return self._in_regime(run, "time", wr, "emerge in the window")
 
+    def time_law(self, run: Any, window: tuple[float, float]) -> dict[str, Any]:
+        """The time law the run's config predicts over ``window``: the regime's law, the local
+        law of a task table or family, or none (:func:`time_law.time_law`)."""
+        from .time_law import time_law
+
+        return time_law(self, run, window)
+
     def frontier_theory(
         self, runs: Sequence[Any], model_sizes: np.ndarray, notes: list[str]
     ) -> Theory | None:
