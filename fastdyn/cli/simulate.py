@@ -106,7 +106,7 @@ def command(
     from ..drive.checkpoint import StopSignals
 
     with StopSignals(acknowledge=progress is not False):
-        outcome = simulate(cfg, out, progress=progress, compile_beside=True)
+        outcome = simulate(cfg, out, progress=progress, compile_beside=True, overwrite=overwrite)
     if verbosity(ctx) >= 0:
         click.echo(f"{out}: {outcome}", err=True)
     from ..drive.outcome import Status
