@@ -13,6 +13,7 @@ from ._common import (
     UserError,
     flag_option,
     guarded,
+    note_printer,
     output_option,
     set_threads,
     sets_option,
@@ -92,7 +93,7 @@ def command(
         from ._resume import resume_run
 
         sys.exit(resume_run(ctx, Path(resume), path, sets, force, output, threads, progress))
-    cfg = load_config(path, sets)
+    cfg = load_config(path, sets, note=note_printer(ctx))
     if check:
         click.echo(f"{config or 'defaults'}: valid {cfg.model} config")
         return
