@@ -24,7 +24,9 @@ from ._common import (
 
 @click.command("simulate")
 @click.argument("config", required=False)
-@output_option("Output HDF5 file [default: results/<config name>.h5].")
+@output_option(
+    "Output HDF5 file [default: results/<config name>.h5]; missing parent directories are created."
+)
 @sets_option("Override a config value, e.g. --set task.n_tasks=1000 (repeatable).")
 @threads_option
 @flag_option("--overwrite", help="Replace an existing output file.")
