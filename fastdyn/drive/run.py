@@ -78,6 +78,10 @@ def simulate(
         from .ode_run import run_ode as run
     from . import compile_beside as cb
 
+    if progress is not False:
+        from .progress import compile_notice
+
+        compile_notice()
     beside = cb.start(entry, cfg, device) if compile_beside else None
     try:
         return run(RunRequest(entry, cfg, Path(output), progress, resume, tools(device), beside))
