@@ -130,6 +130,21 @@ def cache_dir() -> Path | None:
     return next((d for d in _candidates() if _writable(d)), None)
 
 
+def cache_is_empty() -> bool:
+    """Whether numba's cache holds no compiled fastdyn kernel yet (no ``*.nbi`` index file where
+    numba looks: ``NUMBA_CACHE_DIR`` when set, else the package's ``__pycache__`` folders): the
+    run about to start compiles its kernels. False where nothing is compiled (JIT disabled)."""
+    if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+        return False
+    where = os.environ.get("NUMBA_CACHE_DIR")
+    pattern = "*.nbi" if where else "__pycache__/*.nbi"
+    root = Path(where) if where else Path(__file__).parent
+    try:
+        return next(root.rglob(pattern), None) is None
+    except OSError:
+        return False
+
+
 _dir = cache_dir()
 if _dir is None and not os.environ.get("NUMBA_CACHE_DIR"):  # numba caches beside the sources
     drop_stale_kernels(Path(__file__).parent)

@@ -37,6 +37,11 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
     return out
 
 
+def _scalar(value: Any) -> Any:
+    """A table cell: lists (``output.track``) as text, so every column is one value per run."""
+    return str(value) if isinstance(value, list | tuple | dict) else value
+
+
 def config_value(run: Run, key: str, default: Any = None) -> Any:
     """A dotted config value of ``run`` (``"task.alpha"``), or ``default`` when absent."""
     return stored_value(run, key, default)
@@ -92,11 +97,49 @@ class RunTable:
         keep = [i for i, r in enumerate(self.rows) if all(r.get(k) == v for k, v in want.items())]
         return RunTable([self.runs[i] for i in keep], [self.rows[i] for i in keep])
 
-    def to_pandas(self) -> Any:
-        """A pandas DataFrame of the rows (ImportError if pandas is not installed)."""
-        import pandas as pd
+    def to_pandas(self, series: str | None = None) -> Any:
+        """A pandas DataFrame (needs ``pip install 'fastdyn[xarray]'``): one row per run (path,
+        status, model, seed, every config value); with ``series`` (``"loss/test"``) the sweep's
+        curves in long form, one row per run and time: those columns, ``time`` and the series."""
+        from .._extras import require
 
-        return pd.DataFrame(self.rows, columns=self.columns)
+        pd = require("pandas", "RunTable.to_pandas()")
+        if series is None:
+            return pd.DataFrame(self.rows, columns=self.columns)
+        frames = []
+        for run, row in zip(self.runs, self.rows, strict=True):
+            y = run[series]
+            if y.ndim != 1:
+                raise ValueError(f"{series}: has shape {y.shape}; to_pandas takes a series (time,)")
+            frame = pd.DataFrame({"time": run.time[: y.size], series: y})
+            frames.append(frame.assign(**{c: _scalar(row.get(c)) for c in self.columns}))
+        return pd.concat(frames, ignore_index=True)[[*self.columns, "time", series]]
+
+    def to_xarray(self, group: str = "loss") -> Any:
+        """The runs' ``group`` (``"loss"``, ``"theory/loss"``, ``"tasks"``, …) as one
+        ``xarray.Dataset`` with a ``run`` dimension (needs ``pip install 'fastdyn[xarray]'``):
+        each variable ``(run, time, …)``, and ``path``, ``model``, ``status``, ``seed`` and every
+        scalar config value as ``run`` coordinates (``ds.sel(run=ds["task.alpha"] == 2)``). Runs on
+        different time grids are aligned on the union of their times, NaN where a run has none."""
+        from .._extras import require
+
+        xr = require("xarray", "RunTable.to_xarray()")
+        from ..h5.xarray_backend import groups
+
+        key = "/" + group.strip("/")
+        parts = []
+        for i, run in enumerate(self.runs):
+            found = groups(run)
+            if key not in found:
+                raise KeyError(f"{run.path}: no group {group!r}; has {', '.join(sorted(found))}")
+            parts.append(found[key].expand_dims(run=[i]))
+        ds = xr.concat(parts, dim="run", join="outer", combine_attrs="drop")
+        coords = {}
+        for c in self.columns:
+            values = [_scalar(r.get(c)) for r in self.rows]
+            if all(v is None or isinstance(v, bool | int | float | str) for v in values):
+                coords[c] = ("run", values)
+        return ds.assign_coords(coords)
 
 
 def expand_paths(paths_or_index: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:

@@ -1,5 +1,11 @@
-"""⑥ Plots from files only (log-log where it belongs); every function saves ``out`` and returns
-the matplotlib Figure.
+"""⑥ Plots from files only (log-log where it belongs). Every function either makes its own figure,
+saves it to ``out`` and returns the (closed) Figure, or, given ``ax=`` (matplotlib Axes; a pair for
+the two-panel kinds), draws into those axes, returns them and leaves their figure open (saved to
+``out`` too when it is given), so figures compose::
+
+    fig, (a, b) = plt.subplots(1, 2)
+    plot_loss(runs, ax=a)
+    plot_scaling([report], ax=b)
 
 Kinds: ``loss`` (loss curves, theory dashed), ``scaling`` (a fit with its exponent ± CI, theory
 dashed), ``frontier`` (L*(C), D*(C)), ``tasks`` (per-task f_s/Λ_s and emergence times), ``weights``
@@ -50,9 +56,14 @@ _SIZES = {"default": ((6.4, 4.4), (10.5, 4.4)), "paper": ((3.4, 2.6), (7.0, 2.6)
 
 
 def _mpl():
+    """pyplot; on first use without a caller's pyplot, on the file-only Agg backend (a caller's
+    own backend, e.g. a notebook's, is left alone: switching it would close their figures)."""
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
@@ -76,10 +87,35 @@ def _subplots(style: str, ncols: int = 1, rows: int = 1):
     return plt.subplots(1, ncols, figsize=(w, h), dpi=dpi)
 
 
+def _panels(ax, style: str, n: int, what: str, rows: int = 1):
+    """``(fig, axes, own)``: with ``ax`` None a new figure of ``n`` panels (``rows=2``: a main
+    panel over a residual panel) and ``own=True``; else the caller's ``ax`` (one Axes, or ``n``
+    of them for an ``n``-panel kind) and its figure, ``own=False``."""
+    if ax is None:
+        fig, axes = _subplots(style, n, rows)
+        return fig, (list(axes) if n * rows > 1 else [axes]), True
+    axes = list(ax) if isinstance(ax, list | tuple | np.ndarray) else [ax]
+    if len(axes) != n or not all(hasattr(a, "plot") and hasattr(a, "figure") for a in axes):
+        want = (
+            "one matplotlib Axes"
+            if n == 1
+            else f"{n} matplotlib Axes, e.g. plt.subplots(1, {n})[1]"
+        )
+        raise ValueError(f"{what}: ax must be {want}, got {type(ax).__name__}")
+    return axes[0].figure, axes, False
+
+
+def _check_out(out, ax, what: str) -> None:
+    if out is None and ax is None:
+        raise ValueError(f"{what}: give out= (a file to write) or ax= (axes to draw into)")
+
+
 def _style_rc(style: str):
     """The rc settings of ``style`` as a context (restored after the figure is saved)."""
     _check_style(style)
-    return _mpl().rc_context(_PAPER_RC if style == "paper" else {"legend.fontsize": 7})
+    import matplotlib
+
+    return matplotlib.rc_context(_PAPER_RC if style == "paper" else {"legend.fontsize": 7})
 
 
 def _tidy_log_y(ax) -> None:
@@ -198,12 +234,13 @@ def _clip_round_off(ax) -> bool:
 @_styled
 def plot_loss(
     runs: Sequence[Run],
-    out: str | os.PathLike,
+    out: str | os.PathLike | None = None,
     *,
     series: str | None = None,
     labels: Sequence[str] | None = None,
     title: str | None = None,
     style: str = "default",
+    ax=None,
 ):
     """Loss vs time for each run in its own colour: the simulation as a broad pale line,
     ``/theory/<series>`` dashed on top of it and the model's reference levels (plateaus L(M_m)
@@ -215,17 +252,20 @@ def plot_loss(
 
     ``series`` None: each run's model default (:func:`fastdyn.analysis.labels.default_series`);
     ``labels``: one legend label per run (default: file names); returns the Figure.
+    ``ax``: draw into this Axes (the loss only), or a pair (loss, residuals), and return it.
     Log-log axes; t = 0 (not representable on a log axis) is dropped from the plot only.
     """
+    _check_out(out, ax, "plot_loss")
+    target = ax
     names = run_labels(runs, labels)
     xlabel = time_label(runs)
     used = [series or default_series(r) for r in runs]
     with_theory = any(f"theory/{s}" in r and s in r for r, s in zip(runs, used, strict=True))
-    if with_theory:
-        fig, (ax, bx) = _subplots(style, rows=2)
-    else:
-        fig, ax = _subplots(style)
-        bx = None
+    pair = isinstance(target, list | tuple | np.ndarray)
+    fig, axes, own = _panels(target, style, 2 if pair else 1, "plot_loss",
+                             rows=2 if with_theory and target is None else 1)  # fmt: skip
+    ax = axes[0]
+    bx = axes[1] if len(axes) > 1 and with_theory else None  # no theory: no residuals
     one = len(set(used)) == 1
     theory = left_out = False
     level_runs: list[tuple[Run, str, str]] = []
@@ -278,11 +318,10 @@ def plot_loss(
             " (dashed: theory)" if theory else ""
         )
         ax.set_title(title or default)
-    if bx is not None:
+    if bx is not None and own:
         fig.align_ylabels([ax, bx])
     side = None if not level_runs else "below" if style == "paper" else "right"
-    _finish(fig, [ax] if bx is None else [ax, bx], out, outside=side)
-    return fig
+    return _finish(fig, [ax] if bx is None else [ax, bx], out, own, target, outside=side)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -325,29 +364,30 @@ def _theory_line(ax, fit, theory_p: float, window: tuple[float, float], label: s
     ax.plot(xs, yc * (xs / xc) ** (-theory_p), "--", lw=1.2, label=label, **kw)
 
 
-def _finish(fig, ax_list, out, outside: str | None = None) -> None:
-    """Ticks, grid and legends, then save. ``outside`` "right" or "below": the first axes'
-    legend goes outside the axes there, the figure grown by its size, so that it hides no data
-    (reference levels span the whole width: no corner of a loss plot is free of them); "below"
-    keeps the width (paper style: one journal column)."""
-    plt = _mpl()
+def _finish(fig, ax_list, out, own: bool = True, ax=None, outside: str | None = None):
+    """Tidy the axes; a figure of our own is laid out, saved to ``out`` and closed (returns it);
+    the caller's axes ``ax`` are returned with their figure left open (saved when ``out``).
+    ``outside`` "right" or "below" (a figure of our own only): the first axes' legend goes
+    outside the axes there, the figure grown by its size, so that it hides no data (reference
+    levels span the whole width: no corner of a loss plot is free of them); "below" keeps the
+    width (paper style: one journal column)."""
     rect = (0.0, 0.0, 1.0, 1.0)
-    for k, ax in enumerate(ax_list):
-        if ax.get_yscale() == "log":
-            _tidy_log_y(ax)
-        ax.grid(True, which="major", alpha=0.3)
-        if not ax.get_legend_handles_labels()[0]:
+    for k, a in enumerate(ax_list):
+        if a.get_yscale() == "log":
+            _tidy_log_y(a)
+        a.grid(True, which="major", alpha=0.3)
+        if not a.get_legend_handles_labels()[0]:
             continue
-        if outside and k == 0:
+        if outside and own and k == 0:
             w, h = fig.get_size_inches()
             if outside == "right":
-                leg = ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+                leg = a.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
                 fig.canvas.draw()
                 fig.set_size_inches(w + leg.get_window_extent().width / fig.dpi + 0.1, h)
             else:
                 import textwrap
 
-                hs, labs = ax.get_legend_handles_labels()
+                hs, labs = a.get_legend_handles_labels()
                 labs = ["\n".join(textwrap.wrap(lb, 60)) for lb in labs]  # within the column
                 leg = fig.legend(hs, labs, loc="lower center", ncol=1)
                 fig.canvas.draw()
@@ -355,26 +395,35 @@ def _finish(fig, ax_list, out, outside: str | None = None) -> None:
                 fig.set_size_inches(w, h + lh)
                 rect = (0.0, lh / (h + lh), 1.0, 1.0)
         else:
-            ax.legend()
+            a.legend()
+    if not own:
+        if out is not None:
+            fig.savefig(out)
+        return ax
     fig.tight_layout(rect=rect)
     fig.savefig(out)
-    plt.close(fig)
+    _mpl().close(fig)
+    return fig
 
 
 @_styled
-def plot_scaling(reports: Sequence[FitReport], out: str | os.PathLike, *, title: str | None = None,
-                 labels: Sequence[str] | None = None, style: str = "default"):  # fmt: skip
+def plot_scaling(reports: Sequence[FitReport], out: str | os.PathLike | None = None, *,
+                 title: str | None = None, labels: Sequence[str] | None = None,
+                 style: str = "default", ax=None):  # fmt: skip
     """Log-log data, fitted power law (exponent ± stderr and CI in the legend) and theory (dashed),
     each report in its own colour.
 
     Per report: the data (a curve for time fits, markers for scans), the fit over its window and,
     when the run has a theory exponent, the theory slope through the fit at the window centre.
+    ``ax``: draw into this Axes and return it.
     """
+    _check_out(out, ax, "plot_scaling")
+    target = ax
     if not reports:
         raise ValueError("plot_scaling: no fits to plot")
     if labels and len(labels) != len(reports):
         raise ValueError(f"--label: give one per fit ({len(reports)}), got {len(labels)} labels")
-    fig, ax = _subplots(style)
+    fig, (ax,), own = _panels(target, style, 1, "plot_scaling")
     for i, rep in enumerate(reports):
         keep = (rep.x > 0) & (rep.y > 0)
         mark = "-" if rep.x_name == "time" else "o"
@@ -395,16 +444,18 @@ def plot_scaling(reports: Sequence[FitReport], out: str | os.PathLike, *, title:
     ax.set_ylabel(y_label(reports[0].y_name))
     if title or style == "default":
         ax.set_title(title or f"{series_name(reports[0].y_name)} vs {reports[0].x_name}")
-    _finish(fig, [ax], out)
-    return fig
+    return _finish(fig, [ax], out, own, target)
 
 
 @_styled
-def plot_frontier(report: FrontierReport, out: str | os.PathLike, *, title: str | None = None,
-                  style: str = "default"):  # fmt: skip
-    """Left: L(C = tD) of every run, L*(C) and its fit; right: D*(C) and its fit; theory dashed."""
+def plot_frontier(report: FrontierReport, out: str | os.PathLike | None = None, *,
+                  title: str | None = None, style: str = "default", ax=None):  # fmt: skip
+    """Left: L(C = tD) of every run, L*(C) and its fit; right: D*(C) and its fit; theory dashed.
+    ``ax``: a pair of Axes (left, right) to draw into; returned."""
+    _check_out(out, ax, "plot_frontier")
+    target = ax
     fr = report.frontier
-    fig, (ax, bx) = _subplots(style, 2)
+    fig, (ax, bx), own = _panels(target, style, 2, "plot_frontier")
     for D, t, L in zip(report.D, report.times, report.losses, strict=True):
         m = (t > 0) & (L > 0)
         ax.plot(t[m] * D, L[m], "-", color="0.6", lw=0.9, label=f"D = {D:g}")
@@ -430,10 +481,11 @@ def plot_frontier(report: FrontierReport, out: str | os.PathLike, *, title: str 
         axis.set_xlabel(X_LABELS["compute"])
     ax.set_ylabel(y_label(report.y_name))
     bx.set_ylabel("compute-optimal model size D* (tasks)")
-    if title or style == "default":
+    if own and (title or style == "default"):
         fig.suptitle(title or f"compute-optimal frontier of the {series_name(report.y_name)}")
-    _finish(fig, [ax, bx], out)
-    return fig
+    elif title:
+        ax.set_title(title)
+    return _finish(fig, [ax, bx], out, own, target)
 
 
 def _task_strengths(run: Run, index: np.ndarray) -> np.ndarray | None:
@@ -448,12 +500,16 @@ def _task_strengths(run: Run, index: np.ndarray) -> np.ndarray | None:
 
 
 @_styled
-def plot_tasks(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None = None,
-               labels: Sequence[str] | None = None, style: str = "default"):  # fmt: skip
-    """Per-task f_s/Λ_s(t) (log t), closed form dashed, emergence times t_s as dotted verticals."""
+def plot_tasks(runs: Sequence[Run], out: str | os.PathLike | None = None, *,
+               title: str | None = None, labels: Sequence[str] | None = None,
+               style: str = "default", ax=None):  # fmt: skip
+    """Per-task f_s/Λ_s(t) (log t), closed form dashed, emergence times t_s as dotted verticals.
+    ``ax``: draw into this Axes and return it."""
+    _check_out(out, ax, "plot_tasks")
+    target = ax
     names = run_labels(runs, labels)
     xlabel = time_label(runs)
-    fig, ax = _subplots(style)
+    fig, (ax,), own = _panels(target, style, 1, "plot_tasks")
     normalised = True
     theory_in_legend = False
     for run, rname in zip(runs, names, strict=True):
@@ -489,8 +545,7 @@ def plot_tasks(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None
     ax.set_ylabel("f_s(t) / Λ_s (fraction learned)" if normalised else "f_s(t)")
     if title or style == "default":
         ax.set_title(title or "per-task outputs (dotted: emergence times t_s)")
-    _finish(fig, [ax], out)
-    return fig
+    return _finish(fig, [ax], out, own, target)
 
 
 def _param_targets(run: Run) -> dict[str, np.ndarray]:
@@ -505,14 +560,17 @@ def _param_targets(run: Run) -> dict[str, np.ndarray]:
 
 
 @_styled
-def plot_weights(runs: Sequence[Run], out: str | os.PathLike, *, title: str | None = None,
-                 labels: Sequence[str] | None = None, style: str = "default"):  # fmt: skip
+def plot_weights(runs: Sequence[Run], out: str | os.PathLike | None = None, *,
+                 title: str | None = None, labels: Sequence[str] | None = None,
+                 style: str = "default", ax=None):  # fmt: skip
     """Attention runs: value weights v_i(t) (left) and eigen-projections e_dᵀΓe_d(t) (right), log t;
     dashed: where the model says they go (``param_targets``, e.g. the global minimum's
-    projections e_dᵀΓ*e_d)."""
+    projections e_dᵀΓ*e_d). ``ax``: a pair of Axes (left, right) to draw into; returned."""
+    _check_out(out, ax, "plot_weights")
+    target = ax
     names = run_labels(runs, labels)
     xlabel = time_label(runs)
-    fig, (ax, bx) = _subplots(style, 2)
+    fig, (ax, bx), own = _panels(target, style, 2, "plot_weights")
     for run, rname in zip(runs, names, strict=True):
         have = [k for k in ("params/value_weights", "params/Gamma_eig") if k in run]
         if not have:
@@ -541,7 +599,8 @@ def plot_weights(runs: Sequence[Run], out: str | os.PathLike, *, title: str | No
         axis.set_xlabel(xlabel)
     ax.set_ylabel("value weight v_i (dimensionless)")
     bx.set_ylabel("eigen-projection e_dᵀ Γ e_d (paper units)")
-    if title or style == "default":
+    if own and (title or style == "default"):
         fig.suptitle(title or "weights over training")
-    _finish(fig, [ax, bx], out)
-    return fig
+    elif title:
+        ax.set_title(title)
+    return _finish(fig, [ax, bx], out, own, target)

@@ -99,6 +99,16 @@ def verbosity(ctx: click.Context) -> int:
     return int((ctx.obj or {}).get("verbosity", 0))
 
 
+def note_printer(ctx: click.Context):
+    """Where a command's one-line notes go (``fastdyn: note: …`` on stderr; nothing under -q)."""
+
+    def note(line: str) -> None:
+        if verbosity(ctx) >= 0:
+            click.echo(f"fastdyn: {line}", err=True)
+
+    return note
+
+
 def set_threads(threads: int) -> None:
     """``--threads``: numba's thread count for this run, 1 … NUMBA_NUM_THREADS (UserError else)."""
     import numba

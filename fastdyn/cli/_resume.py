@@ -159,7 +159,7 @@ def _resume_locked(
     cfg = cfg_file
     if config_path is not None or sets:
         cfg = (
-            load_config(config_path, sets)
+            load_config(config_path, sets, note=lambda _line: None)  # the first run said it
             if config_path is not None
             else from_dict(apply_sets(to_dict(cfg_file), list(sets)))
         )

@@ -53,10 +53,7 @@ def load_checked(files: tuple[str, ...], allow_running: bool, y: str | None = No
     for f in paths:
         r = load(f)
         if r.status == STATUS_RUNNING and not allow_running:
-            raise UserError(
-                f"{f}: the run is still running (status 'running'); pass --allow-running to use "
-                "the rows written so far"
-            )
+            raise UserError(_unfinished(f, r.status))
         if "time" in r and r.time.size == 0:  # stopped before its first row
             raise UserError(f"{f}: no rows written yet (status {r.status}); nothing to use")
         if r.status not in (STATUS_COMPLETE, STATUS_RUNNING):
@@ -68,6 +65,16 @@ def load_checked(files: tuple[str, ...], allow_running: bool, y: str | None = No
             raise UserError(f"{f}: no /time dataset (damaged or not a run output)")
         runs.append(r)
     return runs
+
+
+def _unfinished(f: str, status: str) -> str:
+    """Why an unfinished file is refused, in the words of ``fastdyn inspect``'s state line."""
+    from ..h5.repair import killed_line, run_state
+
+    kind, who = run_state(f, status)
+    if kind == "running":
+        return f"{f}: the run is still running (being written by {who}); pass --allow-running to use the rows written so far"
+    return f"{f}: the run was {killed_line(status)}; pass --allow-running to use the rows written so far, or continue it with `fastdyn simulate --resume {f}`"
 
 
 def resolve_series(runs: list, y: str | None) -> list[str]:

@@ -13,6 +13,7 @@ from ._common import (
     UserError,
     flag_option,
     guarded,
+    note_printer,
     output_option,
     set_threads,
     sets_option,
@@ -23,7 +24,9 @@ from ._common import (
 
 @click.command("simulate")
 @click.argument("config", required=False)
-@output_option("Output HDF5 file [default: results/<config name>.h5].")
+@output_option(
+    "Output HDF5 file [default: results/<config name>.h5]; missing parent directories are created."
+)
 @sets_option("Override a config value, e.g. --set task.n_tasks=1000 (repeatable).")
 @threads_option
 @flag_option("--overwrite", help="Replace an existing output file.")
@@ -92,7 +95,7 @@ def command(
         from ._resume import resume_run
 
         sys.exit(resume_run(ctx, Path(resume), path, sets, force, output, threads, progress))
-    cfg = load_config(path, sets)
+    cfg = load_config(path, sets, note=note_printer(ctx))
     if check:
         click.echo(f"{config or 'defaults'}: valid {cfg.model} config")
         return
@@ -106,7 +109,7 @@ def command(
     from ..drive.checkpoint import StopSignals
 
     with StopSignals(acknowledge=progress is not False):
-        outcome = simulate(cfg, out, progress=progress, compile_beside=True)
+        outcome = simulate(cfg, out, progress=progress, compile_beside=True, overwrite=overwrite)
     if verbosity(ctx) >= 0:
         click.echo(f"{out}: {outcome}", err=True)
     from ..drive.outcome import Status

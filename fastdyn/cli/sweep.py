@@ -41,7 +41,8 @@ def resource_options(command: Callable) -> Callable:
 @click.command("sweep")
 @click.argument("sweep_file", metavar="SWEEP")
 @output_option(
-    "Output directory [default: sweep.output, else results/<SWEEP name>].", directory=True
+    "Output directory [default: sweep.output, else results/<SWEEP name>]; created with its parents when missing.",
+    directory=True,
 )
 @click.option(
     "--scheduler",

@@ -5,6 +5,7 @@ Config files are data only: parsed with :mod:`tomllib`, no evaluation, no includ
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import tomllib
@@ -182,8 +183,6 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
 
 def apply_sets(data: dict, assignments: list[str]) -> dict:
     """Apply ``--set`` assignments to a (deep-copied) TOML dict."""
-    import copy
-
     data = copy.deepcopy(data)
     for a in assignments:
         path, value = parse_set(a)
@@ -234,11 +233,72 @@ def from_dict(data: dict) -> Any:
     return build(schema_for(model), data)
 
 
-def load_config(path: str | Path | None = None, sets: list[str] | tuple[str, ...] = ()) -> Any:
-    """Read ``path`` (or start from the defaults), apply ``--set`` overrides, validate."""
+def load_config(
+    path: str | Path | None = None,
+    sets: list[str] | tuple[str, ...] = (),
+    *,
+    note: Callable[[str], None] | None = None,
+) -> Any:
+    """Read ``path`` (or start from the defaults), apply ``--set`` overrides, validate.
+
+    A config file's ``output.track`` that an override made too long (``--set task.n_tasks=1000``
+    on a preset tracking s = 10^5) is cut to the indices ≤ ``task.n_tasks``, and ``note`` gets one
+    line saying so (default: a ``UserWarning``); see :func:`fit_track`. An ``output.track`` given
+    in ``sets`` is never cut: out of range, it is a ConfigError.
+    """
     data = read_toml(path) if path is not None else {}
     check_depth(data, "config")  # before apply_sets deep-copies it
-    return from_dict(apply_sets(data, list(sets)))
+    merged = apply_sets(data, list(sets))
+    try:
+        return from_dict(merged)
+    except ConfigError as e:
+        fitted = fit_track(data, merged, sets, e)
+        if fitted is None:
+            raise
+        cfg, line = fitted
+        if note is None:
+            import warnings
+
+            warnings.warn(line, UserWarning, stacklevel=2)
+        else:
+            note(line)
+        return cfg
+
+
+def fit_track(
+    data: dict, merged: dict, sets: Sequence[str], error: ConfigError
+) -> tuple[Any, str] | None:
+    """The config ``merged`` (file ``data`` + ``sets``) with its file's ``output.track`` cut to
+    the tasks that exist, and the note saying so; None where ``error`` is not that case: the
+    track was given in ``sets``, or the file alone already tracks beyond its own tasks."""
+    if not str(error).startswith("output.track: task indices must be ≤ task.n_tasks"):
+        return None
+    if any(parse_set(a)[0] == ["output", "track"] for a in sets):
+        return None  # asked for explicitly: refused as given
+    track = merged.get("output", {}).get("track")
+    if not isinstance(track, list) or not all(type(s) is int for s in track):
+        return None
+    try:
+        from_dict(data)  # the file as written must be consistent: only an override broke it
+    except ConfigError as e:
+        if str(e).startswith("output.track:"):
+            return None
+    probe = copy.deepcopy(merged)
+    probe["output"]["track"] = []
+    try:
+        n = from_dict(probe).task.n_tasks
+    except ConfigError:
+        return None
+    keep = [s for s in track if s <= n]
+    dropped = [s for s in track if s > n]
+    fitted = copy.deepcopy(merged)
+    fitted["output"]["track"] = keep
+    cfg = from_dict(fitted)
+    kept = ", ".join(map(str, keep)) if keep else "the default"
+    return cfg, (
+        f"note: output.track: dropped {', '.join(map(str, dropped))} (> task.n_tasks = {n}); "
+        f"tracking {kept}"
+    )
 
 
 def to_dict(cfg: Any) -> dict:

@@ -181,6 +181,11 @@ def markdown(names: list[str] | None = None, summaries: dict[str, str] | None = 
         " ≥ 1 …`), exit code 2. The shipped configs are in `data/configs/`;"
         " `fastdyn config keys MODEL` prints the same reference on the terminal.",
         "",
+        "A `--set task.n_tasks=N` below the config file's `output.track` (the `quickstart` preset"
+        " tracks s up to 10^5) drops the tracked indices above N with a one-line note on stderr;"
+        " an `output.track` given with `--set` is used as given, and refused when an index"
+        " exceeds `task.n_tasks`.",
+        "",
     ]
     for ms, _cls in groups(names if names is not None else models(builtin=True)):
         out.append("## " + ", ".join(f'`model = "{m}"`' for m in ms))

@@ -25,6 +25,55 @@ def _duration(s: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
+#: what a first run on an empty kernel cache says before it compiles (measured on 2 cores: the
+#: quickstart preset ≈ 20 s, an in-context-regression run 30–50 s)
+COMPILING = (
+    "fastdyn: compiling the kernels: a first run with an empty kernel cache does this once "
+    "(about 20 s to 1 min on 2 idle cores), later runs load them; progress and its ETA start after it"
+)
+
+#: set by :func:`compile_notice` in a process that compiles: progress lines say so until the
+#: first rows (or the first chunk of a phase) are done
+_compiling = False
+
+
+def compile_notice() -> bool:
+    """Print :data:`COMPILING` on stderr when numba's kernel cache is empty
+    (:func:`fastdyn._cache.cache_is_empty`); True if it did."""
+    from .._cache import cache_is_empty
+
+    global _compiling
+    if not cache_is_empty():
+        return False
+    _compiling = True
+    try:
+        sys.stderr.write(COMPILING + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+def _bar_counting_from(cls: type) -> type:
+    """click's progress bar class ``cls`` with its ETA measured from row ``base`` on."""
+
+    class Bar(cls):  # type: ignore[misc, valid-type]
+        base = 0
+
+        @property
+        def time_per_iteration(self) -> float:
+            import time
+
+            done = self.pos - self.base
+            return (time.time() - self.start) / done if done > 0 else 0.0
+
+        def make_step(self, n_steps: int) -> None:
+            super().make_step(n_steps)
+            self.eta_known = self.length is not None and self.pos > self.base
+
+    return Bar
+
+
 class Progress:
     """Progress of ``total`` rows, ``start`` of them written before (a resumed run). With
     ``total_steps`` (the run's last step) the fraction and the ETA count steps, not rows:
@@ -72,12 +121,27 @@ class Progress:
 
     def update(self, k: int, t: float | None = None, step: int | None = None) -> None:
         """``k`` more rows written; the last one at model time ``t`` and ``step``."""
-        if self.bar is not None and k:
-            self.bar.update(k)
         now, rows = _time.monotonic(), self.last[1] + k
+        if self.bar is not None and k:
+            if self._first is None:  # the bar's ETA counts from the first row: not compiling
+                self._restart_bar(k)
+            self.bar.update(k)
         if self._first is None:
             self._first = (now, rows, 0 if step is None else step)
         self.last = (now, rows, t, step)  # one assignment: the ticker thread reads a consistent row
+
+    def _restart_bar(self, k: int) -> None:
+        """Make click's bar time its rate from the first rows on: its ETA was (time since the
+        bar started / rows) × rows left, and before the first row that time is compiling and
+        setup (an ETA of 7:52 was shown for a 64 s run). From here it is (time since now / rows
+        written since these ``k``) × rows left, unknown until more rows come."""
+        import time
+
+        bar = self.bar
+        bar.__class__ = _bar_counting_from(type(bar))
+        bar.base = bar.pos + k
+        bar.start = time.time()  # click's clock
+        bar.avg = []
 
     def phase(self, name: str | None, done: int = 0, total: int = 0) -> None:
         """A phase that writes no rows: ``done`` of ``total`` chunks of ``name`` (None: it ended)."""
@@ -105,6 +169,14 @@ class Progress:
 
     def line(self) -> str:
         """The progress line for now (one line, no newline)."""
+        global _compiling
+        if _compiling:
+            if self._first is None and (self._phase is None or self._phase[1] == 0):
+                return (
+                    f"fastdyn: {self.label}: compiling the kernels (once), "
+                    f"elapsed {_duration(_time.monotonic() - self._t0)}; rows and ETA follow"
+                )
+            _compiling = False
         if self._phase is not None:
             return self._phase_line()
         clock, rows, t, step = self.last

@@ -30,6 +30,16 @@ def tools(device: str = "cpu") -> SimpleNamespace:
     return SimpleNamespace(device=device, integrate_soa=integrate_soa, saveat=saveat)
 
 
+def refuse_existing(output: str | os.PathLike, overwrite: bool) -> None:
+    """Raise unless ``output`` may be written: ``NotRegularFile`` for a directory or device node
+    (always), ``FileExistsError`` for an existing file unless ``overwrite``."""
+    from ..h5.lock import refuse_non_regular
+
+    refuse_non_regular(output)
+    if not overwrite and (os.path.exists(output) or os.path.islink(output)):
+        raise FileExistsError(f"{output}: exists; pass overwrite=True to replace it")
+
+
 def simulate(
     cfg: Any,
     output: str | os.PathLike,
@@ -37,6 +47,7 @@ def simulate(
     progress: bool | float = False,
     resume: bool = False,
     compile_beside: bool = False,
+    overwrite: bool = False,
 ) -> str:
     """Run ``cfg`` (a validated config dataclass), stream it to ``output``; returns the status text.
 
@@ -44,7 +55,11 @@ def simulate(
     a terminal, else a line on stderr every 30 s; a number: every that many seconds
     (:mod:`fastdyn.drive.progress`). ``compile_beside``: on a cold numba cache, compile the
     kernels the run reaches last in a second process (:mod:`fastdyn.drive.compile_beside`; the
-    ``fastdyn simulate`` command sets it).
+    ``fastdyn simulate`` command sets it). ``overwrite``: replace an existing ``output`` file;
+    without it an existing file raises ``FileExistsError`` and is left untouched (as
+    ``fastdyn simulate`` without ``--overwrite``). A path that is not a regular file (a
+    directory, ``/dev/null``, a FIFO) is never replaced
+    (:class:`~fastdyn.h5.lock.NotRegularFile`).
     """
     from ..h5.writer import DiskFull, WriteFailed
     from ..models import registry
@@ -53,6 +68,8 @@ def simulate(
     from .lifecycle import RunRequest
     from .outcome import RunFailed
 
+    if not resume:
+        refuse_existing(output, overwrite)
     entry = registry.get_model(cfg.model)
     device = resolve(cfg)
     if entry.kind == "trained":
@@ -61,6 +78,10 @@ def simulate(
         from .ode_run import run_ode as run
     from . import compile_beside as cb
 
+    if progress is not False:
+        from .progress import compile_notice
+
+        compile_notice()
     beside = cb.start(entry, cfg, device) if compile_beside else None
     try:
         return run(RunRequest(entry, cfg, Path(output), progress, resume, tools(device), beside))

@@ -64,6 +64,26 @@ class Run:
     def __contains__(self, name: str) -> bool:
         return name.strip("/") in self.series
 
+    def to_xarray(self) -> Any:
+        """The run as xarray objects (needs ``pip install 'fastdyn[xarray]'``): an
+        ``xarray.Dataset`` when its series sit in one group, else an ``xarray.DataTree`` of every
+        group (``tree["loss"]``, ``tree["tasks"]``, …), each axis labelled by its dimension scale
+        (``time``, ``task``, …) with the datasets' ``units``/``long_name``; the root attributes
+        (``model``, ``config``, ``status``, …) on the Dataset or the tree's root. The same
+        objects as ``xr.open_datatree(path, engine="fastdyn")``."""
+        from .._extras import require
+
+        xr = require("xarray", "Run.to_xarray()")
+        from .xarray_backend import groups
+
+        run = self if self.series else load(self.path)
+        found = groups(run)
+        with_data = [g for g, ds in found.items() if ds.data_vars]
+        if len(with_data) == 1:
+            ds = found[with_data[0]]
+            return ds.assign_attrs(found["/"].attrs) if with_data[0] != "/" else ds
+        return xr.DataTree.from_dict(found)
+
 
 def _attr(v: Any) -> Any:
     if isinstance(v, bytes):

@@ -40,15 +40,35 @@ def writer_alive(path: str | os.PathLike) -> str | None:
     return holder(path)
 
 
-def state(path: str | os.PathLike, status: str) -> str:
-    """One line: the file's state and how to read it."""
+def run_state(path: str | os.PathLike, status: str) -> tuple[str, str | None]:
+    """``(state, writer)``: ``("running", "pid N on HOST")`` while a live process writes the
+    file; ``("killed", None)`` when none does yet the run never closed it (its status is still
+    ``running``, or its open-for-write flags are set); else ``("closed", None)``. The one
+    decision ``fastdyn inspect``, ``fit`` and ``plot`` share."""
     who = writer_alive(path)
-    if not open_flags_set(path):
-        return "closed: any HDF5 reader opens it (h5py, xarray engine='h5netcdf')"
-    how = f"SWMR readers only: {SWMR_H5PY}, or xarray with driver_kwds={{'swmr': True, 'libver': 'latest'}}"
     if who is not None:
+        return "running", who
+    if status == layout.STATUS_RUNNING or open_flags_set(path):
+        return "killed", None
+    return "closed", None
+
+
+def killed_line(status: str) -> str:
+    """How a killed file is described, the same words wherever fastdyn meets one."""
+    return f"killed (status still {status!r}, no live writer)"
+
+
+def state(path: str | os.PathLike, status: str) -> str:
+    """One line: the file's state (:func:`run_state`) and how to read it."""
+    kind, who = run_state(path, status)
+    how = f"SWMR readers only: {SWMR_H5PY}, or xarray with driver_kwds={{'swmr': True, 'libver': 'latest'}}"
+    if kind == "running":
         return f"being written by {who}; {how}"
-    return f"killed (status still {status!r}, no live writer); {how}; `fastdyn repair {path}` makes it a plain file, `fastdyn simulate --resume {path}` continues it"
+    if kind == "closed":
+        return "closed: any HDF5 reader opens it (h5py, xarray engine='h5netcdf')"
+    if not open_flags_set(path):  # status 'running' in a closed file: any reader opens it
+        return f"{killed_line(status)}; any HDF5 reader opens it; `fastdyn simulate --resume {path}` continues it"
+    return f"{killed_line(status)}; {how}; `fastdyn repair {path}` makes it a plain file, `fastdyn simulate --resume {path}` continues it"
 
 
 class NothingToRepair(Exception):

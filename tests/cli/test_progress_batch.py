@@ -112,7 +112,9 @@ def test_a_batch_run_of_10_s_writes_progress_lines_that_match_the_file(tmp_path)
     with ChildEvents() as ev:
         proc = _start(_PAUSED, 0.06, args, err, ev)
         assert proc.wait(timeout=900) == 0, err.read_text()
-    lines = err.read_text().splitlines()
+    # a cold kernel cache (a first run, or the first after an edit) says so and shows
+    # "compiling" lines until the first rows: not this test's subject
+    lines = [ln for ln in err.read_text().splitlines() if "compiling the kernels" not in ln]
     assert lines[-1] == f"{out}: complete"  # the final status line stays last
     phases = [PHASE.match(ln) for ln in lines[:-1] if not LINE.match(ln)]
     assert all(phases), lines  # nothing else on stderr
@@ -179,7 +181,7 @@ def test_the_first_sigint_is_acknowledged_at_once_inside_a_kernel(tmp_path):
         time.sleep(max(0.0, SAME_REQUEST_S + 0.05 - (time.monotonic() - t0)))
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 130
-    assert err.read_text().splitlines() == [
+    assert [ln for ln in err.read_text().splitlines() if "compiling the kernels" not in ln] == [
         want + f" (another SIGINT/SIGTERM ends within {GRACE_S:g} s)",
         f"fastdyn: second SIGINT: the run did not reach its stop within {GRACE_S:g} s; ending now "
         "(the file keeps every flushed row; fastdyn simulate --resume continues it)",
