@@ -1,5 +1,5 @@
-"""The suite needs the example plug-in installed (the README's test command installs it): the
-plug-in tests run it through the entry point, as a user's installed model runs."""
+"""The suite needs the example plug-ins installed (the README's test command installs them): the
+plug-in tests run them through their entry points, as a user's installed model runs."""
 
 import importlib.util
 import os
@@ -13,7 +13,11 @@ os.environ["FASTDYN_COMPILE_BESIDE"] = "0"
 
 
 def pytest_sessionstart(session):
-    if importlib.util.find_spec("fastdyn_logistic") is None:
-        raise pytest.UsageError(
-            "the example model plug-in is not installed: pip install ./examples/logistic (see README)"
-        )
+    for module, folder in (
+        ("fastdyn_logistic", "logistic"),
+        ("fastdyn_deep_linear", "deep_linear"),
+    ):
+        if importlib.util.find_spec(module) is None:
+            raise pytest.UsageError(
+                f"the example model plug-in is not installed: pip install ./examples/{folder} (see README)"
+            )

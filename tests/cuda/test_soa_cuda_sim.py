@@ -1,6 +1,7 @@
 """The generic integrators' CUDA twins (``drive/integrate_soa_cuda.py``), built from the same task
-source as the CPU kernels and from the plug-in's own ``@njit`` functions: the example plug-in
-(``examples/logistic``, which has no CUDA code) runs with ``device = "cuda"`` under numba's CUDA
+source as the CPU kernels and from the plug-in's own ``@njit`` functions: each example plug-in
+(``examples/logistic``, a scalar state, and ``examples/deep_linear``, two weight matrices of 12
+numbers per task; neither has CUDA code) runs with ``device = "cuda"`` under numba's CUDA
 simulator, in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``, and every output equals the CPU run's
 bit for bit (the simulator executes the same float64 operations in the same order; on a GPU the
 compiler may fuse multiply-adds, a few ulp per step, which this test cannot see).
@@ -19,19 +20,26 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 import fastdyn
 from fastdyn.cli import main
 
-BASE = ["--set", "model=logistic", "--set", "task.n_tasks=1030", "--set", "time.n_times=4",
-        "--set", "time.t_max=5", "--set", "output.track=[1,7,1029]"]  # fmt: skip
+_COMMON = ["--set", "task.n_tasks=1030", "--set", "time.n_times=4", "--set", "time.t_max=5",
+           "--set", "output.track=[1,7,1029]"]  # fmt: skip
+#: per plug-in: 1030 tasks, two blocks of threads (deep-linear: 5 s rk4, 3 s dopri5 under the simulator here)
+BASE = {
+    "logistic": ["--set", "model=logistic", *_COMMON],
+    "deep-linear": ["--set", "model=deep-linear", "--set", "task.d=3", "--set", "task.h=2",
+                    "--set", "task.o=3", *_COMMON],
+}  # fmt: skip
 INTEGRATORS = {"rk4": ["--set", "solver.h=0.5"], "dopri5": ["--set", "solver.rtol=1e-6"]}
 
 
-def _args(integ: str, dev: str, path) -> list[str]:
-    return ["-q", "simulate", *BASE, *INTEGRATORS[integ], "--set", f"solver.integrator={integ}",
-            "--set", f"device={dev}", "-o", str(path)]  # fmt: skip
+def _args(model: str, integ: str, dev: str, path) -> list[str]:
+    return ["-q", "simulate", *BASE[model], *INTEGRATORS[integ], "--set",
+            f"solver.integrator={integ}", "--set", f"device={dev}", "-o", str(path)]  # fmt: skip
 
 
 _SCRIPT = textwrap.dedent(
@@ -49,9 +57,14 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def test_plugin_runs_on_the_cuda_twins_under_the_simulator_bit_identical_to_the_cpu(tmp_path):
+@pytest.mark.parametrize("model", sorted(BASE))
+def test_plugin_runs_on_the_cuda_twins_under_the_simulator_bit_identical_to_the_cpu(
+    model, tmp_path
+):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NUMBA_NUM_THREADS="1")
-    cuda_runs = [_args(integ, "cuda", tmp_path / f"{integ}-cuda.h5") for integ in INTEGRATORS]
+    cuda_runs = [
+        _args(model, integ, "cuda", tmp_path / f"{integ}-cuda.h5") for integ in INTEGRATORS
+    ]
     r = subprocess.run(
         [sys.executable, "-c", _SCRIPT, json.dumps(cuda_runs)],
         env=env, capture_output=True, text=True, timeout=900,
@@ -59,7 +72,7 @@ def test_plugin_runs_on_the_cuda_twins_under_the_simulator_bit_identical_to_the_
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == ["dopri5", "rk4"], r.stdout
     for integ in INTEGRATORS:
-        res = CliRunner().invoke(main, _args(integ, "cpu", tmp_path / f"{integ}-cpu.h5"))
+        res = CliRunner().invoke(main, _args(model, integ, "cpu", tmp_path / f"{integ}-cpu.h5"))
         assert res.exit_code == 0, res.output
         a, b = (fastdyn.load(tmp_path / f"{integ}-{dev}.h5") for dev in ("cpu", "cuda"))
         assert a.config["device"] == "cpu" and b.config["device"] == "cuda"

@@ -36,9 +36,10 @@ CASES: dict[str, list[str]] = {
     "mlp-cubic": ["data.P=200", "schedule.epochs=300", "schedule.save_every=10", "optim.lr=0.01", "output.checkpoint_every=0"],
     "msfr-h": ["task.n_tasks=6", "task.psi0=4", "h.dim=3", "h.spectrum=[1, 1, 0]", "h.eigenvectors=random", "time.t_max=20", "time.n_times=30", "output.times_per_segment=3", "output.checkpoint_every=0"],
     "logistic": ["task.n_tasks=3000", "time.n_times=40", "output.times_per_segment=2", "output.checkpoint_every=0"],
+    "deep-linear": ["task.n_tasks=1500", "time.t_max=50", "time.n_times=40", "output.times_per_segment=2", "output.checkpoint_every=0"],
 }  # fmt: skip
 #: rows per append where it is not one (msfr: output.times_per_segment)
-ROWS_PER_APPEND = {"msfr": 3, "msfr-h": 3, "logistic": 2}
+ROWS_PER_APPEND = {"msfr": 3, "msfr-h": 3, "logistic": 2, "deep-linear": 2}
 
 
 def _args(model: str) -> list[str]:

@@ -253,6 +253,7 @@ _LONGER: dict[str, list[str]] = {
     "mlp-cubic": ["schedule.epochs=1300", "schedule.save_every=1", "output.checkpoint_every=400 steps"],
     "msfr-h": ["time.n_times=1300", "output.times_per_segment=100", "output.checkpoint_every=400 steps"],
     "logistic": ["task.n_tasks=256", "time.n_times=1300", "output.times_per_segment=100", "output.checkpoint_every=400 steps"],
+    "deep-linear": ["task.n_tasks=256", "time.n_times=1300", "output.times_per_segment=100", "output.checkpoint_every=400 steps"],
 }  # fmt: skip
 LONG_CASES = [*sorted(CASES), "msfr-rk4-wide"]
 
