@@ -118,6 +118,8 @@ def _describe(d: dict[str, Any], echo) -> None:
         echo(f"  diff       {d['difference']:+.5f} (fit - theory)")
         if d.get("regime_text"):
             echo(f"  regime     {d['regime_text']}")
+    elif d.get("theory_note"):
+        echo(f"  theory     none: {d['theory_note']}")
     else:
         echo("  theory     none for this model/config")
     if "d_star_exponent" in d:

@@ -181,6 +181,42 @@ def tail_and_cutoff(problem, init_scale: float, t: float | None = None, step: in
     return blk, learned
 
 
+def emergence_upto(problem, init_scale: float, upto: int, step: int = 1 << 18) -> np.ndarray:
+    """t_s of tasks s = 1 … ``upto`` (index s − 1), computed per chunk."""
+    out = np.empty(upto)
+    for a in range(0, upto, step):
+        k = min(step, upto - a)
+        lam, psi = problem.lam_psi(a, k)
+        out[a : a + k] = emergence(
+            problem.weights(a, k) / problem.z, lam, psi.astype(float), init_scale
+        )
+    return out
+
+
+def window_tasks(
+    problem,
+    init_scale: float,
+    t_lo: float,
+    t_hi: float,
+    upto: int | None = None,
+    step: int = 1 << 18,
+) -> tuple[int, int]:
+    """(s_lo, s_hi) = (s_c(t_lo⁻) + 1, s_c(t_hi)): the learned-task cutoff s_c(t) = #{s ≤ upto :
+    0 < t_s ≤ t} just before ``t_lo`` plus one and at ``t_hi``, so that for t_s increasing in s
+    the tasks that emerge inside [t_lo, t_hi] are s_lo … s_hi (none when s_hi < s_lo); ``upto``
+    the represented tasks D (default all). One streamed pass."""  # fmt: skip
+    n = problem.n_tasks if upto is None else min(int(upto), problem.n_tasks)
+    below = upto_hi = 0
+    for a in range(0, n, step):
+        k = min(step, n - a)
+        P = problem.weights(a, k) / problem.z
+        lam, psi = problem.lam_psi(a, k)
+        ts = emergence(P, lam, psi.astype(float), init_scale)
+        below += int(np.sum((ts > 0) & (ts < t_lo)))
+        upto_hi += int(np.sum((ts > 0) & (ts <= t_hi)))
+    return below + 1, upto_hi
+
+
 def tail_at(problem, blk: np.ndarray, s: np.ndarray) -> np.ndarray:
     """T(s) = Σ_{s' > s} P(s') Λ_s'² / 2 at each task index in ``s``."""
     after = np.concatenate([np.cumsum(blk[::-1])[::-1][1:], [0.0]])  # blocks after block b
