@@ -171,7 +171,9 @@ def _clip_round_off(ax) -> bool:
     ys = np.concatenate([y[np.isfinite(y) & (y > 0)] for y in ys]) if ys else np.array([])
     if ys.size == 0 or ys.min() >= FLOOR * ys.max():
         return False
-    ax.set_ylim(bottom=FLOOR * ys.max())
+    # the top too: autoscaling padded it by 5 % of the unclipped range (to 1e11 for a closed form
+    # that falls to 1e-241); pad by 5 % of the clipped one
+    ax.set_ylim(FLOOR * ys.max(), ys.max() * FLOOR**-0.05)
     return True
 
 
