@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..h5.reader import Run
-from ..models._spec import Cutoff, ScalingTheory, Theory
+from ..models._spec import Cutoff, NoLaw, ScalingTheory, Theory
 from ._common import _f
 from .frontiers import Frontier, frontier
 from .labels import time_label
@@ -83,9 +83,20 @@ def _scaling(run: Run) -> ScalingTheory | None:
 def theory_for(run: Run, x: str, regime: str = "small") -> Theory | None:
     """The theory exponent for fitting ``run``'s loss against ``x`` in ``regime`` ("small":
     Λ_s ≪ 1, "large": Λ_s ≫ 1, where the model has regimes), None when its model has none."""
+    th = _theory_or_why(run, x, regime)
+    return th if isinstance(th, Theory) else None
+
+
+def _theory_or_why(run: Run, x: str, regime: str = "small") -> Theory | NoLaw | None:
+    """:func:`theory_for`, or the model's :class:`NoLaw` saying why no law applies."""
     _check_x(x)
     laws = _scaling(run)
     return None if laws is None or x not in laws.resources else laws.exponent(run, x, regime)
+
+
+def _split(th: Theory | NoLaw | None) -> tuple[Theory | None, str]:
+    """(the theory or None, why there is none: a :class:`NoLaw`'s reason or "")."""
+    return (None, th.reason) if isinstance(th, NoLaw) else (th, "")
 
 
 def cutoff_for(run: Run, fraction: float = DEFAULT_CUTOFF_FRACTION) -> Cutoff | None:
@@ -161,6 +172,7 @@ class FitReport:
     window_reason: str = ""
     x_label: str = ""
     cutoff_text: str = ""
+    theory_note: str = ""  # why there is no theory, when the model says no law applies
 
     @property
     def difference(self) -> float | None:
@@ -187,6 +199,7 @@ class FitReport:
             "theory_source": None if self.theory is None else self.theory.source,
             "regime": None if self.theory is None else self.theory.regime,
             "regime_text": None if self.theory is None else self.theory.regime_text,
+            "theory_note": self.theory_note,
             "difference": _f(self.difference),
             "cutoff": _f(self.cutoff),
             "cutoff_text": self.cutoff_text,
@@ -288,7 +301,7 @@ def fit_run(
         notes.append(note)
     _emit(notes)
     laws = _scaling(run)
-    th = None if laws is None else laws.time_theory(run, tuple(f.window))
+    th, why = _split(None if laws is None else laws.time_theory(run, tuple(f.window)))
     return FitReport(
         "time",
         y,
@@ -304,13 +317,16 @@ def fit_run(
         reason,
         time_label([run]),
         text,
+        why,
     )
 
 
-def _shared_theory(runs: Sequence[Run], x: str, notes: list[str]) -> Theory | None:
-    th = [theory_for(r, x) for r in runs]
+def _shared_theory(runs: Sequence[Run], x: str, notes: list[str]) -> Theory | NoLaw | None:
+    th = [_theory_or_why(r, x) for r in runs]
     if any(t is None for t in th):
         return None
+    if any(isinstance(t, NoLaw) for t in th):
+        return next(t for t in th if isinstance(t, NoLaw))
     if len({(t.exponent, t.d_star) for t in th}) > 1:  # type: ignore[union-attr]
         notes.append(f"runs have different alpha/beta/gamma: no single theory exponent for {x}")
         return None
@@ -344,7 +360,7 @@ def scan(
             f"a {x} scan needs at least 3 distinct values of {x}, got {np.unique(xs).tolist()}"
         )
     notes: list[str] = []
-    th = _shared_theory(runs, x, notes)
+    th, why = _split(_shared_theory(runs, x, notes))
     f, mode, more, reason = _do_fit(xs, ys, window, None, "", offset, bootstrap, loss, seed, ci)
     notes += more
     _emit(notes)
@@ -362,6 +378,7 @@ def scan(
         f"{y} ({what}) vs {x}, {len(runs)} runs",
         tuple(str(runs[i].path) for i in order),
         reason,
+        theory_note=why,
     )
 
 
@@ -377,6 +394,7 @@ class FrontierReport:
     theory: Theory | None
     warnings: tuple[str, ...]
     paths: tuple[str, ...]
+    theory_note: str = ""  # why there is no theory, when the model says no law applies
 
     @property
     def fit(self) -> PowerLawFit:
@@ -406,6 +424,7 @@ class FrontierReport:
             "window_mode": "interior",
             "theory": None if th is None else th.exponent,
             "theory_source": None if th is None else th.source,
+            "theory_note": self.theory_note,
             "regime": None if th is None else th.regime,
             "regime_text": None if th is None else th.regime_text,
             "difference": self.difference,
@@ -445,8 +464,10 @@ def compute_frontier(
     th = None
     if len(laws) == 1 and (law := next(iter(laws.values()))) is not None:
         th = law.frontier_theory(runs, Ds[order], notes)
+    th, why = _split(th)
     fr = frontier(list(ts), Ds[order], list(Ls), n_C=n_C, bootstrap=bootstrap, seed=seed, ci=ci)
     _emit(notes)
     return FrontierReport(
-        fr, Ds[order], list(ts), list(Ls), y, th, tuple(notes), tuple(str(r.path) for r in runs)
-    )
+        fr, Ds[order], list(ts), list(Ls), y, th, tuple(notes), tuple(str(r.path) for r in runs),
+        why,
+    )  # fmt: skip

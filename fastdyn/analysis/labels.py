@@ -15,6 +15,7 @@ from ..h5.reader import Run
 
 __all__ = [
     "default_series",
+    "is_theory_series",
     "loss_levels",
     "time_label",
     "y_label",
@@ -44,14 +45,24 @@ def _entry(run: Run):
 
 def default_series(run: Run) -> str:
     """The series ``plot``/``fit`` use for ``run`` without ``--y``: the first of its model's
-    ``default_series`` that the file has (then loss/test, loss/train); KeyError if none."""
+    ``default_series`` that the file has (then loss/test, loss/train), else, in a file without
+    a simulated loss (a theory-only run, ``solver.integrator = "none"``), the first whose closed
+    form ``theory/<series>`` it has; KeyError if none."""
     entry = _entry(run)
     prefs = tuple(dict.fromkeys((*(entry.default_series if entry is not None else ()), *_FALLBACK)))
-    for s in prefs:
+    for s in (*prefs, *(f"theory/{p}" for p in prefs)):
         if s in run:
             return s
-    have = ", ".join(k for k in sorted(run.series) if k.startswith("loss")) or "no loss series"
-    raise KeyError(f"{run.path}: none of the default series {', '.join(prefs)}; it has {have}")
+    have = ", ".join(k for k in sorted(run.series) if k.startswith(("loss", "theory/loss")))
+    raise KeyError(
+        f"{run.path}: none of the default series {', '.join(prefs)} nor their theory/…; it has "
+        f"{have or 'no loss series'}"
+    )
+
+
+def is_theory_series(series: str) -> bool:
+    """True for a closed-form series (``theory/…``)."""
+    return series.startswith("theory/")
 
 
 def loss_levels(run: Run) -> list[tuple[str, np.ndarray]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -227,7 +228,9 @@ def _clip_round_off(ax) -> bool:
     ys = np.concatenate([y[np.isfinite(y) & (y > 0)] for y in ys]) if ys else np.array([])
     if ys.size == 0 or ys.min() >= FLOOR * ys.max():
         return False
-    ax.set_ylim(bottom=FLOOR * ys.max())
+    # the top too: autoscaling padded it by 5 % of the unclipped range (to 1e11 for a closed form
+    # that falls to 1e-241); pad by 5 % of the clipped one
+    ax.set_ylim(FLOOR * ys.max(), ys.max() * FLOOR**-0.05)
     return True
 
 
@@ -424,6 +427,7 @@ def plot_scaling(reports: Sequence[FitReport], out: str | os.PathLike | None = N
     if labels and len(labels) != len(reports):
         raise ValueError(f"--label: give one per fit ({len(reports)}), got {len(labels)} labels")
     fig, (ax,), own = _panels(target, style, 1, "plot_scaling")
+    notes: list[str] = []
     for i, rep in enumerate(reports):
         keep = (rep.x > 0) & (rep.y > 0)
         mark = "-" if rep.x_name == "time" else "o"
@@ -435,15 +439,21 @@ def plot_scaling(reports: Sequence[FitReport], out: str | os.PathLike | None = N
         ax.plot(xs, rep.fit.predict(xs), "-", color=ln.get_color(), lw=3, alpha=0.45,
                 label=_fit_label(rep.fit, rep.x_name))  # fmt: skip
         if rep.theory is not None:
+            local = rep.theory.source.startswith("local law")
+            what = "theory (local law of the tasks in the window)" if local else "theory"
             _theory_line(ax, rep.fit, rep.theory.exponent, (lo, hi),
-                         f"theory: p = {rep.theory.exponent:.4f} (Δ = {rep.difference:+.4f})",
+                         f"{what}: p = {rep.theory.exponent:.4f} (Δ = {rep.difference:+.4f})",
                          color=ln.get_color())  # fmt: skip
+        elif rep.theory_note:
+            notes.append(f"{name}: no theory line: {rep.theory_note}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(_x_label(reports[0]))
     ax.set_ylabel(y_label(reports[0].y_name))
     if title or style == "default":
         ax.set_title(title or f"{series_name(reports[0].y_name)} vs {reports[0].x_name}")
+    if notes:
+        _note(ax, 0.02, "\n".join(textwrap.fill(n, 100) for n in notes))
     return _finish(fig, [ax], out, own, target)
 
 

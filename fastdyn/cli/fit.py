@@ -78,8 +78,9 @@ def _unfinished(f: str, status: str) -> str:
 
 
 def resolve_series(runs: list, y: str | None) -> list[str]:
-    """The series to use for each run: ``y`` (``--y``), else its model's default series."""
-    from ..analysis.labels import default_series
+    """The series to use for each run: ``y`` (``--y``), else its model's default series (the
+    closed form ``theory/…`` of a file with no simulated loss, said on stderr)."""
+    from ..analysis.labels import default_series, is_theory_series
 
     out = []
     for r in runs:
@@ -89,6 +90,13 @@ def resolve_series(runs: list, y: str | None) -> list[str]:
             raise UserError(f"--y: {e.args[0]}; name one with --y") from None
         if "time" not in r:
             raise UserError(f"{r.path}: no /time dataset (damaged or not a run output)")
+    theory = [
+        r.path.name for r, s in zip(runs, out, strict=True) if y is None and is_theory_series(s)
+    ]
+    if theory:
+        names = theory[0] if len(theory) == 1 else f"{len(theory)} files ({theory[0]}, …)"
+        click.echo(f"fastdyn: {names}: no simulated loss (theory only): using the closed form "
+                   f"{', '.join(sorted(set(s for s in out if is_theory_series(s))))}", err=True)  # fmt: skip
     return out
 
 
@@ -125,6 +133,8 @@ def _describe(d: dict[str, Any], echo) -> None:
         echo(f"  diff       {d['difference']:+.5f} (fit - theory)")
         if d.get("regime_text"):
             echo(f"  regime     {d['regime_text']}")
+    elif d.get("theory_note"):
+        echo(f"  theory     none: {d['theory_note']}")
     else:
         echo("  theory     none for this model/config")
     if "d_star_exponent" in d:
@@ -231,7 +241,9 @@ def _describe_none(d: dict[str, Any], echo) -> None:
     echo(f"  window     none: {d['reason']}")
     echo(f"  time       {d['x_label']}")
     a = d["agreement"]
-    if a is None:
+    if a is None and d["y"].startswith("theory/"):
+        echo("  theory     the series is the closed form itself")
+    elif a is None:
         echo("  theory     none in the file for this series")
     else:
         echo(f"  theory     |{a['y']} / {a['theory']} - 1|: max {a['max_rel']:.2e} at t = "

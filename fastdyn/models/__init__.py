@@ -4,6 +4,7 @@ as maths only, :class:`OdeMaths`; the registry of every model by name (``registr
 from ._spec import (
     Cutoff,
     ModelEntry,
+    NoLaw,
     OdeMaths,
     OdeSetup,
     ScalingTheory,
@@ -15,6 +16,7 @@ from ._spec import (
 __all__ = [
     "Cutoff",
     "ModelEntry",
+    "NoLaw",
     "OdeMaths",
     "OdeSetup",
     "ScalingTheory",

@@ -72,6 +72,15 @@ class Theory:
 
 
 @dataclass(frozen=True)
+class NoLaw:
+    """A plain statement that no law applies to this fit (why, one line): what a
+    :class:`ScalingTheory` returns instead of a :class:`Theory` when it has the run's laws but
+    none holds here (e.g. a task family without a closed form over the fitted window)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Cutoff:
     """Where a run's loss leaves its power law for a model reason (e.g. the finite task count):
     ``time`` (the run's time units), ``name`` (a few words, in warnings) and ``text`` (one line)."""
@@ -86,11 +95,13 @@ class ScalingTheory(Protocol):
 
     Runs are passed as read from files (``run.config``, ``run.attrs``, ``run.path``). ``x`` is one
     of ``resources`` ("time", "model_size", "n_samples", "compute"); exponents are p in L ∝ x^-p.
+    Where the model knows that no law applies, ``exponent``, ``time_theory`` and
+    ``frontier_theory`` may return a :class:`NoLaw` saying why instead of None.
     """
 
     resources: tuple[str, ...]
 
-    def exponent(self, run: Any, x: str, regime: str = "small") -> Theory | None:
+    def exponent(self, run: Any, x: str, regime: str = "small") -> Theory | NoLaw | None:
         """The law for ``x`` (None where the model has none for this run)."""
         ...
 
@@ -102,13 +113,13 @@ class ScalingTheory(Protocol):
         """Where an automatic time window must end (None: nowhere in particular)."""
         ...
 
-    def time_theory(self, run: Any, window: tuple[float, float]) -> Theory | None:
+    def time_theory(self, run: Any, window: tuple[float, float]) -> Theory | NoLaw | None:
         """The time law for a fit over ``window`` (e.g. in the regime of the tasks seen there)."""
         ...
 
     def frontier_theory(
         self, runs: Sequence[Any], model_sizes: np.ndarray, notes: list[str]
-    ) -> Theory | None:
+    ) -> Theory | NoLaw | None:
         """The compute law of runs that differ in model size; one-line caveats go to ``notes``."""
         ...
 

@@ -191,7 +191,10 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
         lo, hi = min(10, n - 1), max(min(10, n - 1) + 1, n // 10)
     if not 1 <= lo < hi <= n:
         raise ConfigError(f"--window: needs 1 ≤ S_LO < S_HI ≤ n_tasks = {n}, got {lo}:{hi}")
-    ll = local_laws(prob, lo, hi, float(cfg.init.scale), blk=blk)
+    try:
+        ll = local_laws(prob, lo, hi, float(cfg.init.scale), blk=blk)
+    except ValueError as e:
+        raise ConfigError(f"--window: {e}") from None
     from ...config.task_families import describe
 
     what = f"task.table {task.table}" if task.table is not None else describe(task)
@@ -209,6 +212,9 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
     if at_time is not None:
         head += f" (the decade around s_c(t = {at_time:g}) = {s_c})"
     click.echo(head)
+    em = ll.emerging
+    if em.n != em.s_hi - em.s_lo + 1:  # the slopes are fitted over the tasks that emerge
+        click.echo(f"  emerging: {em.text}; every slope below is fitted over the tasks that emerge")
     click.echo(f"  P(s): alpha_w = {ll.alpha_w:.4g}   Λ_s: gamma_w = {ll.gamma_w:.4g} (Λ_s {ll.lam_lo:.3g} … {ll.lam_hi:.3g})"
                f"   ψ_s: beta_w = {ll.beta_w:.4g}")  # fmt: skip
     click.echo(
@@ -245,7 +251,7 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
                    f"kappa_w {k0:.4g} → {k1:.4g}, time exponent {p0:.4g} → {p1:.4g} from its lower to its upper half); "
                    f"the exponents above are the window's tangent only")  # fmt: skip
     click.echo(f"prediction over the window: L falls from {ll.loss_lo:.4g} to {ll.loss_hi:.4g} as t goes from "
-               f"{ll.t_lo:.4g} to {ll.t_hi:.4g} (tasks {ll.s_lo} … {ll.s_hi} emerge), slope -{ll.time:.4g}")  # fmt: skip
+               f"{ll.t_lo:.4g} to {ll.t_hi:.4g} ({'tasks ' + str(ll.s_lo) + ' … ' + str(ll.s_hi) if em.n == ll.s_hi - ll.s_lo + 1 else str(em.n) + ' tasks'} emerge), slope -{ll.time:.4g}")  # fmt: skip
     if ll.regime_law is not None:
         r = ll.regime_law
         click.echo(f"power-law formula at the local exponents ({'Λ_s constant' if constant else (names[r['regime']] if ll.regime != 'mixed' else 'mixed; nearest ' + names[r['regime']].split(' (')[0])}): time {-r['time']:.4g} = "

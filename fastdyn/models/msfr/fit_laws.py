@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from .._spec import Cutoff, Theory, stored_number, stored_value
+from .._spec import Cutoff, NoLaw, Theory, stored_number, stored_value
 from . import scaling
+from .time_law import task_law_name, time_law
 
-__all__ = ["MsfrScaling", "SCALING"]
+__all__ = ["MsfrScaling", "SCALING", "time_law"]
 
 _FIELD = {"time": "time", "model_size": "model_size", "n_samples": "data", "compute": "compute"}
 _KAPPA = {"small": "alpha+beta+gamma", "large": "alpha+beta+3gamma"}
@@ -41,8 +42,11 @@ _EXPR = {
 _KEY = {"model_size": "task.model_size", "n_samples": "task.n_samples"}
 
 
-def _abg(run: Any) -> tuple[float, float, float] | None:
-    """(α, β, γ) of the run's power-law task law, None without one."""
+def abg(run: Any) -> tuple[float, float, float] | None:
+    """(α, β, γ) of the run's power-law task law, None without one (a table or named family has
+    none: its stored α, γ are not what its tasks follow)."""
+    if task_law_name(run.config) is not None:
+        return None
     vals = [
         stored_value(run, f"task.{k}", d)
         for k, d in (("alpha", None), ("beta", 0.0), ("gamma", 0.0))
@@ -55,7 +59,7 @@ def _abg(run: Any) -> tuple[float, float, float] | None:
         return None
 
 
-def _strength(run: Any) -> tuple[float, float]:
+def strength(run: Any) -> tuple[float, float]:
     """(Λ0, γ) of Λ_s = Λ0 s^-γ."""
     return float(stored_value(run, "task.strength0", 1.0)), float(
         stored_value(run, "task.gamma", 0.0)
@@ -100,6 +104,37 @@ def emergence(run: Any) -> np.ndarray:
     return _emergence(int(stored_number(get("task.n_tasks", 10_000))), int(model_size(run)), kw)
 
 
+#: a table or family's cutoff sorts the emergence times of every represented task: up to this D
+FAMILY_CUTOFF_MAX = 1 << 25
+
+
+def _family_cutoff(run: Any, fraction: float) -> Cutoff | None:
+    """t_c of a table or family run: s_c(t) reaches ``fraction`` of its emerging tasks s ≤ D."""
+    from .local_laws import emergence_upto
+    from .time_law import stored_problem
+
+    try:
+        prob, sigma0 = stored_problem(run.config)
+    except ValueError:
+        return None
+    D = min(int(model_size(run)), prob.n_tasks)
+    if D > FAMILY_CUTOFF_MAX:
+        return None
+    ts = emergence_upto(prob, sigma0, D)
+    ts = np.sort(ts[(ts > 0) & np.isfinite(ts)])
+    if ts.size == 0:
+        return None
+    k = max(int(math.ceil(fraction * ts.size)), 1)
+    tc = float(ts[k - 1])
+    return Cutoff(
+        tc,
+        f"learned-task cutoff t_c = {tc:g}",
+        f"t_c = {tc:g}: the learned-task cutoff s_c(t) reaches {k} of the {ts.size} tasks that "
+        f"emerge among the D = {D} represented (cutoff fraction {fraction:g}); the loss leaves "
+        "the tasks' law after it as the last of them emerge",
+    )
+
+
 class MsfrScaling:
     """The :class:`fastdyn.models.ScalingTheory` of MSFR runs (module docstring)."""
 
@@ -107,20 +142,25 @@ class MsfrScaling:
 
     def exponent(self, run: Any, x: str, regime: str = "small") -> Theory | None:
         """p of L ∝ x^-p in ``regime`` ("small": Λ_s ≪ 1, "large": Λ_s ≫ 1), None outside the
-        laws' domain (α + 2γ ≤ 1, ...) or without a power-law task law."""
-        abg = _abg(run)
-        if abg is None:
+        laws' domain (α + 2γ ≤ 1, ...) or without a task law; a :class:`NoLaw` for a task table or
+        named family (its local exponents: ``fastdyn theory exponents --config``)."""
+        name = task_law_name(run.config)
+        if name is not None:
+            return NoLaw(f"no closed-form {x.replace('_', ' ')} law for {name}; `fastdyn theory "
+                         "exponents --config` gives its local exponents over a window of tasks")  # fmt: skip
+        law = abg(run)
+        if law is None:
             return None
         try:
-            ex = scaling.exponents(*abg, regime=regime)
+            ex = scaling.exponents(*law, regime=regime)
         except ValueError:
             return None
-        a, b, g = abg
+        a, b, g = law
         if x in ("time", "compute"):
             where = f", {scaling.REGIME_NAMES[regime]}: kappa_t = {_KAPPA[regime]}"
         else:
             where = " (the same for Λ_s ≪ 1 and Λ_s ≫ 1)"
-        src = f"msfr spec §6{where}: {_EXPR[x]} with alpha={a:g}, beta={b:g}, gamma={g:g}"
+        src = f"docs/theory.md{where}: {_EXPR[x]} with alpha={a:g}, beta={b:g}, gamma={g:g}"
         rg = regime if x in ("time", "compute") else ""
         return Theory(getattr(ex, _FIELD[x]), src, ex.d_star if x == "compute" else None, rg)
 
@@ -134,8 +174,11 @@ class MsfrScaling:
         return v
 
     def cutoff(self, run: Any, fraction: float) -> Cutoff | None:
-        """t_c where s_c(t) reaches ``fraction`` of the represented tasks D."""
-        if _abg(run) is None:
+        """t_c where s_c(t) reaches ``fraction`` of the represented tasks D (of a table or family:
+        of the represented tasks that emerge)."""
+        if task_law_name(run.config) is not None:
+            return _family_cutoff(run, fraction)
+        if abg(run) is None:
             return None
         ts = np.sort(emergence(run))
         k = max(int(math.ceil(fraction * ts.size)), 1)
@@ -151,38 +194,53 @@ class MsfrScaling:
 
     def window_regime(self, run: Any, t_lo: float, t_hi: float) -> scaling.WindowRegime | None:
         """The regime of the tasks that emerge in [t_lo, t_hi]."""
-        if _abg(run) is None:
+        if abg(run) is None:
             return None
-        return scaling.window_regime(t_lo, t_hi, emergence(run), *_strength(run))
+        return scaling.window_regime(t_lo, t_hi, emergence(run), *strength(run))
 
-    def time_theory(self, run: Any, window: tuple[float, float]) -> Theory | None:
-        """The time law of the tasks that emerge in the fitted ``window``, with its regime."""
-        wr = self.window_regime(run, *window)
-        if wr is None:
-            return self.exponent(run, "time")
-        return self._in_regime(run, "time", wr, "emerge in the window")
+    def time_theory(self, run: Any, window: tuple[float, float]) -> Theory | NoLaw:
+        """The time law of the tasks that emerge in the fitted ``window``: the regime's power law,
+        a table's or family's local law, or why none applies (:func:`time_law.time_law`)."""
+        n = run.attrs.get("n_represented")
+        return time_law(run.config, window, None if n is None else int(n)).theory()
 
     def time_law(self, run: Any, window: tuple[float, float]) -> dict[str, Any]:
-        """The time law the run's config predicts over ``window``: the regime's law, the local
-        law of a task table or family, or none (:func:`time_law.time_law`)."""
-        from .time_law import time_law
-
-        return time_law(self, run, window)
+        """The time law the run's config predicts over ``window`` (the validation map's
+        columns): :func:`time_law.time_law` as a dict, ``kind`` "regime law" | "local law" |
+        "none", ``regime`` "equal" where every task has one Λ_s (power laws with γ = 0: both
+        regimes' laws agree there), ``tasks`` (s_lo, s_hi) the tasks emerging in the window."""
+        n = run.attrs.get("n_represented")
+        law = time_law(run.config, window, None if n is None else int(n))
+        kind = {"power": "regime law", "local": "local law"}.get(law.kind, "none")
+        regime = law.regime
+        if kind == "regime law" and float(stored_value(run, "task.gamma", 0.0)) == 0.0:
+            regime = "equal"
+        text = f"{law.source}; {law.text}" if kind != "none" else f"no law applies: {law.text}"
+        return {
+            "exponent": None if kind == "none" else law.exponent,
+            "kind": kind,
+            "regime": regime,
+            "text": text,
+            "tasks": (law.s_lo, law.s_hi) if law.s_hi else None,
+        }
 
     def frontier_theory(
         self, runs: Sequence[Any], model_sizes: np.ndarray, notes: list[str]
-    ) -> Theory | None:
+    ) -> Theory | NoLaw | None:
         """The compute law of runs that differ in model size, in the regime of the tasks
         s = min D..max D (D* ≈ s_c(t) there); None unless every run has the same law."""
         th = [self.exponent(r, "compute") for r in runs]
         if any(t is None for t in th):
             return None
+        no = [t for t in th if isinstance(t, NoLaw)]
+        if no:
+            return no[0]
         if len({(t.exponent, t.d_star) for t in th}) > 1:  # type: ignore[union-attr]
             notes.append(
                 "runs have different alpha/beta/gamma: no single theory exponent for compute"
             )
             return None
-        lg = {_strength(r) for r in runs}
+        lg = {strength(r) for r in runs}
         if len(lg) > 1:
             notes.append("runs have different strength0/gamma: the compute law is the Λ_s ≪ 1 one")
             return th[0]
@@ -193,22 +251,22 @@ class MsfrScaling:
         mid = math.sqrt(s_lo * s_hi)
         law = reg if reg != "mixed" else ("large" if lam0 * mid**-g >= 1 else "small")
         wr = scaling.WindowRegime(reg, law, s_lo, s_hi, lam[0], lam[1], math.nan, s_hi - s_lo + 1)
-        return self._in_regime(runs[0], "compute", wr, "are the model sizes")
+        return self.regime_theory(runs[0], "compute", wr, "are the model sizes")
 
-    def _in_regime(self, run: Any, x: str, wr: scaling.WindowRegime, what: str) -> Theory | None:
+    def regime_theory(self, run: Any, x: str, wr: scaling.WindowRegime, what: str) -> Theory | None:
         """The theory of ``wr.law`` for ``x`` with a one-line account of the regime."""
         th = self.exponent(run, x, wr.law)
-        abg = _abg(run)
-        if th is None or abg is None:
+        law = abg(run)
+        if not isinstance(th, Theory) or law is None:
             return th
-        lam0, g = _strength(run)
+        lam0, g = strength(run)
         sx = scaling.crossover(lam0, g)
         cross = (
             "no crossover (gamma = 0)" if sx is None else f"crossover s× = Λ0^(1/gamma) = {sx:.4g}"
         )
         other = "small" if wr.law == "large" else "large"
         try:
-            p_other = f"p = {getattr(scaling.exponents(*abg, regime=other), _FIELD[x]):.5f}"
+            p_other = f"p = {getattr(scaling.exponents(*law, regime=other), _FIELD[x]):.5f}"
         except ValueError:
             p_other = "none"
         tasks = f"tasks s = {wr.s_lo}..{wr.s_hi} {what}, Λ_s = {wr.lam_lo:.3g}..{wr.lam_hi:.3g}"
@@ -222,7 +280,7 @@ class MsfrScaling:
             head = f"{scaling.REGIME_NAMES[wr.regime]}: {tasks} ({cross})"
         text = f"{head}; the {scaling.REGIME_NAMES[other]} law would be {p_other}"
         if x == "time" and math.isfinite(wr.kappa_w) and wr.kappa_w > 0:
-            eta = scaling.exponents(*abg).eta
+            eta = scaling.exponents(*law).eta
             text += f"; t_s ∝ s^{wr.kappa_w:.3f} there (logs included): eta/{wr.kappa_w:.3f} = {eta / wr.kappa_w:.5f}"
         return Theory(th.exponent, th.source, th.d_star, wr.regime, text)
 
