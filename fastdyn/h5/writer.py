@@ -29,7 +29,6 @@ import errno
 import json
 import math
 import os
-import platform
 import shutil
 import sys
 import time as _time
@@ -46,6 +45,7 @@ from . import layout, undo
 from .compact import compact
 from .failstop import ignore_sigxfsz, open_failstop
 from .lock import WriterLock, inode_key, refuse_non_regular
+from .provenance import versions
 from .superblock import clear_open_flags, lookup3  # noqa: F401  (re-exported)
 from .torn import repair_torn
 
@@ -99,21 +99,6 @@ def _not_written(e: OSError) -> OSError:
 
 
 _fsync_dir = undo.fsync_dir
-
-
-def versions() -> dict[str, str]:
-    """Versions of everything that shapes the numbers."""
-    import numba
-
-    return {
-        "fastdyn": __version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "h5py": h5py.__version__,
-        "hdf5": h5py.version.hdf5_version,
-        "platform": platform.platform(),
-    }
 
 
 def _link_scale(f: h5py.File, series: str, scale: str) -> None:
@@ -630,7 +615,7 @@ def _write_root_attrs(
     a["generated_by"] = f"fastdyn {__version__}"
     a["model"] = model
     a["config"] = config_toml
-    a["versions"] = json.dumps(versions())
+    a["versions"] = json.dumps(versions(model))
     a["seed"] = int(seed)
     a["identity_crc32"] = identity_crc(a)
     a["checksums"] = (
