@@ -115,6 +115,7 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
     if ended is not None:
         return ended
     writer.close(
-        Outcome.COMPLETE.text(), timings(), datasets=job.final(theta), dims=job.dims, axes=job.axes
-    )
+        Outcome.COMPLETE.text(), timings(), datasets=job.final(theta), dims=job.dims, axes=job.axes,
+        descriptions=job.descriptions,
+    )  # fmt: skip
     return Outcome.COMPLETE.text()

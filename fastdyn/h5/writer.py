@@ -423,10 +423,12 @@ class RunWriter:
         datasets: dict[str, np.ndarray] | None = None,
         dims: dict[str, tuple[str | None, ...]] | None = None,
         axes: dict[str, str] | None = None,
+        descriptions: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         """Record the final status (and timings) in the root attributes, plus any end-of-run
-        ``datasets`` (final weights; their axes named by ``dims`` and ``axes`` as in
-        :class:`RunWriter`); flush and close. Idempotent."""
+        ``datasets`` (final weights; their axes named by ``dims`` and ``axes``, their units and
+        long names by ``descriptions`` or the writer's own, as in :class:`RunWriter`); flush and
+        close. Idempotent."""
         if self._f is None:
             return
         if getattr(self, "_broken", False):  # a write failed: add nothing, keep the last flush
@@ -453,7 +455,7 @@ class RunWriter:
                 if k in f:
                     del f[k]
                 ds = f.create_dataset(k, data=v)
-                _describe(ds, k, getattr(self, "_descriptions", {}))  # none after a reopen
+                _describe(ds, k, descriptions or getattr(self, "_descriptions", {}))
                 if k in (dims or {}):
                     _attach_named(f, ds, dims[k], axes or {}, first=0)
                 _index_scales(f, ds, first=0)

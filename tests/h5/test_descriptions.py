@@ -148,3 +148,28 @@ def test_msfr_attn_weights_are_named_arrays_that_partition_theta() -> None:
                     assert np.array_equal(named["W_Q_x"][0], full["WQ"][:, xs].T)
                     ky = named["W_K_y"][0]
                     assert np.array_equal(ky, full["WK"][:, lab[: len(ky)]].T)
+
+
+def test_final_weights_written_after_a_resume_keep_their_descriptions(tmp_path) -> None:
+    """A resumed writer has no declared layout of its own: the final datasets' units, long names
+    and axes come with ``close`` (the trained driver passes its model's)."""
+    from fastdyn.h5.writer import RunWriter
+
+    path = tmp_path / "w.h5"
+    w = RunWriter(
+        path, model="msfr-attn", config_toml="", seed=0, series={"loss/test": ()},
+        checkpoint={"theta": ((3,), "f8")},
+    )  # fmt: skip
+    w.append(np.array([0.0]), {"loss/test": np.array([1.0])})
+    w.checkpoint({"theta": np.zeros(3)})
+    w.close("interrupted")
+    w, ck = RunWriter.reopen(path)
+    assert ck is not None
+    name = "params/weights/W_V_x"
+    w.close(
+        "complete", datasets={name: np.arange(3.0)}, dims={name: ("model_task",)}, axes=W.AXES,
+        descriptions={name: ("1", W.LONG_NAMES["W_V_x"])},
+    )  # fmt: skip
+    with h5py.File(path, "r") as f:
+        assert f[name].attrs["long_name"] == W.LONG_NAMES["W_V_x"]
+        assert f["params/weights/model_task"].attrs["long_name"] == W.AXES["model_task"]
