@@ -29,16 +29,21 @@ _ENTRIES: dict[str, Any] = {}
 _POINTS: dict[str, list[Any]] = {}
 #: model name → where it comes from ("fastdyn 0.1.0 (…)", "mypackage 1.0 (…)", "in-process")
 _SOURCES: dict[str, str] = {}
+#: model name → (distribution, version) of the package it comes from ("in-process", "" for one
+#: registered in-process)
+_DISTS: dict[str, tuple[str, str]] = {}
 #: model name → why its entry point could not be loaded
 _BROKEN: dict[str, str] = {}
 _DISCOVERED = False
 
 
-def register(entry: Any, source: str = "in-process") -> Any:
+def register(entry: Any, source: str = "in-process", dist: tuple[str, str] | None = None) -> Any:
     """Add ``entry`` (an object with ``name``) under its name; a later registration replaces it
-    (an in-process one also replaces an entry point of that name not loaded yet)."""
+    (an in-process one also replaces an entry point of that name not loaded yet). ``dist``: the
+    (distribution, version) it comes from."""
     _ENTRIES[entry.name] = entry
     _SOURCES[entry.name] = source
+    _DISTS[entry.name] = dist or ("in-process", "")
     _BROKEN.pop(entry.name, None)
     if source == "in-process":
         _POINTS.pop(entry.name, None)
@@ -60,7 +65,8 @@ def _discover() -> None:
 def _load(name: str) -> None:
     """Import the entry points of model ``name`` not loaded yet (a broken one is noted)."""
     for ep in _POINTS.pop(name, []):
-        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown package"
+        pair = (ep.dist.name, ep.dist.version) if ep.dist is not None else ("unknown package", "")
+        dist = " ".join(pair).strip()
         try:
             entry = ep.load()
         except Exception as e:  # noqa: BLE001 — one broken plug-in must not hide the others
@@ -72,7 +78,7 @@ def _load(name: str) -> None:
                 f"(got {getattr(entry, 'name', type(entry).__name__)!r})"
             )
             continue
-        register(entry, f"{dist} ({ep.value})")
+        register(entry, f"{dist} ({ep.value})", pair)
 
 
 def _load_all() -> None:
@@ -115,6 +121,12 @@ def sources() -> dict[str, str]:
     """Model name → the package (and entry point) it comes from, for every loadable model."""
     _load_all()
     return {n: _SOURCES[n] for n in names()}
+
+
+def distribution(name: str) -> tuple[str, str] | None:
+    """(distribution, version) of the package model ``name`` comes from (("in-process", "") for
+    an in-process entry), or None for a model not loaded."""
+    return _DISTS.get(name)
 
 
 def broken() -> dict[str, str]:

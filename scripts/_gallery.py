@@ -185,7 +185,7 @@ def gamma_least_squares(config: str, sets: dict, m: int | None = None) -> dict[s
     ``m`` restricts Γ to U_m C U_mᵀ (U_m: the top-m eigenvectors of the population Λ, C free
     m×m), the class of the ATTN_S saddle M_m; since a finite-data saddle may also tilt its
     subspace, this is an upper bound on that plateau's train loss. Loss = mean (y_q − ŷ)²,
-    fastdyn's convention (spec icl.md), so Γ = 0 gives the train set's mean y_q². Returns the
+    fastdyn's convention (docs/theory.md, ICL), so Γ = 0 gives the train set's mean y_q². Returns the
     train minimum ("train") and the fitted predictor's loss on each test set ("test_ic", …)."""
     import fastdyn
     from fastdyn.models import icl_settings as st

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> dict:
     La, Lm = attn["loss/train"], mlp["loss/train"]
     gap = float(np.max(np.abs(La / Lm - 1)))
     # same data, same initial weights, and the MLP's cubic features span exactly ATTN_M's function
-    # class with the same gradient-flow geometry (spec icl.md §2): the curves agree to rounding,
+    # class with the same gradient-flow geometry (docs/theory.md, ICL): the curves agree to rounding,
     # amplified through the saddle escape (~1e-9 observed); tolerance 1e-6
     g.row("max |L_ATTN_M / L_MLP - 1| (linear spectrum)", gap, 0.0, 1e-6)
     Ls = float(np.asarray(attn["theory/L_star"]))
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"final IC test loss (n_test sequences, not whitened): ATTN_M {attn['loss/test_ic'][-1]:.4f}, MLP {mlp['loss/test_ic'][-1]:.4f}, L* {Ls:.4f}"
     )
     tw, Lw, Leq = white.time, white["loss/train"], white["theory/loss/train"]
-    # Eq. 10 takes a_0 = H·init²/2 for the i.i.d. init (spec: within ~3%); the drop time is
+    # Eq. 10 takes a_0 = H·init²/2 for the i.i.d. init (within ~3%); the drop time is
     # ln(√D/(κ a_0 s c) − 1)/(2S), so a 3% error in a_0 moves it by 0.03/ln(1/a_0) ≈ 0.1%; the
     # random init's spread of directions adds a few % before the heads align; tolerance 5%
     g.row(

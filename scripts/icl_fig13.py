@@ -3,7 +3,7 @@
 
 White spectrum (Λ = I/64), P = 5000 sequences (> D² = 4096, so the train set has a unique
 least-squares minimum over Γ), ρ = 1 (the reference code's scale, as the shipped configs), the reduced sufficient-statistics path (exact for the
-reduced parametrisation, spec icl.md §3), init 1e-3 and GD lr 1e-2 (ATTN_S: 0.1 and 4e-2, so that
+reduced parametrisation, docs/theory.md), init 1e-3 and GD lr 1e-2 (ATTN_S: 0.1 and 4e-2, so that
 its plateaus, ∝ τ/(κλ²v_0), end within the run) (data/configs/icl_fig1.toml and
 icl_fig3.toml with these sets). ATTN_M (H = 8) and ATTN_S with H = 8 heads of rank R = 8
 (H·R = D). Checked: ATTN_M drops once (the paper's single abrupt drop). The reference beside the

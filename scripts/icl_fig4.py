@@ -5,7 +5,7 @@ moments (data.population, reduced path; the paper trains on P = 80000 sequences,
 cores: the population run is its P → ∞ limit) for 100001 epochs (t/τ = 4000; the paper shows 20001),
 and again at init/10 for 10× the epochs.
 
-Theory (spec §4): the model visits M_0 → M_1 → … ; a plateau at M_m is *long* only when leaving it
+Theory (docs/theory.md, ICL): the model visits M_0 → M_1 → … ; a plateau at M_m is *long* only when leaving it
 needs a new head, i.e. a value weight leaving zero (m divisible by R). That escape is the blow-up of
 τ v̇ = κλ²v², so its duration scales as 1/v_0 ∝ 1/init. A head whose value weight is already O(1)
 learns its next direction as a two-layer network, in a time that grows only as ln(1/init). So a

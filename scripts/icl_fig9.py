@@ -1,8 +1,8 @@
-"""ICL Fig. 9 (the paper's ICL vs IWL figure; spec §5's "Fig. 14" row): in-weight learning comes
+"""ICL Fig. 9 (the paper's ICL vs IWL figure, its Fig. 14 settings): in-weight learning comes
 first and then gives way to in-context learning, more so the larger the in-context fraction c.
 
 ATTN_M, per-sample (full model: the in-weight blocks 𝐯_i, 𝐮_i train), from
-data/configs/icl_variants.toml with the spec §5 row: D = 4, N = 31, H = 8, Λ = I/4 ("white"),
+data/configs/icl_variants.toml with the paper's Fig. 14 settings: D = 4, N = 31, H = 8, Λ = I/4 ("white"),
 P = 5000 train + 5000 test sequences per test set, init 1e-6, GD lr 5e-4, 4001 epochs
 (t/τ = 4), ρ = 1 (reference code), output.diagnostics = true; data.icl_fraction c = 0, 0.2, 0.4,
 0.6, 0.8, 1 (no reduction from the paper's sizes). Per c:

@@ -63,7 +63,7 @@ def half_rise(step: np.ndarray, f: np.ndarray, lam: np.ndarray) -> np.ndarray:
 
 def closed_half_rise(data: dict, lr: float, track: list[int]) -> np.ndarray:
     """Gradient-flow half-rise step of the tracked tasks: t_half = ln(Λ/f(0) − 1)/(2 a_s Λ) per
-    unit time, divided by η (the logistic of the rank-one v/w pair, spec msfr.md; a_s from the
+    unit time, divided by η (the logistic of the rank-one v/w pair, docs/theory.md; a_s from the
     drawn count of task s)."""
     from fastdyn.config.load import from_dict
     from fastdyn.problems.msfr import MsfrProblem

@@ -1,7 +1,7 @@
 """MSFR trained attention, the four scaling laws: time t, model size D, data N, compute C = t·D.
 
 Issue 18 (d), the authors' App. I: softmax attention and W_Kᵀ W_Q trained with GD keep all four
-laws of MSFR (spec msfr.md §6, α = 2, β = γ = 0: L ∝ t^-1/2, D^-1, N^-1/2, C^-1/3 with D* ∝ C^1/3),
+laws of MSFR (docs/theory.md, α = 2, β = γ = 0: L ∝ t^-1/2, D^-1, N^-1/2, C^-1/3 with D* ∝ C^1/3),
 AdamW keeps the D and N laws and changes the t and C laws. Every number comes from trained msfr-attn
 runs through the public driver (scripts/msfr_attn_scaling.py's run_one, schedules and scans), for
 four variants: gd (merged W_KQ), softmax (attention.softmax, gd), separate (W_Kᵀ W_Q, rank 1, gd),
@@ -38,7 +38,7 @@ resamples msfr_attn_scaling's 4 seeds. Only 3 seeds (full) make these CIs coarse
 (1 seed) the CI is a pairs bootstrap over the fit points (narrower than the truth).
 
 Theory columns: MSFR §6 (asymptotic, N_s, N → ∞) and the finite-size expectation of the same
-counts, D grid and window: the gradient-flow closed form of linear merged attention (spec §4–5, exact
+counts, D grid and window: the gradient-flow closed form of linear merged attention (docs/theory.md, exact
 level) summed over the drawn counts (t, C), the t → ∞ loss of the drawn counts (D, N; for N its
 expectation over draws, as msfr_attn_scaling). The gd-type rows are held to the finite-size
 expectation; AdamW's t and C exponents have no theory and are printed beside GD's.

@@ -7,7 +7,7 @@ Runs the trained linear (or softmax) self-attention through the public driver on
 ``data/configs/msfr_attn_scaling_{d,n}.toml`` (α = 2, β = γ = 0), over 5 model sizes D (fixed data)
 and 5 data sizes N (D = N_s, several seeds = several draws of the counts), stores every run as HDF5
 under ``--out`` and fits the final test loss with :func:`fastdyn.analysis.fit_power_law`:
-L ∝ D^-p_D and L ∝ N^-p_N, printed beside the theory (spec msfr.md §6, models/msfr/scaling.py:
+L ∝ D^-p_D and L ∝ N^-p_N, printed beside the theory (docs/theory.md, models/msfr/scaling.py:
 p_D = η = α − 1 = 1, p_N = η/α = 1/2), beside the exponent of the *finite-size expectation* of the
 same D, N, N_s values (what the asymptotic law becomes on this window: the exact tail Σ_{s>D} P(s)/2,
 and E Σ_s P(s)(1 − P(s))^N/2), and beside the exponent of the *realised* t → ∞ loss of the drawn
@@ -80,7 +80,7 @@ VARIANTS = {
 
 
 def initial_f(ch) -> np.ndarray:
-    """f_s(0) = v0ᵀ H_s w0 of every task of a problem chunk (Rademacher H, spec msfr.md §2)."""
+    """f_s(0) = v0ᵀ H_s w0 of every task of a problem chunk (Rademacher H, docs/theory.md)."""
     return ch.psi * (ch.v0x + ch.lam * ch.v0y) * (ch.w0x + ch.lam * ch.w0y) + ch.v0x * ch.w0x
 
 

@@ -8,7 +8,7 @@ Runs data/configs/msfr_noise.toml (msfr-attn, dense features, 8 task types, ψ =
   the σ = 0 run must equal it to round-off; the deviation D(σ) = max_{s,t} |f_s − f_s^gd|/Λ_s
   measures what the noise alone does, and its log-log slope over σ is reported (measured, no
   theory is claimed for it);
-- the leading-order closed form f⁰_s(t) (spec §4) at t = η·step: the paper's statement is that
+- the leading-order closed form f⁰_s(t) (docs/theory.md) at t = η·step: the paper's statement is that
   f⁰ stays accurate for approximately sparse features, i.e. that max |f − f⁰|/Λ stays at its σ = 0
   value (the O(1/ψ) and O(η) floor) for small σ. Rows: the floor, and each σ's excess over it.
 

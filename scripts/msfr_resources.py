@@ -4,7 +4,7 @@ From data/configs/msfr_resources.toml (alpha = 2): a model-size scan (final loss
 also give the compute frontier L*(C), D*(C) with C = t·D), a data scan (final loss vs N, finite
 n_samples), the time exponent at gamma = -0.25, 0, 0.5 and a model-size scan at gamma = 0.5. Fits
 through fastdyn.analysis.compare (scan, compute_frontier, fit_run); theory from
-fastdyn.models.msfr.scaling.exponents (spec msfr.md §6).
+fastdyn.models.msfr.scaling.exponents (docs/theory.md).
 
     python scripts/msfr_resources.py            # full
     python scripts/msfr_resources.py --quick    # seconds

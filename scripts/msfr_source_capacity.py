@@ -19,7 +19,7 @@ floor that no size removes:
 A non-positive excess (a dense model that overfits: at τ = 1 the D = 32 model, 2112 weights on
 2000 sequences, ends worse than D = 16) leaves that exponent NaN (no law). Each dense exponent is
 printed beside the sparse run's (MSFR measured the same way on the same sizes and draws), MSFR's
-asymptotic law (spec msfr.md §6: p_t = p_N = (α − 1)/α, p_D = α − 1) and the exponent of the
+asymptotic law (docs/theory.md: p_t = p_N = (α − 1)/α, p_D = α − 1) and the exponent of the
 finite-size expectation of the same sizes (as in scripts/msfr_attn_scaling.py: the tail
 Σ_{D<s≤N_s} P(s)/2; the unsampled tasks' E Σ_s P(s)[(1 − P)^N − (1 − P)^N_ref]/2; for t the
 leading-order closed form of the same counts, Rademacher H, fitted the same way).

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import click
 
 from ._common import guarded
@@ -59,6 +62,8 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
         echo(f"state:    {state(file, str(get('status')))}")
         echo(f"format:   {get('format')} v{get('format_version')}  ({get('generated_by')})")
         echo(f"seed:     {get('seed')}")
+        if made := _made_by(get("versions")):
+            echo(f"made by:  {made}")
         if get("note"):
             echo(f"note:     {get('note')}")
         echo(f"timings:  {_timings(get('timings'))}")
@@ -105,6 +110,25 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
             for line in str(get("config")).splitlines():
                 echo("  " + line)
     return out
+
+
+def _made_by(text: Any) -> str:
+    """The packages and commit of the root attribute ``versions`` in one line ("" when absent)."""
+    try:
+        v = json.loads(text) if text else {}
+    except (TypeError, ValueError):
+        return ""
+    if not isinstance(v, dict):
+        return ""
+    parts = [f"fastdyn {v['fastdyn']}"] if "fastdyn" in v else []
+    pkg = str(v.get("model_package", ""))
+    if pkg and not pkg.startswith("fastdyn "):
+        parts.append(f"model from {pkg}")
+    parts += [f"{k} {v[k]}" for k in ("numba", "numpy", "h5py") if k in v]
+    if "git_commit" in v:
+        modified = " (with uncommitted changes)" if v.get("git_modified") else ""
+        parts.append(f"git {str(v['git_commit'])[:12]}{modified}")
+    return ", ".join(parts)
 
 
 def _axes(ds) -> str:

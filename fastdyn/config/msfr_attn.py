@@ -137,7 +137,10 @@ class OutputSection(Section, prefix="output."):
     """[output]: what is stored besides the losses."""
 
     track: tuple = common.track("tasks s whose f_s(t) are stored; [] = 1, 3, 10, 30, … ≤ D")
-    save_weights: bool = flag(True, help="store the final flat parameter vector /params/theta")
+    save_weights: bool = flag(
+        True,
+        help="store the final weights: named arrays /params/weights/* and the flat vector /params/theta",
+    )
     checkpoint_every: float | str = common.checkpoint_every(
         'resume state (weights, optimiser state) written to /checkpoint at a save step every this many seconds (60, "60s") or optimiser steps ("100 steps"); 0 = at every save; "off" = only when a signal stops the run'
     )

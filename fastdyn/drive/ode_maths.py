@@ -166,6 +166,7 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
         static=dict(m.static), extra_attrs=attrs,
         times_per_segment=int(m.output.times_per_segment),
         checkpoint_every=m.output.checkpoint_every,
+        integrator=str(m.solver.integrator), descriptions=dict(m.descriptions),
     )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core import stop_flag
+from ..h5.layout import time_long_name
 from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
@@ -211,6 +212,7 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
         request, checkpoint=ck_spec, series=series, static=static,
         scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
         extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": job.tail[0], "tail_loss_train": job.tail[1], **job.extra_attrs},
+        time_long_name=time_long_name(job.integrator), descriptions=job.descriptions,
     )  # fmt: skip
     state = job.new_state(chunks, job.n_tasks) if job.simulate else None
     a0 = 0

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..config.load import from_dict, to_toml
+from ..h5.layout import time_long_name
 from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
@@ -167,6 +168,7 @@ def run_split(
         output, model=entry.name, config_toml=text, seed=cfg.seed, series=series, static=static,
         scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
         extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": tail_test, "tail_loss_train": tail_train, **job.extra_attrs, "split_parts": len(spans)},
+        time_long_name=time_long_name(job.integrator), descriptions=job.descriptions,
     )  # fmt: skip
     seg = max(1, int(job.times_per_segment))
     timings = lambda: {"total": _time.time() - t_wall}  # noqa: E731

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..h5 import layout
 from ..models._spec import TrainedSetup
 from .checkpoint import Schedule, StopSignals, with_stop_signals
 from .lifecycle import Ended, RunRequest, guarded, open_writer
@@ -59,7 +60,7 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
     writer, ck = open_writer(
         request, series=job.series, static=job.static, scales=job.scales,
         with_step=True, extra_attrs=job.extra_attrs, time_units=job.time_units,
-        time_long_name=job.time_long_name, checkpoint=checkpoint_spec(job, opt), dims=job.dims,
+        time_long_name=job.time_long_name or layout.time_long_name("trained"), checkpoint=checkpoint_spec(job, opt), dims=job.dims,
         axes=job.axes, descriptions=job.descriptions,
     )  # fmt: skip
     theta = job.theta
@@ -114,6 +115,7 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
     if ended is not None:
         return ended
     writer.close(
-        Outcome.COMPLETE.text(), timings(), datasets=job.final(theta), dims=job.dims, axes=job.axes
-    )
+        Outcome.COMPLETE.text(), timings(), datasets=job.final(theta), dims=job.dims, axes=job.axes,
+        descriptions=job.descriptions,
+    )  # fmt: skip
     return Outcome.COMPLETE.text()

@@ -6,7 +6,8 @@ index), under an exclusive lock on ``index.h5.lock`` so that concurrent shards r
 time. Contents:
 
 - root attributes ``format = "fastdyn-sweep"``, ``format_version = 1``, ``sweep`` (the sweep TOML
-  text), ``generated_by``;
+  text), ``generated_by``, ``versions`` (JSON: the packages that wrote it and the checkout's
+  commit, :func:`fastdyn.h5.provenance.versions`);
 - ``/points``: 1-d datasets, one row per point in point order: ``id`` (int64), ``name``,
   ``status`` ("complete" | "failed: …" | "pending" | "running" | "interrupted"), ``path`` (point
   file relative to the index's directory), ``error`` ("" if none), ``wall_s`` (NaN if not run) and
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import math
 import os
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ import h5py
 import numpy as np
 
 from .._version import __version__
+from .provenance import versions
 
 FORMAT_NAME = "fastdyn-sweep"
 FORMAT_VERSION = 1
@@ -152,6 +155,7 @@ def write(
         f.attrs["format_version"] = FORMAT_VERSION
         f.attrs["sweep"] = sweep_text
         f.attrs["generated_by"] = f"fastdyn {__version__}"
+        f.attrs["versions"] = json.dumps(versions())
         g = f.create_group("points")
         g.create_dataset("id", data=np.array([p.id for p in points], dtype=np.int64))
         g.create_dataset("name", data=[p.name for p in points], dtype=s)
@@ -167,12 +171,26 @@ def write(
         for k in keys:
             col = _column([p.params.get(k, "") for p in points])
             g.create_dataset(f"param:{k}", data=col, dtype=s if col.dtype == object else col.dtype)
+        for name, ds in g.items():
+            ds.attrs["units"] = "s" if name == "wall_s" else "1"
+            ds.attrs["long_name"] = _POINT_COLUMNS.get(name) or f"swept parameter {name[6:]}"
         r = f.create_group("runs")
         for p in points:
             if (out_dir / p.relpath).is_file():
                 r[p.name] = h5py.ExternalLink(p.relpath, "/")
     os.replace(tmp, path)
     return path
+
+
+#: long_name of each ``/points`` column (a ``param:<key>`` column: "swept parameter <key>")
+_POINT_COLUMNS = {
+    "id": "point number (0-based, in point order)",
+    "name": "point name (the file name of its run under points/)",
+    "status": "run status: complete, failed: <why>, pending, running or interrupted",
+    "path": "the point's run file, relative to the index's folder",
+    "error": "why the point failed (empty when it did not)",
+    "wall_s": "wall-clock time of the point's run (NaN when not run)",
+}
 
 
 def _str(a: Any) -> str:

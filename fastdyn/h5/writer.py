@@ -29,7 +29,6 @@ import errno
 import json
 import math
 import os
-import platform
 import shutil
 import sys
 import time as _time
@@ -46,6 +45,7 @@ from . import layout, undo
 from .compact import compact
 from .failstop import ignore_sigxfsz, open_failstop
 from .lock import WriterLock, inode_key, refuse_non_regular
+from .provenance import versions
 from .superblock import clear_open_flags, lookup3  # noqa: F401  (re-exported)
 from .torn import repair_torn
 
@@ -99,21 +99,6 @@ def _not_written(e: OSError) -> OSError:
 
 
 _fsync_dir = undo.fsync_dir
-
-
-def versions() -> dict[str, str]:
-    """Versions of everything that shapes the numbers."""
-    import numba
-
-    return {
-        "fastdyn": __version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "h5py": h5py.__version__,
-        "hdf5": h5py.version.hdf5_version,
-        "platform": platform.platform(),
-    }
 
 
 def _link_scale(f: h5py.File, series: str, scale: str) -> None:
@@ -438,10 +423,12 @@ class RunWriter:
         datasets: dict[str, np.ndarray] | None = None,
         dims: dict[str, tuple[str | None, ...]] | None = None,
         axes: dict[str, str] | None = None,
+        descriptions: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         """Record the final status (and timings) in the root attributes, plus any end-of-run
-        ``datasets`` (final weights; their axes named by ``dims`` and ``axes`` as in
-        :class:`RunWriter`); flush and close. Idempotent."""
+        ``datasets`` (final weights; their axes named by ``dims`` and ``axes``, their units and
+        long names by ``descriptions`` or the writer's own, as in :class:`RunWriter`); flush and
+        close. Idempotent."""
         if self._f is None:
             return
         if getattr(self, "_broken", False):  # a write failed: add nothing, keep the last flush
@@ -468,7 +455,7 @@ class RunWriter:
                 if k in f:
                     del f[k]
                 ds = f.create_dataset(k, data=v)
-                _describe(ds, k, getattr(self, "_descriptions", {}))  # none after a reopen
+                _describe(ds, k, descriptions or getattr(self, "_descriptions", {}))
                 if k in (dims or {}):
                     _attach_named(f, ds, dims[k], axes or {}, first=0)
                 _index_scales(f, ds, first=0)
@@ -630,7 +617,7 @@ def _write_root_attrs(
     a["generated_by"] = f"fastdyn {__version__}"
     a["model"] = model
     a["config"] = config_toml
-    a["versions"] = json.dumps(versions())
+    a["versions"] = json.dumps(versions(model))
     a["seed"] = int(seed)
     a["identity_crc32"] = identity_crc(a)
     a["checksums"] = (

@@ -287,6 +287,11 @@ class OdeSetup:
     #: before the driver reads them (checkpoints, summaries); no-ops by default
     resident: Callable[[], Any] = contextlib.nullcontext
     to_host: Callable[[], None] = lambda: None
+    #: ``solver.integrator`` ("dopri5", "rk4", "gd", "none"): ``/time``'s long_name says how the
+    #: output times were reached (:data:`fastdyn.h5.layout.TIME_LONG_NAMES`)
+    integrator: str = ""
+    #: dataset → (units, long_name) beyond the file format's defaults (e.g. the model's statics)
+    descriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -329,6 +334,8 @@ class OdeMaths:
     tail: tuple[float, float] = (0.0, 0.0)
     static: dict[str, np.ndarray] = field(default_factory=dict)
     extra_attrs: dict[str, Any] = field(default_factory=dict)
+    #: dataset → (units, long_name) of the datasets in ``static`` (what each holds)
+    descriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def register(entry: ModelEntry) -> ModelEntry:

@@ -81,6 +81,107 @@ AXES = {
     "coordinate": "token coordinate: x_1..x_D, then the label y",
 }
 
+#: (units, long_name) of the ICL datasets beyond the file format's defaults (Gamma in paper
+#: units: y_hat = sum_ab beta_a Gamma_ab x_q,b; times in units of tau, as /time)
+DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "params/value_weights": (
+        "1",
+        "value weight v_i of each head: W_V,i's label-row entry on the label (mlp-cubic: output "
+        "weight w2_i)",
+    ),
+    "params/Gamma": (
+        "1",
+        "the predictor's matrix Gamma (D x D, paper units): y_hat = sum_ab beta_a Gamma_ab x_q,b",
+    ),
+    "params/Gamma_eig": ("1", "e_d^T Gamma e_d: Gamma along each eigenvector e_d of Lambda"),
+    "theory/Gamma_star": (
+        "1",
+        "Gamma* = (Lambda + (Lambda + tr(Lambda) I)/N)^-1: the global minimum of the population "
+        "last-token loss (paper units)",
+    ),
+    "theory/L_star": (
+        "1",
+        "L*: the smallest population last-token loss, "
+        "tr(Lambda) - sum_d lambda_d / (1 + (1 + tr(Lambda)/lambda_d)/N)",
+    ),
+    "theory/plateaus": (
+        "1",
+        "plateau levels L(M_m), m = 0..D: the population loss at the fixed point that has "
+        "learned the m leading eigen-directions",
+    ),
+    "theory/eigvals": ("1", "eigenvalues lambda_d of the token covariance Lambda"),
+    "theory/pcr_loss": (
+        "1",
+        "last-token loss of principal component regression on the m leading eigen-directions "
+        "(m = 0..D; population, or on the in-context test set)",
+    ),
+    "theory/loss/train": (
+        "1",
+        "closed-form training loss of the paper's Eq. 10 (Lambda proportional to I, "
+        "last-token loss, random init)",
+    ),
+    "theory/eq21/Gamma_eig": (
+        "1",
+        "e_d^T Gamma e_d predicted by the paper's Eq. 21 from the run's initial heads",
+    ),
+    "theory/eq21/plateau_duration": (
+        "tau",
+        "Eq. 21's plateau duration of direction d: its half-rise time less its plateau's start",
+    ),
+    "theory/eq21/drop_time": ("tau", "Eq. 21's half-rise time of direction d"),
+    "theory/eq21/v0": (
+        "1",
+        "value weight v_0 of the head that learns direction d, at the start of its plateau",
+    ),
+    "theory/eq21/head": ("1", "0-based index of the head that learns direction d"),
+    "theory/test_context/L_of_Gamma_star": (
+        "1",
+        "loss at each tested context length N' of the converged predictor Gamma*(N) of the "
+        "run's own N",
+    ),
+    "theory/test_context/L_star": ("1", "L*(N'): the smallest loss at context length N'"),
+    "test/context_length": ("1", "tested context length N'"),
+    "loss/test_context": (
+        "1",
+        "test loss at each tested context length N' of the weights held at the save",
+    ),
+    "data/tokens": (
+        "1",
+        "training sequences: N context tokens then the query, each (x_1..x_D, y) with the "
+        "query's label 0",
+    ),
+    "data/labels": ("1", "label y of each token of the training sequences (the query's: target)"),
+}
+
+#: what each weight array of ``params/final/`` and ``params/snapshots/`` holds (paper layout)
+WEIGHTS = {
+    "W_V": "value matrix W_V of each head ((D+1)x(D+1); only its label row is trained)",
+    "W_KQ": "merged key-query matrix W_KQ of each head ((D+1)x(D+1); its label column stays 0)",
+    "W_K": "key matrix W_K of each head (R x (D+1))",
+    "W_Q": "query matrix W_Q of each head (R x (D+1); its label column stays 0)",
+    "W1": "first-layer weights of each hidden unit on the cubic features z = vec(beta x_q^T)",
+    "w2": "output weight of each hidden unit",
+}
+
+
+def descriptions(names: Any) -> dict[str, tuple[str, str]]:
+    """(units, long_name) of the datasets ``names`` that :data:`DESCRIPTIONS` and
+    :data:`WEIGHTS` describe (test sets' data as the training set's)."""
+    out: dict[str, tuple[str, str]] = {}
+    for name in names:
+        group, _, leaf = name.rpartition("/")
+        if name in DESCRIPTIONS:
+            out[name] = DESCRIPTIONS[name]
+        elif group == "params/final" and leaf in WEIGHTS:
+            out[name] = ("1", f"final {WEIGHTS[leaf]}")
+        elif group == "params/snapshots" and leaf in WEIGHTS:
+            out[name] = ("1", f"{WEIGHTS[leaf]}, at each save")
+        elif group.startswith("data/test_") and f"data/{leaf}" in DESCRIPTIONS:
+            what = DESCRIPTIONS[f"data/{leaf}"][1].replace("training", f"{group[10:]} test")
+            out[name] = ("1", what)
+    return out
+
+
 #: the axes (after the save axis of a series) of every fixed ICL dataset; the weights in paper
 #: layout (``params/final/``, ``params/snapshots/``) take the model's ``array_axes``
 _DIMS: dict[str, tuple[str, ...]] = {
@@ -396,7 +497,8 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         "theory/eigvals": np.asarray(theory["eigvals"]),
     }
     static |= eq21_static | pcr_theory(s, p)
-    described = {}
+    finals = [f"params/final/{k}" for k in model.array_axes if k not in _SERIES_WEIGHTS]
+    described = descriptions([*series, *static, *finals])
     if data is not None:  # finite data: the train set's own minimum beside the population L*
         from .icl_train_minimum import spans, train_set_minimum
 
@@ -416,6 +518,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
         for k, (xt, yt) in data.tests.items():
             static[f"data/test_{k}/tokens"] = xt
             static[f"data/test_{k}/labels"] = yt
+    described = descriptions(static) | described
 
     def row(
         i: int, step: int, losses: dict[str, float], weights: dict[str, np.ndarray]

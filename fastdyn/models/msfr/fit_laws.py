@@ -160,7 +160,7 @@ class MsfrScaling:
             where = f", {scaling.REGIME_NAMES[regime]}: kappa_t = {_KAPPA[regime]}"
         else:
             where = " (the same for Λ_s ≪ 1 and Λ_s ≫ 1)"
-        src = f"docs/theory.md{where}: {_EXPR[x]} with alpha={a:g}, beta={b:g}, gamma={g:g}"
+        src = f"MSFR law (docs/theory.md){where}: {_EXPR[x]} with alpha={a:g}, beta={b:g}, gamma={g:g}"
         rg = regime if x in ("time", "compute") else ""
         return Theory(getattr(ex, _FIELD[x]), src, ex.d_star if x == "compute" else None, rg)
 

@@ -196,4 +196,5 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         times_per_segment=cfg.output.times_per_segment, checkpoint_every=cfg.output.checkpoint_every,
         extra_attrs={"emergence_level": em_level} if th else {},
         resident=lambda: integrate.keep_state_on(device), to_host=integrate.state_to_host,
+        integrator=cfg.solver.integrator,
     )  # fmt: skip

@@ -35,6 +35,42 @@ from ...problems import msfr_seq
 from ...problems.msfr import MsfrProblem, default_track
 from .._spec import TrainedSetup
 from . import kernels as K
+from . import weights as W
+
+#: (units, long_name) of msfr-attn's datasets beyond the file format's defaults (the named final
+#: weights: :mod:`fastdyn.models.msfr_attn.weights`)
+DESCRIPTIONS = {
+    "ode/loss/test": (
+        "1",
+        "test loss of the msfr-core gradient-descent map (same task table, counts and init, "
+        "learning rate optim.lr)",
+    ),
+    "ode/tasks/f": ("1", "task output f_s(t) of the msfr-core gradient-descent map"),
+    "theory/loss/test": ("1", "closed-form test loss (exact level; tasks s > D add their tail)"),
+    "adapt/factor": ("1", "context strength factor c: context tokens carry c * Lambda_s"),
+    "adapt/loss/test": (
+        "1",
+        "population test loss on sequences whose context tokens carry c * Lambda_s",
+    ),
+    "adapt/tasks/f": ("1", "task output f_s on sequences whose context tokens carry c * Lambda_s"),
+    "adapt/theory/tasks/f": (
+        "1",
+        "leading-order f_s(t) (1 + c Lambda_s^2)^2 / (1 + Lambda_s^2)^2 "
+        "(constrained model: c f_s(t), exact)",
+    ),
+    "data/task": ("1", "0-based task index of each training sequence"),
+    "data/offset": (
+        "1",
+        "first token of each training sequence in data/x (sequence n: tokens offset[n] to "
+        "offset[n+1] - 1, the query last)",
+    ),
+    "data/x": ("1", "input x of each token (feature x on e_s, label Lambda_s x)"),
+    "params/theta": (
+        "1",
+        "final weights as one flat vector theta (the resume state's layout; the same numbers "
+        "as /params/weights/)",
+    ),
+}
 
 
 def save_steps(cfg: Any) -> np.ndarray:
@@ -240,7 +276,7 @@ def setup(cfg: Any, tools: Any) -> TrainedSetup:
         return rows | {k: v[i : i + 1] for k, v in ref.items()}
 
     def final(th: np.ndarray) -> dict[str, np.ndarray]:
-        out = {"params/theta": th} if cfg.output.save_weights else {}
+        out = {"params/theta": th} | W.datasets(th, layout) if cfg.output.save_weights else {}
         if cfg.data.save:
             out |= {"data/task": data.task, "data/offset": data.offset, "data/x": data.x}
         return out
@@ -260,6 +296,7 @@ def setup(cfg: Any, tools: Any) -> TrainedSetup:
         static={"tasks/index": track} | ({"adapt/factor": factors} if nf else {}), scales=scales,
         extra_attrs={"n_represented": d, "n_params": layout.n_params, "n_sequences": data.n, "n_tokens": int(data.x.shape[0]), "tail_loss_test": ev.tail, "test_loss_method": ev.method} | _theory_note(cfg, series),
         checkpoint_every=cfg.output.checkpoint_every,
+        dims=W.dims(layout), axes=W.AXES, descriptions=DESCRIPTIONS | W.descriptions(layout),
     )  # fmt: skip
 
 

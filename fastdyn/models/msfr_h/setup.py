@@ -80,6 +80,15 @@ class ChunkCache:
         return self.cache[key]
 
 
+#: (units, long_name) of msfr-h's own datasets
+DESCRIPTIONS = {
+    "tasks/h_defect": (
+        "1",
+        "defect |H^2 - mu H|_F / |H|_F^2 of each tracked task's H (0: the closed form is exact)",
+    ),
+}
+
+
 def setup(cfg: Any, tools: Any) -> OdeSetup:
     """The ODE driver's view of a validated msfr-h config (``fastdyn.config.msfr_h``)."""
     from ...config.msfr_h import read_h_file
@@ -210,4 +219,5 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
         theory=theory if th else None,
         static={"tasks/h_defect": tracked_defect}, extra_attrs=attrs,
         times_per_segment=cfg.output.times_per_segment, checkpoint_every=cfg.output.checkpoint_every,
+        integrator=integrator, descriptions=DESCRIPTIONS,
     )  # fmt: skip
