@@ -143,8 +143,9 @@ def test_family_gets_its_local_law(family, tmp_path):
         assert (int(r["tasks_lo"]), int(r["tasks_hi"])) == tasks
         # fastdyn sums the tail T(s) by blocks of 1024, the reference by one cumsum: round-off
         assert num(r["law_p"]) == pytest.approx(p, rel=1e-9)
-        # never the power law with parameters the file did not use (α = 2, γ = 0: p = 0.5)
-        assert abs(num(r["law_p"]) - 0.5) > 1e-3
+        # never the power law with parameters the file did not use (α = 2, γ = 0: p = 0.5); the
+        # local law over the early tasks (Λ_s ≈ 1) is close to it, 3.6e-4 off at s0 = 3000
+        assert abs(num(r["law_p"]) - 0.5) > 1e-4
     assert out.is_file() and out.read_bytes()[:4] == b"\x89PNG"
 
 

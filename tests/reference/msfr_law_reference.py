@@ -62,10 +62,11 @@ def regime_law(alpha, beta, gamma, strength0, psi0, init_scale, n_tasks, d, t_lo
 
 
 def local_law(alpha, beta, strength, psi0, init_scale, t_lo, t_hi):
-    """(p, (s_lo, s_hi)) of the local law of tasks with strengths ``strength`` (Λ_s, s = 1..N)."""
+    """(p, (s_lo, s_hi)) of the local law of tasks with strengths ``strength`` (Λ_s, s = 1..N),
+    over the tasks s_lo … s_hi that emerge inside [t_lo, t_hi] (0 < t_s, t_lo ≤ t_s ≤ t_hi)."""
     n = len(strength)
     s, P, lam, _, t_s = task_values(n, alpha, beta, strength, psi0, init_scale)
-    s_lo = max(1, int(np.sum((t_s > 0) & (t_s <= t_lo))))
+    s_lo = int(np.sum((t_s > 0) & (t_s < t_lo))) + 1  # the first task emerging inside
     s_hi = max(int(np.sum((t_s > 0) & (t_s <= t_hi))), 2)
     idx = np.unique(np.round(np.geomspace(s_lo, s_hi, 96)).astype(np.int64))
     tail = np.concatenate([np.cumsum((0.5 * P * lam**2)[::-1])[::-1][1:], [0.0]])  # T(s), s=1..N
