@@ -329,6 +329,7 @@ SWEEPS: list[tuple[str, str, tuple[str, ...]]] = [
     ("compute_scan", "compute_scan.toml", ("task.n_tasks=100000", "time.n_times=16")),  # 10 points
     ("d_scan", "d_scan.toml", ("task.n_tasks=100000", "time.n_times=16")),  # 7 points
     ("n_scan", "n_scan.toml", ("task.n_tasks=100000", "time.n_times=16")),  # 9 N x 3 seeds
+    ("law_map", "law_map.toml", ("task.n_tasks=20000", "time.n_times=16")),  # 15 dopri5 points
     (
         "split_example",  # one dopri5 run in 16 parts of whole 1024-task chunks
         "split_example.toml",

@@ -128,9 +128,10 @@ def test_failing_points_recorded_and_retried_once(tmp_path):
     assert t["status"][1].startswith("failed: diverged at t = ")
     assert t["error"][1] == t["status"][1][len("failed: ") :] and "solver.lr = 1" in t["error"][1]
     assert (
-        t["status"][3].startswith("failed: IsADirectoryError") and "Is a directory" in t["error"][3]
+        t["status"][3].startswith("failed: NotRegularFile")
+        and "is a directory, not a regular file" in t["error"][3]
     )
-    assert "p0001: failed: diverged" in r.output and "p0003: failed: IsADirectoryError" in r.output
+    assert "p0001: failed: diverged" in r.output and "p0003: failed: NotRegularFile" in r.output
     # resume: complete points skipped; each failed point retried once (p0001 fails again, p0003 now runs)
     (out / "points" / "p0003.h5").rmdir()
     res = run_sweep(load(path), out, resume=True)
