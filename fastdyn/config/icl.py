@@ -1,6 +1,6 @@
 """Config of the in-context regression models (``model = "attn-m" | "attn-s" | "mlp-cubic"``).
 
-TOML layout (defaults: spec/icl.md §5, Fig. 1)::
+TOML layout (defaults: docs/theory.md, ICL, Fig. 1)::
 
     model = "attn-m"
     seed = 0

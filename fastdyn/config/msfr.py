@@ -1,4 +1,4 @@
-"""Config sections of an MSFR run (``model = "msfr"``); symbols as in spec/msfr.md.
+"""Config sections of an MSFR run (``model = "msfr"``); symbols as in docs/theory.md, MSFR.
 
 msfr-h and msfr-attn reuse these sections (subclassed where a default or help differs); the keys every
 model shares (seed, device, output) come from :mod:`fastdyn.config.common`.
@@ -37,7 +37,7 @@ def _break(law: str) -> Any:
 
 @dataclass(frozen=True)
 class TaskSection(Section, prefix="task."):
-    """[task]: the MSFR task distribution (spec §1)."""
+    """[task]: the MSFR task distribution (docs/theory.md, MSFR)."""
 
     n_tasks: int = integer(10_000, 1, 10**10, help="number of task types N_s")
     alpha: float = number(2.0, 0.0, 20.0, lo_open=True, help="Zipf exponent: P(s) ∝ s^-α")
@@ -149,7 +149,7 @@ class TaskSection(Section, prefix="task."):
 
 @dataclass(frozen=True)
 class InitSection(Section, prefix="init."):
-    """[init]: initial v_s, w_s (spec §3)."""
+    """[init]: initial v_s, w_s (docs/theory.md, MSFR)."""
 
     scheme: str = choice(
         "balanced",
@@ -200,7 +200,7 @@ class TimeSection(Section, prefix="time."):
 
 @dataclass(frozen=True)
 class SolverSection(Section, prefix="solver."):
-    """[solver]: how the v/w dynamics are integrated (spec §3)."""
+    """[solver]: how the v/w dynamics are integrated (docs/theory.md, MSFR)."""
 
     integrator: str = choice(
         "dopri5",
@@ -221,7 +221,7 @@ class SolverSection(Section, prefix="solver."):
 
 @dataclass(frozen=True)
 class TheorySection(Section, prefix="theory."):
-    """[theory]: the closed form written beside the simulation (spec §4–5)."""
+    """[theory]: the closed form written beside the simulation (docs/theory.md, MSFR)."""
 
     level: str = choice(
         "exact",

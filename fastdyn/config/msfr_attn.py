@@ -40,7 +40,7 @@ from .schema import (
 
 @dataclass(frozen=True)
 class DataSection(Section, prefix="data."):
-    """[data]: the sampled sequences (spec §1, §7)."""
+    """[data]: the sampled sequences (docs/theory.md, MSFR)."""
 
     feature_noise: float = number(
         0.0,
@@ -149,7 +149,7 @@ class OutputSection(Section, prefix="output."):
 
 @dataclass(frozen=True)
 class TaskSection(msfr.TaskSection):
-    """[task]: the MSFR task table (spec §1), sampled: 1000 task types and N = 10 000 training
+    """[task]: the MSFR task table (docs/theory.md, MSFR), sampled: 1000 task types and N = 10 000 training
     sequences by default (n_samples must be finite)."""
 
     n_tasks: int = like(msfr.TaskSection, "n_tasks", 1000)

@@ -1,6 +1,6 @@
 """Config sections of an MSFR run with a general per-task H (``model = "msfr-h"``).
 
-The tasks are MSFR's (spec/msfr.md §1: the same ``[task]`` keys, power laws or ``task.table``);
+The tasks are MSFR's (docs/theory.md, MSFR: the same ``[task]`` keys, power laws or ``task.table``);
 each task s has a d×d symmetric H_s = κ_s·M_s, κ_s = ψ_s(1 + Λ_s²), with M_s from ``[h]``: the
 eigenvalues ``h.spectrum`` in the eigenvectors ``h.eigenvectors`` (Haar random per task, or the
 identity), plus ``h.perturbation``·E_s (E_s a seeded symmetric matrix of unit Frobenius norm); or
@@ -32,7 +32,7 @@ MAX_DIM = 8
 
 @dataclass(frozen=True)
 class TaskSection(msfr.TaskSection):
-    """[task]: the MSFR task distribution (spec §1); with RK4 every task is integrated at the step
+    """[task]: the MSFR task distribution (docs/theory.md, MSFR); with RK4 every task is integrated at the step
     of the fastest, so the defaults (n_tasks, psi0) are small."""
 
     n_tasks: int = like(msfr.TaskSection, "n_tasks", 30, hi=10**8)

@@ -8,7 +8,7 @@ e_1..e_D of Λ (eigenvalues decreasing). The population loss in Γ is the quadra
 
 whose Hessian E[Λ̂²] ⊗ Λ is positive definite: L is strictly convex in Γ, and its only stationary
 point is Γ* = (Λ + (Λ + trΛ I)/N)⁻¹/κ. Both models follow θ̇ ∝ −∇_θ L = −(∂Γ/∂θ)ᵀ ∇_Γ L with
-∇_Γ L = −2G, G = mat(c − C vecΓ) (spec §3), so θ is a fixed point iff G is orthogonal to every
+∇_Γ L = −2G, G = mat(c − C vecΓ) (docs/theory.md, ICL), so θ is a fixed point iff G is orthogonal to every
 direction ∂Γ/∂θ_j in which the parametrisation can move Γ.
 
 ATTN_M (Γ = Σ_i v_i U_i): ∂L/∂U_i = −2 v_i G and ∂L/∂v_i = −2⟨U_i, G⟩. A fixed point has either

@@ -2,7 +2,7 @@
 (runs go through the trained-model driver into a file).
 
 The settings are the config sections of :mod:`fastdyn.config.icl` (re-exported here): frozen
-dataclasses declared with the config schema's rules (defaults: spec §5, Fig. 1 — ATTN_M, D = 4,
+dataclasses declared with the config schema's rules (defaults: docs/theory.md, ICL, Fig. 1 — ATTN_M, D = 4,
 N = 31, H = 8, P = 5000, init 1e-6, lr 1e-3, 6001 full-batch GD epochs). Every field is validated
 on construction and a bad value raises a one-line ``ConfigError`` (a ``ValueError``) naming the
 field as the TOML does (``data.P: must be an integer ≥ 1 …, got 0``; the ``model`` section is

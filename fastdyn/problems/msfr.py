@@ -1,4 +1,4 @@
-"""② The MSFR task table (spec/msfr.md §1, §3), generated chunk by chunk from the seed.
+"""② The MSFR task table (docs/theory.md, MSFR), generated chunk by chunk from the seed.
 
 Task s = 1..N_s has frequency P(s) = s^-α / Z, strength Λ_s = Λ0 s^-γ, context length
 ψ_s = max(psi_min, ⌊ψ0 s^-β + ½⌋), training weight #_s/N (= P(s) when N = "inf"), and an initial

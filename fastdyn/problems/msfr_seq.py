@@ -1,4 +1,4 @@
-"""② Sampled in-context MSFR sequences (spec/msfr.md §1, §7), stored sparsely.
+"""② Sampled in-context MSFR sequences (docs/theory.md, MSFR), stored sparsely.
 
 A data set of N sequences is the exact multinomial counts #_s of :class:`MsfrProblem` (the same
 counts the msfr-core ODE uses) expanded into sequences sorted by task: sequences

@@ -144,7 +144,7 @@ class ICLModel:
         return self._prepare_full(tokens, labels, moments=False)
 
     def prepare_population(self, eigvals: np.ndarray, eigvecs: np.ndarray) -> dict:
-        """Population statistics (reduced path only): E[y_q²], E[y_q z], E[z zᵀ] (spec §4)."""
+        """Population statistics (reduced path only): E[y_q²], E[y_q z], E[z zᵀ] (docs/theory.md, ICL)."""
         from ...problems.icl import population_moments
 
         if not self.reduced:
@@ -166,7 +166,7 @@ class ICLModel:
     def loss_and_grad(
         self, theta: np.ndarray, prep: dict, grad: np.ndarray, idx: np.ndarray | None = None
     ) -> float:
-        """L(θ) (spec §3, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
+        """L(θ) (docs/theory.md, ICL, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
         (zero on held entries)."""
         from ...config.icl import MOMENT_FLOOR
         from ..mlp_cubic.kernels import linear_feature_loss_and_g

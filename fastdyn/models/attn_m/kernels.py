@@ -1,4 +1,4 @@
-"""Numba kernels for linear and softmax attention on in-context regression (spec §2–3).
+"""Numba kernels for linear and softmax attention on in-context regression (docs/theory.md, ICL).
 
 Shared by ATTN_M and ATTN_S: both are written through per-head matrices
 ``r_i`` (the last row of W^V_i, length D+1) and ``B_i`` ((D+1)×D, the first D columns of the

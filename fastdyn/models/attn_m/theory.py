@@ -1,4 +1,4 @@
-"""Population theory of ATTN_M (spec §4, paper units ρ = N unless κ = N/ρ is given).
+"""Population theory of ATTN_M (docs/theory.md, ICL, paper units ρ = N unless κ = N/ρ is given).
 
 All quantities are in the eigenbasis of Λ unless a matrix is asked for; time ``t`` is in units of
 τ (τ dW/dt = −½ ∂L/∂W; one GD step with rate η advances t/τ by 2η).
@@ -78,7 +78,7 @@ def eq10_sigma(
 
 
 def eq10_a0_random(H: int, init: float) -> float:
-    """a_0 ≈ H·init²/2 for H heads of i.i.d. N(0, init²) weights (spec §4, within ~3%)."""
+    """a_0 ≈ H·init²/2 for H heads of i.i.d. N(0, init²) weights (docs/theory.md, ICL, within ~3%)."""
     return 0.5 * H * init * init
 
 

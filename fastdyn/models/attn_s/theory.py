@@ -1,4 +1,4 @@
-"""Population theory of rank-R ATTN_S (spec §4): the rank-one scalar ODE (paper Eq. 21),
+"""Population theory of rank-R ATTN_S (docs/theory.md, ICL): the rank-one scalar ODE (paper Eq. 21),
 plateau losses, PCR predictors and plateau durations. Time in units of τ."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Numba kernels for the two-layer linear network on cubic features and the sufficient-statistics
-("reduced") path shared by ATTN_M, ATTN_S and MLP (spec §2–3).
+("reduced") path shared by ATTN_M, ATTN_S and MLP (docs/theory.md, ICL).
 
 Feature of sample μ at prefix n (context tokens 1..n, query x_q = x_{n+1}):
 

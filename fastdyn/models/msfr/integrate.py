@@ -1,4 +1,4 @@
-"""④ Integrate the MSFR per-task gradient flow for a chunk of tasks (spec/msfr.md §3).
+"""④ Integrate the MSFR per-task gradient flow for a chunk of tasks (docs/theory.md, MSFR).
 
 Every task s evolves y_s = (v_x, v_y, w_x, w_y) by the flow of :mod:`fastdyn.models.msfr.ode`
 independently of the others, with its own steps, and is recorded at shared output times t_j:

@@ -6,7 +6,7 @@ loss is the unlearned tail T(s_c) = Σ_{s > s_c} P(s) Λ_s² / 2, so over a wind
 [s_lo, s_hi]
 
     η_w = −d ln T / d ln s      (model-size law: L(D) = T(D) ∝ D^-η_w)
-    κ_w =  d ln t_s / d ln s    (t_s the leading-order half-rise time of spec §4, logs included)
+    κ_w =  d ln t_s / d ln s    (t_s the leading-order half-rise time of docs/theory.md, MSFR, logs included)
     α_w = −d ln P / d ln s      (data law: the never-sampled tasks s with N P(s) ≲ 1)
 
 and the implied local laws are L ∝ t^-(η_w/κ_w), D^-η_w, N^-(η_w/α_w), C^-(η_w/(κ_w+1)). The
@@ -151,7 +151,7 @@ def values_at(problem, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def emergence(P, lam, psi, init_scale: float) -> np.ndarray:
     """t_s = ln(Λ_s/f0(0) − 1) / (2 a_s Λ_s), a_s = P κ_s, κ_s = ψ_s (1 + Λ_s²), f0(0) = κ_s σ0²
-    (balanced small init, spec §4); 0 for a task that starts past half-rise, inf for P = 0."""
+    (balanced small init, docs/theory.md, MSFR); 0 for a task that starts past half-rise, inf for P = 0."""
     kappa = psi * (1 + lam**2)
     arg = lam / (kappa * init_scale**2) - 1.0
     with np.errstate(divide="ignore", invalid="ignore"):

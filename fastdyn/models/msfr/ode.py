@@ -1,4 +1,4 @@
-"""③ The MSFR per-task gradient flow (spec/msfr.md §2–3): right-hand side and loss terms.
+"""③ The MSFR per-task gradient flow (docs/theory.md, MSFR): right-hand side and loss terms.
 
 Task s has two weight vectors v_s, w_s ∈ R² (its block of W_V and W_KQ); the state of one task is
 ``y = (v_x, v_y, w_x, w_y)`` (dimensionless weights). With u = (1, Λ) the context direction and

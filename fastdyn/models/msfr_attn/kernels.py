@@ -1,6 +1,6 @@
 """③ Linear (or softmax) self-attention on sampled MSFR sequences: forward + hand-derived gradients.
 
-Model (spec/msfr.md §2): ŷ = v · Z Zᵀ · W_KQ · z_q (linear) or ŷ = v · Z softmax(Zᵀ W_KQ z_q)
+Model (docs/theory.md, MSFR): ŷ = v · Z Zᵀ · W_KQ · z_q (linear) or ŷ = v · Z softmax(Zᵀ W_KQ z_q)
 (softmax over the ψ_s + 1 tokens, query included; no 1/ψ normaliser, no temperature), v the label
 row of W_V, W_KQ merged or W_Kᵀ W_Q (rank r). Loss L = (1/m) Σ_n (ŷ_n − y_q,n)²/2 over the m
 sequences given (all N, or a minibatch). Token coordinates (model size D, tasks s ≤ D):

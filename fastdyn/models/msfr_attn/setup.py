@@ -176,7 +176,7 @@ def comparison(
 
 
 def constrained_pairs(ch: Any, theta: np.ndarray, layout: K.Layout, d: int) -> tuple:
-    """The constrained model as MSFR's leading-order closed form (spec §4): ψ' = ψΛ/(1 + Λ²) makes
+    """The constrained model as MSFR's leading-order closed form (docs/theory.md, MSFR): ψ' = ψΛ/(1 + Λ²) makes
     κ' = ψ'(1 + Λ²) = ψΛ = K, and v' = p û, w' = q û (û = (1, Λ)/|u|) give g = p, h = q."""
     vx, vy, wx, wy = K.local_pairs(theta, layout)
     lam = ch.lam[:d]

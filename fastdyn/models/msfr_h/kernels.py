@@ -1,7 +1,7 @@
 """Per-task kernels of msfr-h for the generic integrators (``drive/integrate_soa``: RK4, dopri5).
 
 p = (#/N, Λ, P(s), H row-major (d² entries)); y = (v, w) ∈ R^{2d}. f = vᵀHw, r = f − Λ,
-dv/dt = −(#/N) r H w, dw/dt = −(#/N) r H v (spec/msfr.md §3 with a general H).
+dv/dt = −(#/N) r H w, dw/dt = −(#/N) r H v (docs/theory.md, MSFR with a general H).
 """
 
 from __future__ import annotations

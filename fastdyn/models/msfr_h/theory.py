@@ -1,4 +1,4 @@
-"""The Riccati closed form of msfr-h (docs/msfr-h.md; spec/msfr.md §4, last paragraph).
+"""The Riccati closed form of msfr-h (docs/msfr-h.md; docs/theory.md, MSFR).
 
 For H = μΠ (Π a projector of any rank), p = Π(v + w), q = Π(v − w) obey dp/dt = −(#/N) μ r p,
 dq/dt = +(#/N) μ r q, so P = |p|², Q = |q|² have P·Q = σ constant, f = μ(P − Q)/4, and P obeys
