@@ -82,9 +82,12 @@ def predicted_drops(run: Run) -> np.ndarray | None:
 
 def level_label(run: Run, dataset: str) -> str | None:
     """The ``long_name`` a level's dataset was described with (e.g. "train-set minimum (P =
-    5000)"), or None when it only carries its own path."""
+    5000)"; of "NAME: what it is", the NAME: "L*"), or None when it only carries its path."""
     ln = str(run.meta.get(dataset, {}).get("long_name", "") or "")
-    return ln if ln and ln.strip("/") != dataset.strip("/") else None
+    if not ln or ln.strip("/") == dataset.strip("/"):
+        return None
+    name, sep, _ = ln.partition(": ")
+    return name if sep and len(name) <= 40 else ln
 
 
 def _time_units(run: Run) -> str:

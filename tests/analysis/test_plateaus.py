@@ -96,3 +96,21 @@ def test_power_law_and_noise():
     s = find_shape(t, saddles(t) * (1 + 2e-3 * rng.standard_normal(t.size)))
     assert [(d.upper, d.lower) for d in s.drops] == [(0, 1), (1, 2), (2, 3)]
     np.testing.assert_allclose([p.L for p in s.plateaus], LEVELS, rtol=1e-2)
+
+
+def test_a_level_is_named_by_the_name_its_long_name_starts_with():
+    """A level described "NAME: what it is" is named NAME in the table ("L*"), a plain
+    description is used whole, and a long_name that is only its path names nothing."""
+    from types import SimpleNamespace
+
+    from fastdyn.analysis.labels import level_label
+
+    meta = {
+        "theory/L_star": {"long_name": "L*: the smallest population last-token loss, tr(Lambda)"},
+        "theory/train_min": {"long_name": "train-set minimum (P = 5000)"},
+        "theory/x": {"long_name": "theory/x"},
+    }
+    run = SimpleNamespace(meta=meta)
+    assert level_label(run, "theory/L_star") == "L*"
+    assert level_label(run, "theory/train_min") == "train-set minimum (P = 5000)"
+    assert level_label(run, "theory/x") is None
