@@ -1,10 +1,11 @@
 """``fastdyn simulate --resume FILE``: the checks before a file is continued (docs/reliability.md).
 
 Everything that can be the user's to fix is one line and exit 2: a missing, truncated or damaged
-file, a complete run, a model that keeps no checkpoint, a file another process still writes, and a
-CONFIG/--set that differs from the file's config. Fields that do not change the numbers
-(:data:`NEUTRAL`) may differ with ``--force``; any other difference is refused, because the
-continued file would no longer be one run of one config.
+file, a complete run given nothing to add, a model that keeps no checkpoint, a file another process
+still writes, and a CONFIG/--set that differs from the file's config. Fields that do not change the
+numbers (:data:`NEUTRAL`) may differ with ``--force``; the step and time grid may grow
+(:mod:`fastdyn.cli._grow`: more epochs, a later t_max, every written row kept); any other
+difference is refused, because it would change rows already written.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import click
 
 from ..h5.reader import FileFormatError
 from ._common import UserError, set_threads, verbosity
+from ._grow import check_growing, extend_time, grid_key
 
 #: config fields that change how a run is cut up or saved, never its numbers
 NEUTRAL = ("output.checkpoint_every", "output.times_per_segment", "output.keep_checkpoint")
@@ -129,13 +131,11 @@ def _resume_locked(
     from ..config import load_config
     from ..config.load import apply_sets, from_dict, to_dict
     from ..drive.checkpoint import StopSignals, exit_code
+    from ..drive.lifecycle import GridChanged
     from ..drive.run import simulate, supports_resume
 
     status, model, stored, has_checkpoint = _stored(file)
-    if status.startswith("complete"):
-        raise UserError(
-            f"--resume {file}: the run is complete; nothing to resume (start a new file with -o)"
-        )
+    complete = status.startswith("complete")
     try:
         known = supports_resume(model)
     except Exception:  # noqa: BLE001 — an unknown model name in the file
@@ -144,49 +144,68 @@ def _resume_locked(
         raise UserError(
             f"--resume {file}: resuming {model!r} runs is not supported (they keep no checkpoint); run it again with --overwrite"
         )
-    if not has_checkpoint:
-        raise UserError(
-            f"--resume {file}: no /checkpoint to continue from (a finished file is rewritten without it unless output.keep_checkpoint = true); start a new file with -o"
-        )
-    if not os.access(file, os.W_OK):
-        raise UserError(f"--resume {file}: not writable")
     try:
         cfg_file = from_dict(stored)
     except ValueError as e:
         raise FileFormatError(
             f"{file}: its stored config does not validate ({str(e).splitlines()[0]})"
         ) from None
-    cfg = cfg_file
+    cfg, growing, note = cfg_file, [], None
     if config_path is not None or sets:
-        cfg = (
-            load_config(config_path, sets, note=lambda _line: None)  # the first run said it
+        given = (
+            to_dict(
+                load_config(config_path, sets, note=lambda _line: None)
+            )  # the first run said it
             if config_path is not None
-            else from_dict(apply_sets(to_dict(cfg_file), list(sets)))
+            else apply_sets(to_dict(cfg_file), list(sets))
         )
-        a, b = _flat(to_dict(cfg_file)), _flat(to_dict(cfg))
+        a = _flat(to_dict(cfg_file))
+        check_growing(file, a, _flat(given), [k for k in _flat(given) if grid_key(k)])
+        note = extend_time(file, a, given)
+        cfg = from_dict(given)
+        b = _flat(to_dict(cfg))
         diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-        if diff:
-            changing = [k for k in diff if k not in NEUTRAL]
-            shown = "; ".join(
-                f"{k} (file {a.get(k)!r}, given {b.get(k)!r}{'' if k in changing else ', does not change results'})"
-                for k in changing + [k for k in diff if k not in changing]
+        growing = [k for k in diff if grid_key(k)]
+        changing = [k for k in diff if k not in NEUTRAL and not grid_key(k)]
+        if diff and changing:
+            shown = "; ".join(f"{k} (file {a.get(k)!r}, given {b.get(k)!r})" for k in changing)
+            raise UserError(
+                f"--resume {file}: {shown}: would change the rows already written, so it cannot be resumed — omit CONFIG/--set to use the file's config (a run may only grow: schedule.epochs, time.t_max), or start a new file"
             )
-            n = f"{len(diff)} key{'s' if len(diff) > 1 else ''}"
-            if changing:
-                raise UserError(
-                    f"--resume {file}: the config differs from the file's in {n}: {shown}; {len(changing)} of them change the results, so it cannot be resumed — omit CONFIG/--set to use the file's config, or start a new file"
-                )
-            if not force:
-                raise UserError(
-                    f"--resume {file}: the config differs from the file's in {n}: {shown}; none changes the results: pass --force to resume with it"
-                )
+        neutral = [k for k in diff if k in NEUTRAL]
+        if neutral and not force:
+            shown = "; ".join(f"{k} (file {a.get(k)!r}, given {b.get(k)!r})" for k in neutral)
+            raise UserError(
+                f"--resume {file}: the config differs from the file's in {shown}, which does not change results: pass --force to resume with it"
+            )
+    if complete and not growing:
+        raise UserError(
+            f"--resume {file}: the run is complete; nothing to resume (to continue it, raise schedule.epochs or time.t_max with --set; or start a new file with -o)"
+        )
+    if not has_checkpoint:
+        if complete:
+            raise UserError(
+                f"--resume {file}: this file kept no resume state (a complete run drops it unless output.keep_checkpoint = true), so it cannot grow; rerun it with --set output.keep_checkpoint=true to be able to extend it"
+            )
+        raise UserError(
+            f"--resume {file}: no /checkpoint to continue from (a finished file is rewritten without it unless output.keep_checkpoint = true); start a new file with -o"
+        )
+    if not os.access(file, os.W_OK):
+        raise UserError(f"--resume {file}: not writable")
+    if note is not None and verbosity(ctx) >= 0:
+        click.echo(note, err=True)
     if threads is not None:
         set_threads(threads)
     try:
         with StopSignals(acknowledge=progress is not False):
-            outcome = simulate(cfg, file, progress=progress, resume=True, compile_beside=True)
+            outcome = simulate(
+                cfg, file, progress=progress, resume=True, compile_beside=True,
+                grow=bool(growing),
+            )  # fmt: skip
     except BlockingIOError as e:
         raise UserError(f"--resume {e}") from None
+    except GridChanged as e:
+        raise UserError(f"--resume {file}: {', '.join(growing)}: {e}") from None
     if verbosity(ctx) >= 0:
         click.echo(f"{file}: {outcome}", err=True)
     return exit_code(outcome)

@@ -116,3 +116,63 @@ def output_grid(time_cfg: Any, integrator: str, lr: float) -> tuple[np.ndarray, 
         k, tk = gd_steps(t, lr)
         return tk, k
     return t, None
+
+
+#: floats tried on each side of a continued grid point for the new t_max (see :func:`continue_grid`)
+_ULPS = 8
+
+
+def continue_grid(
+    grid: str,
+    t_min: float,
+    t_max: float,
+    n_times: int,
+    t_new: float,
+    include_zero: bool = False,
+) -> tuple[float, int, np.ndarray, bool]:
+    """The grid ``make_times(grid, t_min, t_max, n_times)`` continued at its own spacing to its
+    first point at or beyond ``t_new``: for ``log`` the same ratio r = (t_max/t_min)^(1/(n−1))
+    between consecutive times (t_j = t_min·r^j), for ``linear`` the same step
+    Δ = (t_max − t_min)/(n−1) (t_j = t_min + jΔ).
+
+    Returns ``(t_max', n', times, plain)``: ``times`` the old grid (without t = 0) followed by the
+    continued points t_n … t_{n'−1} = t_max'; ``plain`` whether the grid ``make_times(grid,
+    t_min, t_max', n')`` starts with the old grid bit for bit, t_max' then being the float within
+    a few ulps of the continued point that does so (else t_max' = times[-1]). Floating point
+    makes that fail for some grids (the old end is t_max exactly, the continued formula's value
+    at its index may differ in the last bit): such a grid grows exactly only as explicit times.
+
+    ValueError (naming the field) for an explicit grid (give ``time.times`` instead), a grid of
+    one time (no spacing), or ``t_new`` before ``t_max``."""
+    if grid not in ("log", "linear"):
+        raise ValueError(
+            "time.t_max: an explicit grid has no spacing to continue; give time.times starting with the times written"
+        )
+    if n_times < 2:
+        raise ValueError("time.t_max: a grid of one output time has no spacing to continue")
+    if not t_new >= t_max:
+        raise ValueError(
+            f"time.t_max: {t_new:g} is before the end of the run, {t_max:g}; a run only grows"
+        )
+    old = make_times(grid, t_min, t_max, n_times)
+    if t_new == t_max:
+        return t_max, n_times, old, True
+    if grid == "log":
+        a = np.log10(t_min)
+        step = (np.log10(t_max) - a) / (n_times - 1)
+        m = int(np.ceil((np.log10(t_new) - a) / step - 1e-9))
+        ext = 10.0 ** (a + np.arange(n_times, m + 1) * step)
+    else:
+        step = (t_max - t_min) / (n_times - 1)
+        m = int(np.ceil((t_new - t_min) / step - 1e-9))
+        ext = t_min + np.arange(n_times, m + 1) * step
+    times = check_times(np.concatenate((old, ext)))
+    x = float(times[-1])
+    tries, up, down = [x], x, x
+    for _ in range(_ULPS):
+        up, down = float(np.nextafter(up, np.inf)), float(np.nextafter(down, -np.inf))
+        tries += [down, up]
+    for y in tries:
+        if y > t_max and np.array_equal(make_times(grid, t_min, y, m + 1)[:n_times], old):
+            return y, m + 1, times, True
+    return x, m + 1, times, False

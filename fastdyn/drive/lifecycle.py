@@ -42,7 +42,9 @@ class RunRequest:
     ``progress`` as :class:`~fastdyn.drive.progress.Progress` takes it; ``tools``: what the
     model's ``setup`` receives (the device and the drive-level functions); ``beside``: the
     process compiling the kernels the run reaches last
-    (:class:`~fastdyn.drive.compile_beside.Beside`, waited for before they are called), or None."""
+    (:class:`~fastdyn.drive.compile_beside.Beside`, waited for before they are called), or None;
+    ``grown``: a resume whose config adds steps or output times after the file's (the caller
+    checked that nothing else differs)."""
 
     entry: Any
     cfg: Any
@@ -51,17 +53,59 @@ class RunRequest:
     resume: bool = False
     tools: Any = None
     beside: Any = None
+    grown: bool = False
+
+
+class GridChanged(ValueError):
+    """A resumed config whose output times (or steps) would not repeat the rows already written
+    (one line: the first row that differs): growing a run must keep every row it has."""
+
+
+def check_written(path: Path, times: Any, steps: Any = None) -> None:
+    """:class:`GridChanged` unless the file's written ``/time`` (and ``/step``) rows are the first
+    rows of ``times`` (``steps``) bit for bit: a resumed config may add output times after the
+    written ones, never move or drop one. Read before the file is reopened, so a refusal leaves
+    it untouched."""
+    import numpy as np
+
+    from ..h5 import layout
+    from ..h5.reader import open_file
+
+    f = open_file(path)
+    try:
+        written = {layout.TIME: np.asarray(f[layout.TIME][()])}
+        if steps is not None and layout.STEP in f:
+            written[layout.STEP] = np.asarray(f[layout.STEP][()])
+    finally:
+        f.close()
+    for name, new in ((layout.TIME, times), (layout.STEP, steps)):
+        if name not in written:
+            continue
+        old, new = written[name], np.asarray(new)
+        n = old.shape[0]
+        if new.shape[0] < n:
+            raise GridChanged(
+                f"the config has {new.shape[0]} output {name}s, the file already {n}: a run only grows"
+            )
+        bad = np.flatnonzero(old != new[:n])
+        if bad.size:
+            i = int(bad[0])
+            raise GridChanged(
+                f"the config's output {name}s differ from the rows written at row {i} ({name} {old[i]!r} in the file, {new[i]!r} in the config)"
+            )
 
 
 def open_writer(request: RunRequest, **declared: Any) -> tuple[RunWriter, dict[str, Any] | None]:
     """The run's file and its checkpoint arrays: with ``request.resume`` its output reopened at
     its newest checkpoint (:meth:`RunWriter.reopen`; None when none was completed), else a new file
     for the model and config with the ``declared`` layout (:class:`RunWriter`'s keywords) and no
-    checkpoint; it keeps its checkpoint at the end when ``cfg.output.keep_checkpoint``."""
+    checkpoint; it keeps its checkpoint at the end when ``cfg.output.keep_checkpoint``. A
+    ``request.grown`` file takes the new config (its ``config`` attribute and identity crc32)."""
     cfg = request.cfg
     ck = None
     if request.resume:
-        writer, ck = RunWriter.reopen(request.output)
+        grown = to_toml(cfg) if request.grown else None  # the config the grown file now holds
+        writer, ck = RunWriter.reopen(request.output, config_toml=grown)
     else:
         writer = RunWriter(
             request.output, model=request.entry.name, config_toml=to_toml(cfg), seed=cfg.seed,

@@ -27,7 +27,7 @@ from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
 from .checkpoint import Schedule, StopSignals, with_stop_signals
-from .lifecycle import Ended, RunRequest, guarded, open_writer
+from .lifecycle import Ended, RunRequest, check_written, guarded, open_writer
 from .ode_maths import ode_setup
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -208,6 +208,8 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
     chunks = Chunks(job)
     series, static = layout(job)
     ck_spec = {**job.checkpoint, "position": ((2,), "i8")}  # the arrays of a checkpoint slot
+    if request.resume:  # before reopening: the rows written must be this config's first rows
+        check_written(output, times, steps)
     writer, ck = open_writer(
         request, checkpoint=ck_spec, series=series, static=static,
         scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
@@ -287,6 +289,8 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
                         f"after output time {a + k} of {len(times)} (t = {tt[-1]:g})", output
                     )
                 )
+        if writer.keep_checkpoint:  # the final state: a later --resume grows the run from here
+            checkpoint(len(times))
 
     with job.resident():  # the state's home between calls (the device, for a GPU fast path)
         ended = guarded(writer, output, timings, loop, bar)

@@ -48,6 +48,7 @@ def simulate(
     resume: bool = False,
     compile_beside: bool = False,
     overwrite: bool = False,
+    grow: bool = False,
 ) -> str:
     """Run ``cfg`` (a validated config dataclass), stream it to ``output``; returns the status text.
 
@@ -59,7 +60,11 @@ def simulate(
     without it an existing file raises ``FileExistsError`` and is left untouched (as
     ``fastdyn simulate`` without ``--overwrite``). A path that is not a regular file (a
     directory, ``/dev/null``, a FIFO) is never replaced
-    (:class:`~fastdyn.h5.lock.NotRegularFile`).
+    (:class:`~fastdyn.h5.lock.NotRegularFile`). ``grow`` (with ``resume``): ``cfg`` adds
+    optimiser steps or output times after the file's and the file takes it as its config; the
+    rows written must be ``cfg``'s first rows, else :class:`~fastdyn.drive.lifecycle.GridChanged`
+    and the file is left as it was (``fastdyn simulate --resume FILE --set schedule.epochs=…``
+    checks the rest of the config first).
     """
     from ..h5.writer import DiskFull, WriteFailed
     from ..models import registry
@@ -84,7 +89,9 @@ def simulate(
         compile_notice()
     beside = cb.start(entry, cfg, device) if compile_beside else None
     try:
-        return run(RunRequest(entry, cfg, Path(output), progress, resume, tools(device), beside))
+        return run(
+            RunRequest(entry, cfg, Path(output), progress, resume, tools(device), beside, grow)
+        )
     except (DiskFull, WriteFailed) as e:  # creating, closing or compacting the file
         raise RunFailed(write_error(output, e)) from None
     finally:

@@ -25,7 +25,7 @@ import numpy as np
 from ..h5 import layout
 from ..models._spec import TrainedSetup
 from .checkpoint import Schedule, StopSignals, with_stop_signals
-from .lifecycle import Ended, RunRequest, guarded, open_writer
+from .lifecycle import Ended, RunRequest, check_written, guarded, open_writer
 from .optim import Optimizer, make_optimizer
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -39,6 +39,17 @@ def optimizer_for(job: TrainedSetup) -> Optimizer:
         o.name, job.model.n_params, o.lr, beta1=o.beta1, beta2=o.beta2, eps=o.eps,
         weight_decay=o.weight_decay, momentum=o.momentum,
     )  # fmt: skip
+
+
+#: a complete run keeps its final resume state (weights, optimiser state, position) when the
+#: state is at most this many bytes, whatever ``output.keep_checkpoint`` says: the two slots cost
+#: twice that, and ``fastdyn simulate --resume FILE --set schedule.epochs=…`` then grows the run
+KEEP_SMALL = 1 << 20
+
+
+def state_bytes(spec: dict[str, tuple[tuple[int, ...], Any]]) -> int:
+    """Bytes of one checkpoint slot of ``spec`` (name → (shape, dtype))."""
+    return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for shape, dt in spec.values())
 
 
 def checkpoint_spec(job: TrainedSetup, opt: Optimizer) -> dict[str, tuple[tuple[int, ...], Any]]:
@@ -57,15 +68,19 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
     output = request.output
     job: TrainedSetup = request.entry.setup(request.cfg, request.tools)
     opt = optimizer_for(job)
+    steps = np.unique(np.asarray(job.save_steps, dtype=np.int64))
+    if request.resume:  # before reopening: the rows written must be this config's first rows
+        check_written(output, job.time_per_step * steps, steps)
+    spec = checkpoint_spec(job, opt)
     writer, ck = open_writer(
         request, series=job.series, static=job.static, scales=job.scales,
         with_step=True, extra_attrs=job.extra_attrs, time_units=job.time_units,
-        time_long_name=job.time_long_name or layout.time_long_name("trained"), checkpoint=checkpoint_spec(job, opt), dims=job.dims,
+        time_long_name=job.time_long_name or layout.time_long_name("trained"), checkpoint=spec, dims=job.dims,
         axes=job.axes, descriptions=job.descriptions,
     )  # fmt: skip
+    writer.keep_checkpoint |= state_bytes(spec) <= KEEP_SMALL
     theta = job.theta
     first = 0
-    steps = np.unique(np.asarray(job.save_steps, dtype=np.int64))
     if ck is not None:
         theta[...] = ck["theta"]
         opt.load_state({k[6:]: v for k, v in ck.items() if k.startswith("optim_")})
@@ -110,6 +125,11 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
             )  # fmt: skip
         except DivergedError as e:
             raise RunFailed(str(e).splitlines()[0]) from None
+        if writer.keep_checkpoint:  # the final state: a later --resume grows the run from here
+            state = {f"optim_{k}": v for k, v in opt.state.items()}
+            writer.checkpoint(
+                {"theta": theta, "position": np.array([total, writer.n_rows]), **state}
+            )
 
     ended = guarded(writer, output, timings, loop, bar)
     if ended is not None:

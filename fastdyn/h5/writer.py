@@ -508,7 +508,9 @@ class RunWriter:
 
     # ------------------------------------------------------------------------------------------
     @classmethod
-    def reopen(cls, path: str | os.PathLike) -> tuple[RunWriter, dict[str, np.ndarray] | None]:
+    def reopen(
+        cls, path: str | os.PathLike, config_toml: str | None = None
+    ) -> tuple[RunWriter, dict[str, np.ndarray] | None]:
         """Reopen an interrupted or crashed file to continue it, copy-on-write: the file is copied
         to ``.NAME.resume-PID`` beside it, and the copy has its open flags cleared, its rows
         after the newest valid checkpoint dropped, ``status = running`` set and SWMR mode
@@ -516,7 +518,9 @@ class RunWriter:
         the original is never opened for writing, so a kill or a failed write at any moment in
         between leaves it as it was (the copy is removed by the next writer). Costs one copy of
         the file: a killed 10^6-task ODE file (≈ 130 MB, mostly its two checkpoint slots) ≈ 0.1 s
-        on a local disk. Returns (writer, checkpoint arrays or None when none was completed)."""
+        on a local disk. ``config_toml``: the config of a run that grows (more steps or output
+        times), stored in the copy with its ``identity_crc32`` before the rename. Returns
+        (writer, checkpoint arrays or None when none was completed)."""
         self = cls.__new__(cls)
         self.path = Path(path)
         self.t_start = _time.time()
@@ -551,6 +555,9 @@ class RunWriter:
                         self._ckpt_slot = slot
             self._ckpt_seq = seq
             f.attrs["status"] = layout.STATUS_RUNNING
+            if config_toml is not None:
+                f.attrs["config"] = config_toml
+                f.attrs["identity_crc32"] = identity_crc(f.attrs)
             f.flush()
             f.swmr_mode = True
             self._io.sync()
