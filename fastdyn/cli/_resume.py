@@ -167,16 +167,19 @@ def _resume_locked(
         diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
         growing = [k for k in diff if grid_key(k)]
         changing = [k for k in diff if k not in NEUTRAL and not grid_key(k)]
-        if diff and changing:
-            shown = "; ".join(f"{k} (file {a.get(k)!r}, given {b.get(k)!r})" for k in changing)
-            raise UserError(
-                f"--resume {file}: {shown}: would change the rows already written, so it cannot be resumed — omit CONFIG/--set to use the file's config (a run may only grow: schedule.epochs, time.t_max), or start a new file"
+        others = [k for k in diff if k not in changing and not grid_key(k)]
+        if changing or (others and not force):
+            shown = "; ".join(
+                f"{k} (file {a.get(k)!r}, given {b.get(k)!r}{'' if k in changing else ', does not change results'})"
+                for k in changing + others
             )
-        neutral = [k for k in diff if k in NEUTRAL]
-        if neutral and not force:
-            shown = "; ".join(f"{k} (file {a.get(k)!r}, given {b.get(k)!r})" for k in neutral)
+            n = f"{len(changing) + len(others)} key{'s' if len(changing) + len(others) > 1 else ''}"
+            if changing:
+                raise UserError(
+                    f"--resume {file}: the config differs from the file's in {n}: {shown}; {len(changing)} of them change the results, so it cannot be resumed (it would change rows already written; a run may only grow: schedule.epochs, time.t_max) — omit CONFIG/--set to use the file's config, or start a new file"
+                )
             raise UserError(
-                f"--resume {file}: the config differs from the file's in {shown}, which does not change results: pass --force to resume with it"
+                f"--resume {file}: the config differs from the file's in {n}: {shown}; none changes the results: pass --force to resume with it"
             )
     if complete and not growing:
         raise UserError(

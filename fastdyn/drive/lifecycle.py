@@ -78,7 +78,7 @@ def check_written(path: Path, times: Any, steps: Any = None) -> None:
             written[layout.STEP] = np.asarray(f[layout.STEP][()])
     finally:
         f.close()
-    for name, new in ((layout.TIME, times), (layout.STEP, steps)):
+    for name, new in ((layout.STEP, steps), (layout.TIME, times)):  # a step names the cause
         if name not in written:
             continue
         old, new = written[name], np.asarray(new)
@@ -91,7 +91,7 @@ def check_written(path: Path, times: Any, steps: Any = None) -> None:
         if bad.size:
             i = int(bad[0])
             raise GridChanged(
-                f"the config's output {name}s differ from the rows written at row {i} ({name} {old[i]!r} in the file, {new[i]!r} in the config)"
+                f"the config's output {name}s differ from the rows written at row {i} ({name} {old[i].item()!r} in the file, {new[i].item()!r} in the config)"
             )
 
 

@@ -41,17 +41,6 @@ def optimizer_for(job: TrainedSetup) -> Optimizer:
     )  # fmt: skip
 
 
-#: a complete run keeps its final resume state (weights, optimiser state, position) when the
-#: state is at most this many bytes, whatever ``output.keep_checkpoint`` says: the two slots cost
-#: twice that, and ``fastdyn simulate --resume FILE --set schedule.epochs=…`` then grows the run
-KEEP_SMALL = 1 << 20
-
-
-def state_bytes(spec: dict[str, tuple[tuple[int, ...], Any]]) -> int:
-    """Bytes of one checkpoint slot of ``spec`` (name → (shape, dtype))."""
-    return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for shape, dt in spec.values())
-
-
 def checkpoint_spec(job: TrainedSetup, opt: Optimizer) -> dict[str, tuple[tuple[int, ...], Any]]:
     """The resume state: weights, optimiser state, position = [step, rows written]."""
     opt_shapes = {f"optim_{k}": (v.shape, v.dtype) for k, v in opt.state.items()}
@@ -78,7 +67,6 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
         time_long_name=job.time_long_name or layout.time_long_name("trained"), checkpoint=spec, dims=job.dims,
         axes=job.axes, descriptions=job.descriptions,
     )  # fmt: skip
-    writer.keep_checkpoint |= state_bytes(spec) <= KEEP_SMALL
     theta = job.theta
     first = 0
     if ck is not None:

@@ -343,6 +343,23 @@ class RunWriter:
         self._check_io()
         self.n_rows = n1
 
+    def rewrite(self, rows: dict[str, np.ndarray]) -> None:
+        """Overwrite the first ``len`` rows of the written series in ``rows`` (in place, no
+        resize), then flush: a grown run's closed form, recomputed on its longer grid."""
+        self._need(0)
+        try:
+            for name, data in rows.items():
+                ds = self._f[name]
+                n = int(np.shape(data)[0])
+                if n > self.n_rows:
+                    raise ValueError(f"rewrite: {n} rows of {name}, {self.n_rows} written")
+                ds[:n] = np.asarray(data, dtype=ds.dtype)
+            self._f.flush()
+        except (RuntimeError, OSError) as e:
+            self._broken = True
+            raise _write_failed(self.path, e) from None
+        self._check_io()
+
     def rows(self, name: str) -> np.ndarray:
         """The rows of series ``name`` written so far (a copy)."""
         return self._f[name][: self.n_rows]
