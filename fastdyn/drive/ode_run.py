@@ -298,8 +298,6 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
                         f"after output time {a + k} of {len(times)} (t = {tt[-1]:g})", output
                     )
                 )
-        if writer.keep_checkpoint:  # the final state: a later --resume grows the run from here
-            checkpoint(len(times))
 
     with job.resident():  # the state's home between calls (the device, for a GPU fast path)
         ended = guarded(writer, output, timings, loop, bar)

@@ -113,11 +113,6 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
             )  # fmt: skip
         except DivergedError as e:
             raise RunFailed(str(e).splitlines()[0]) from None
-        if writer.keep_checkpoint:  # the final state: a later --resume grows the run from here
-            state = {f"optim_{k}": v for k, v in opt.state.items()}
-            writer.checkpoint(
-                {"theta": theta, "position": np.array([total, writer.n_rows]), **state}
-            )
 
     ended = guarded(writer, output, timings, loop, bar)
     if ended is not None:

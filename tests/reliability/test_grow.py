@@ -20,11 +20,13 @@ from fastdyn.h5.writer import read_checkpoint
 #: root attributes that record when and how a file was made, not what it holds
 _WHEN = {"timings", "command_line", "created"}
 
-ATTN_M = ["model=attn-m", "data.P=200", "schedule.save_every=10", "output.keep_checkpoint=true"]
+#: checkpoints after every save / segment: a grown file continues from a checkpoint near its end
+ATTN_M = ["model=attn-m", "data.P=200", "schedule.save_every=10", "output.keep_checkpoint=true",
+          "output.checkpoint_every=0"]  # fmt: skip
 OPTIM = {"adam": ["optim.name=adam", "optim.lr=0.01"], "gd": ["optim.name=gd", "optim.lr=0.05"]}
 MSFR = [
     "task.n_tasks=2048", "time.t_min=0.01", "time.n_times=41", "output.times_per_segment=4",
-    "theory.level=leading", "output.keep_checkpoint=true",
+    "theory.level=leading", "output.checkpoint_every=0", "output.keep_checkpoint=true",
 ]  # fmt: skip
 
 
@@ -117,7 +119,7 @@ def test_a_t_max_off_the_grid_ends_at_the_next_grid_point(tmp_path):
     value at its index is not), so the config stores the explicit times; a run of the stored
     config repeats the grown file."""
     sets = ["task.n_tasks=2048", "time.t_min=1e-3", "time.n_times=16", "theory.level=leading",
-            "solver.integrator=rk4", "output.keep_checkpoint=true"]  # fmt: skip
+            "solver.integrator=rk4", "output.checkpoint_every=0", "output.keep_checkpoint=true"]  # fmt: skip
     grown = tmp_path / "grown.h5"
     _simulate(grown, [*sets, "time.t_max=5e3"])
     res = _grow(grown, "time.t_max=1e4")
