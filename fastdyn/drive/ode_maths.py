@@ -26,7 +26,7 @@ from numba import njit
 from ..config.schema import ConfigError
 from ..core.soa_state import SoaState, soa_checkpoint
 from ..models._spec import OdeMaths, OdeSetup
-from ..reduce import BLOCK, block_partials
+from ..reduce import BLOCK, add_block_sums, block_partials
 from . import integrate_soa
 
 #: chunks' tables are cached when every chunk's parameters and initial state fit in this many bytes
@@ -56,11 +56,9 @@ def _test_loss_sum(loss, params, y):
 
 def _block_sums(terms: np.ndarray) -> np.ndarray:
     """Per-block partials (n_blocks, T) of per-task terms (n, T), tasks added in order."""
-    n, T = terms.shape
-    out = block_partials(n, T)
-    for b in range(out.shape[0]):
-        for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
-            out[b] += terms[i]
+    terms = np.ascontiguousarray(terms, dtype=np.float64)
+    out = block_partials(*terms.shape)
+    add_block_sums(terms, out)
     return out
 
 
@@ -143,7 +141,10 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
 
     def failure(counts: dict[str, int]) -> str | None:
         if counts.get("failed", 0):
-            return f"{counts['failed']} tasks used up solver.max_steps = {m.solver.max_steps} dopri5 steps; raise solver.max_steps or solver.rtol"
+            return (
+                f"{counts['failed']} tasks did not finish (dopri5 used up solver.max_steps = {m.solver.max_steps} "
+                "accepted steps, or its step fell below the resolution of t): raise solver.max_steps or loosen solver.rtol"
+            )
         return None
 
     def cause(_chunks: Any) -> str:
