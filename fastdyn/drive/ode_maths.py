@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import types
 
 from ..config.schema import ConfigError
 from ..core.soa_state import SoaState, soa_checkpoint
 from ..models._spec import OdeMaths, OdeSetup
 from ..reduce import BLOCK, add_block_sums, block_partials
 from . import integrate_soa
+from ._kernel_cache import jit_cached
 
 #: chunks' tables are cached when every chunk's parameters and initial state fit in this many bytes
 TABLE_CACHE_BYTES = 1 << 30
@@ -43,15 +44,27 @@ class Chunk:
     y0: np.ndarray
 
 
-@njit(nogil=True, error_model="numpy")
-def _test_loss_sum(loss, params, y):
-    """Σ_s test_term(p_s, y_s) in task order (the divergence reference; not cached: ``loss`` is a
-    compile-time argument)."""
-    total = 0.0
-    for i in range(y.shape[1]):
-        te, _tr = loss(params[:, i].copy(), y[:, i].copy())
-        total += abs(te)
-    return total
+_TEST_LOSS_SUMS: dict[Any, Any] = {}
+
+
+def _test_loss_sum(loss: Any, params: np.ndarray, y: np.ndarray) -> float:
+    """Σ_s |test_term(p_s, y_s)| in task order (the divergence reference), by a kernel compiled
+    once per model and kept in numba's cache under the model's fingerprint
+    (:mod:`fastdyn.drive._kernel_cache`), so a new process does not compile it again (≈ 1 s)."""
+    if loss not in _TEST_LOSS_SUMS:
+
+        def kernel(params, y):
+            total = 0.0
+            for i in range(y.shape[1]):
+                te, _tr = loss(params[:, i].copy(), y[:, i].copy())
+                total += abs(te)
+            return total
+
+        sig = types.float64(types.float64[:, :], types.float64[:, :])
+        _TEST_LOSS_SUMS[loss] = jit_cached(
+            kernel, sig, cache=False, nogil=True, error_model="numpy"
+        )
+    return float(_TEST_LOSS_SUMS[loss](params, y))
 
 
 def _block_sums(terms: np.ndarray) -> np.ndarray:

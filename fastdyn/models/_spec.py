@@ -160,7 +160,7 @@ class ModelEntry:
     kind: str
     summary: str
     run: Callable[..., Any] | None = None
-    setup: Callable[..., TrainedSetup | OdeSetup] | None = None
+    setup: Callable[..., TrainedSetup | OdeSetup | OdeMaths] | None = None
     schema: type | None = None
     devices: tuple[str, ...] = ("cpu",)
     check_device: Callable[[Any], None] | None = None
