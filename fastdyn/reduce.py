@@ -43,6 +43,17 @@ def accumulate_blocks(total: np.ndarray, partials: np.ndarray) -> None:
             total[k] += partials[b, k]
 
 
+@njit(**SERIAL)
+def add_block_sums(terms: np.ndarray, partials: np.ndarray) -> None:
+    """``partials[b, k] += Σ_{i in block b} terms[i, k]`` for per-item terms (n, width), items
+    added in index order within each block (in place)."""
+    n, width = terms.shape
+    for b in range(partials.shape[0]):
+        for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
+            for k in range(width):
+                partials[b, k] += terms[i, k]
+
+
 def round_up_to_block(n: int) -> int:
     """The smallest multiple of ``BLOCK`` that is ≥ ``n`` (and ≥ BLOCK)."""
     n = max(int(n), 1)

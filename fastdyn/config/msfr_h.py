@@ -163,8 +163,8 @@ class TimeSection(msfr.TimeSection):
 
 @dataclass(frozen=True)
 class SolverSection(Section, prefix="solver."):
-    """[solver]: the generic per-task integrators: RK4 at one fixed nominal step for every task,
-    or adaptive dopri5 with each task's own steps (``drive/integrate_soa``)."""
+    """[solver]: the engine's per-task integrators: RK4 at one fixed nominal step for every task,
+    or adaptive dopri5 with each task's own steps."""
 
     integrator: str = choice(
         "rk4",
@@ -221,6 +221,9 @@ class MsfrHConfig(Section):
 
     model: str = common.model_key("msfr-h")
     seed: int = common.seed("seed of every random draw (counts, eigenvectors, perturbations, init)")
+    device: str = common.device(
+        "where the flow is integrated: cpu, or cuda (the engine's rk4 and dopri5 on the GPU; the closed form stays on the CPU)"
+    )
     task: TaskSection = TaskSection()
     h: HSection = HSection()
     init: InitSection = InitSection()

@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import cuda, float64, njit  # imported only for device = "cuda"
+from numba import cuda, float64  # imported only for device = "cuda"
 
 from ..core import stop_flag
-from ..reduce import BLOCK
+from ..reduce import add_block_sums
 from . import soa_tasks
 
 _KERNELS: dict[tuple, Any] = {}
@@ -103,16 +103,6 @@ def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> A
     return kernel
 
 
-@njit(cache=True, nogil=True)
-def _add_block_sums(terms: np.ndarray, partials: np.ndarray) -> None:
-    """partials[b, j] += Σ_{i in block b} terms[i, j], tasks added in order (the CPU's order)."""
-    n, T = terms.shape
-    for b in range(partials.shape[0]):
-        for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
-            for j in range(T):
-                partials[b, j] += terms[i, j]
-
-
 def _launch(kind: str, rhs, observe, loss, params, y, extra, times, local_track, test_partials, train_partials, f_track):  # fmt: skip
     n, T = y.shape[1], len(times)
     tpos = np.full(n, -1, dtype=np.int64)
@@ -145,8 +135,8 @@ def _launch(kind: str, rhs, observe, loss, params, y, extra, times, local_track,
     stop_flag.FLAG[1] = max(int(stop_flag.FLAG[1]), int(d["stop"].copy_to_host()[1]))
     if f_track.size:
         f_track[...] = d["f"].copy_to_host()
-    _add_block_sums(d["te"].copy_to_host(), test_partials)
-    _add_block_sums(d["tr"].copy_to_host(), train_partials)
+    add_block_sums(d["te"].copy_to_host(), test_partials)
+    add_block_sums(d["tr"].copy_to_host(), train_partials)
 
 
 def advance_rk4(rhs, observe, loss, params, y, t0, times, h, local_track, test_partials, train_partials, f_track) -> None:  # fmt: skip

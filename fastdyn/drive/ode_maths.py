@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import types
 
 from ..config.schema import ConfigError
 from ..core.soa_state import SoaState, soa_checkpoint
 from ..models._spec import OdeMaths, OdeSetup
-from ..reduce import BLOCK, block_partials
+from ..reduce import BLOCK, add_block_sums, block_partials
 from . import integrate_soa
+from ._kernel_cache import jit_cached
 
 #: chunks' tables are cached when every chunk's parameters and initial state fit in this many bytes
 TABLE_CACHE_BYTES = 1 << 30
@@ -43,24 +44,34 @@ class Chunk:
     y0: np.ndarray
 
 
-@njit(nogil=True, error_model="numpy")
-def _test_loss_sum(loss, params, y):
-    """Σ_s test_term(p_s, y_s) in task order (the divergence reference; not cached: ``loss`` is a
-    compile-time argument)."""
-    total = 0.0
-    for i in range(y.shape[1]):
-        te, _tr = loss(params[:, i].copy(), y[:, i].copy())
-        total += abs(te)
-    return total
+_TEST_LOSS_SUMS: dict[Any, Any] = {}
+
+
+def _test_loss_sum(loss: Any, params: np.ndarray, y: np.ndarray) -> float:
+    """Σ_s |test_term(p_s, y_s)| in task order (the divergence reference), by a kernel compiled
+    once per model and kept in numba's cache under the model's fingerprint
+    (:mod:`fastdyn.drive._kernel_cache`), so a new process does not compile it again (≈ 1 s)."""
+    if loss not in _TEST_LOSS_SUMS:
+
+        def kernel(params, y):
+            total = 0.0
+            for i in range(y.shape[1]):
+                te, _tr = loss(params[:, i].copy(), y[:, i].copy())
+                total += abs(te)
+            return total
+
+        sig = types.float64(types.float64[:, :], types.float64[:, :])
+        _TEST_LOSS_SUMS[loss] = jit_cached(
+            kernel, sig, cache=False, nogil=True, error_model="numpy"
+        )
+    return float(_TEST_LOSS_SUMS[loss](params, y))
 
 
 def _block_sums(terms: np.ndarray) -> np.ndarray:
     """Per-block partials (n_blocks, T) of per-task terms (n, T), tasks added in order."""
-    n, T = terms.shape
-    out = block_partials(n, T)
-    for b in range(out.shape[0]):
-        for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
-            out[b] += terms[i]
+    terms = np.ascontiguousarray(terms, dtype=np.float64)
+    out = block_partials(*terms.shape)
+    add_block_sums(terms, out)
     return out
 
 
@@ -143,7 +154,10 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
 
     def failure(counts: dict[str, int]) -> str | None:
         if counts.get("failed", 0):
-            return f"{counts['failed']} tasks used up solver.max_steps = {m.solver.max_steps} dopri5 steps; raise solver.max_steps or solver.rtol"
+            return (
+                f"{counts['failed']} tasks did not finish (dopri5 used up solver.max_steps = {m.solver.max_steps} "
+                "accepted steps, or its step fell below the resolution of t): raise solver.max_steps or loosen solver.rtol"
+            )
         return None
 
     def cause(_chunks: Any) -> str:

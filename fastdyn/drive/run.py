@@ -23,11 +23,10 @@ def supports_resume(model: str) -> bool:
 
 def tools(device: str = "cpu") -> SimpleNamespace:
     """What a model's setup gets from the driver (models never import ``drive``): the device its
-    kernels run on, the generic per-task integrators and the time grids."""
+    kernels run on and the time grids."""
     from ..core import saveat
-    from . import integrate_soa
 
-    return SimpleNamespace(device=device, integrate_soa=integrate_soa, saveat=saveat)
+    return SimpleNamespace(device=device, saveat=saveat)
 
 
 def refuse_existing(output: str | os.PathLike, overwrite: bool) -> None:

@@ -130,8 +130,8 @@ class ModelEntry:
 
     - ``kind``: ``"ode"`` or ``"trained"``; ``setup(cfg, tools)`` returns the :class:`OdeSetup` or
       :class:`TrainedSetup` that the driver of that kind runs (``tools`` carries the device and the
-      drive-level functions a setup may need, e.g. the integrators, so models never import
-      ``drive``).
+      time grids; models never import ``drive``); a per-task ODE model returns
+      :class:`OdeMaths` instead, its maths only, and the driver builds the rest.
     - ``schema``: the root config dataclass (its fields declared with :mod:`fastdyn.config.schema`
       rules), validated by :func:`fastdyn.config.load.from_dict` when ``model`` names this entry.
     - ``devices``: where it runs (``("cpu",)`` or ``("cpu", "cuda")``); ``check_device(cfg)``
@@ -160,7 +160,7 @@ class ModelEntry:
     kind: str
     summary: str
     run: Callable[..., Any] | None = None
-    setup: Callable[..., TrainedSetup | OdeSetup] | None = None
+    setup: Callable[..., TrainedSetup | OdeSetup | OdeMaths] | None = None
     schema: type | None = None
     devices: tuple[str, ...] = ("cpu",)
     check_device: Callable[[Any], None] | None = None

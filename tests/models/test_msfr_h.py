@@ -108,8 +108,8 @@ def _random_init(run, d):
     from fastdyn.models.registry import get_model
 
     job = get_model("msfr-h").setup(from_dict(run.config), tools())
-    ch = job.chunk(0, job.n_tasks)
-    return ch.v0, ch.w0
+    y0 = job.init(0, job.n_tasks)  # (v0 above w0, n)
+    return y0[:d], y0[d:]
 
 
 def test_reproduces_msfr_exact_dynamics(tmp_path):

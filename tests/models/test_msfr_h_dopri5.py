@@ -71,7 +71,7 @@ def test_exact_closed_form_with_far_fewer_steps_than_rk4(reference):
 
     cfg = fastdyn.load_config(None, [f"{k}={v}" for k, v in (SETS | {"solver.integrator": "rk4"}).items()])  # fmt: skip
     job = get_model("msfr-h").setup(cfg, tools())
-    h = job.extra_attrs["rk4_h"]
+    h = job.solver.h  # 'auto', resolved by the setup
     rk4_steps = 10 * np.sum(np.ceil(np.diff(np.concatenate([[0.0], job.times])) / h))
     assert 1e4 < a["solver_steps"] < rk4_steps / 1000, (a["solver_steps"], rk4_steps)
 

@@ -1,5 +1,6 @@
-"""MSFR with a general per-task d×d H_s (docs/msfr-h.md): the (v, w) gradient flow in R^d by the
-driver's generic integrators, beside the Riccati closed form with μ, Π from H_s's eigen-decomposition.
+"""MSFR with a general per-task d×d H_s (docs/msfr-h.md): the (v, w) gradient flow in R^d given to
+the engine as maths (:class:`fastdyn.models.OdeMaths`; its rk4 or dopri5, on the CPU or a CUDA GPU),
+beside the Riccati closed form with μ, Π from H_s's eigen-decomposition.
 
 ``ENTRY`` is what the ``fastdyn.models`` entry point ``msfr-h`` names.
 """
@@ -14,6 +15,7 @@ ENTRY = _spec.ModelEntry(
     summary="MSFR tasks with a general d×d H_s per task: (v, w) flow in R^d and the Riccati closed form",
     setup=setup,
     schema=MsfrHConfig,
+    devices=("cpu", "cuda"),  # the engine compiles its integrators and these kernels for the GPU
     warmup_sizes=("time.n_times=6", "time.t_max=10"),
     warmup_variants=(("msfr-h dopri5-free theory", "msfr_h", ('solver.integrator="none"',)),),
 )

@@ -1,7 +1,10 @@
-"""Per-task kernels of msfr-h for the generic integrators (``drive/integrate_soa``: RK4, dopri5).
+"""Per-task maths of msfr-h, the three functions of :class:`fastdyn.models.OdeMaths` (the driver
+compiles them into its CPU integrators and, from the same source, into CUDA device functions).
 
-p = (#/N, Λ, P(s), H row-major (d² entries)); y = (v, w) ∈ R^{2d}. f = vᵀHw, r = f − Λ,
-dv/dt = −(#/N) r H w, dw/dt = −(#/N) r H v (docs/theory.md, MSFR with a general H).
+p = (#/N, Λ, P(s), H row-major (d² entries), μ, P0, Q0); y = (v, w) ∈ R^{2d}. f = vᵀHw,
+r = f − Λ, dv/dt = −(#/N) r H w, dw/dt = −(#/N) r H v (docs/theory.md, MSFR with a general H).
+μ, P0, Q0 are the closed form's constants (:mod:`.theory`); the flow never reads them. The
+functions call no other compiled function, so each compiles as one CUDA device function.
 """
 
 from __future__ import annotations
@@ -12,19 +15,13 @@ from ..._jit import SERIAL
 
 #: rows of the parameter column before H's entries
 N_SCALARS = 3
+#: rows after H's entries: the closed form's μ, P0, Q0
+N_THEORY = 3
 
 
-@njit(**SERIAL)
-def value(p, y):
-    """f = vᵀ H w."""
-    d = y.shape[0] // 2
-    f = 0.0
-    for i in range(d):
-        hw = 0.0
-        for j in range(d):
-            hw += p[N_SCALARS + i * d + j] * y[d + j]
-        f += y[i] * hw
-    return f
+def n_params(d: int) -> int:
+    """Rows of the parameter column of a d-dim task."""
+    return N_SCALARS + d * d + N_THEORY
 
 
 @njit(**SERIAL)
@@ -49,12 +46,27 @@ def rhs(p, y, dy):
 
 @njit(**SERIAL)
 def observe(p, y):
-    return value(p, y)
+    """f = vᵀ H w."""
+    d = y.shape[0] // 2
+    f = 0.0
+    for i in range(d):
+        hw = 0.0
+        for j in range(d):
+            hw += p[N_SCALARS + i * d + j] * y[d + j]
+        f += y[i] * hw
+    return f
 
 
 @njit(**SERIAL)
 def loss(p, y):
-    """(P(s) r²/2, (#/N) r²/2)."""
-    r = value(p, y) - p[1]
+    """(P(s) r²/2, (#/N) r²/2), r = vᵀ H w − Λ."""
+    d = y.shape[0] // 2
+    f = 0.0
+    for i in range(d):
+        hw = 0.0
+        for j in range(d):
+            hw += p[N_SCALARS + i * d + j] * y[d + j]
+        f += y[i] * hw
+    r = f - p[1]
     h = 0.5 * r * r
     return p[2] * h, p[0] * h

@@ -15,32 +15,27 @@ import math
 from numba import njit, prange
 
 from ..._jit import PARALLEL
-from ...reduce import BLOCK
 from ..msfr._closed_form import riccati_eval, riccati_setup
 
 
 @njit(**PARALLEL)
-def theory_kernel(times, lam, rate, wtest, mu, p0, q0, tpos, pt, pr, ftrack):
-    """Block partials of L_test, L_train (pt, pr: (n_blocks, T)) and f of the tracked tasks
-    (tpos[i] ≥ 0: row of ftrack) of the closed form."""
+def theory_terms(times, lam, rate, wtest, mu, p0, q0, te, tr, f):
+    """Per task i and time k of the closed form: f[i, k], the loss terms te[i, k] = P(s) r²/2 and
+    tr[i, k] = (#/N) r²/2 (r = f − Λ); te, tr, f: (n, T)."""
     n, nt = lam.shape[0], times.shape[0]
-    for b in prange((n + BLOCK - 1) // BLOCK):
-        for i in range(b * BLOCK, min(b * BLOCK + BLOCK, n)):
-            lm, m = lam[i], mu[i]
-            sp, sq = math.sqrt(p0[i]), math.sqrt(q0[i])
+    for i in prange(n):
+        lm, m = lam[i], mu[i]
+        sp, sq = math.sqrt(p0[i]), math.sqrt(q0[i])
+        if m > 0.0:
+            pp, pm, rr, sig, logk, sk, mir = riccati_setup(lm, m, 0.5 * (sp + sq), 0.5 * (sp - sq))
+            c = rate[i] * m * rr
+        for k in range(nt):
             if m > 0.0:
-                pp, pm, rr, sig, logk, sk, mir = riccati_setup(
-                    lm, m, 0.5 * (sp + sq), 0.5 * (sp - sq)
-                )
-                c = rate[i] * m * rr
-            for k in range(nt):
-                if m > 0.0:
-                    f, r = riccati_eval(logk - c * times[k], lm, m, pp, pm, rr, sig, sk, mir)
-                else:  # no positive curvature: nothing is learnt at leading order
-                    f = 0.0
-                    r = -lm
-                h = 0.5 * r * r
-                pt[b, k] += wtest[i] * h
-                pr[b, k] += rate[i] * h
-                if tpos[i] >= 0:
-                    ftrack[tpos[i], k] = f
+                fk, r = riccati_eval(logk - c * times[k], lm, m, pp, pm, rr, sig, sk, mir)
+            else:  # no positive curvature: nothing is learnt at leading order
+                fk = 0.0
+                r = -lm
+            h = 0.5 * r * r
+            te[i, k] = wtest[i] * h
+            tr[i, k] = rate[i] * h
+            f[i, k] = fk
