@@ -40,7 +40,7 @@ __all__ = [
     "local_slope",
 ]
 
-#: |d ln L/d ln t| at or below this: the curve is flat there (the ICL saddles of the shipped
+#: |d ln L/d ln t| at or below this: the curve is flat there (the saddles of the shipped
 #: figures are held at 1e-4..2e-2, their drops reach 2..15, a slow approach to a minimum 0.1..0.5)
 FLAT = 0.05
 #: half-width in ln t of the slope's least-squares window (±2.5 % in t)

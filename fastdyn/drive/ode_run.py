@@ -201,7 +201,7 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
     rows after it are dropped and recomputed, so the file ends bit-identical to an uninterrupted
     run's. A grown run (``request.grown``: output times added after the file's) keeps the
     integrated rows and rewrites the closed form's from the start: it is a function of the config
-    alone, but its kernel's last bit depends on the length of the grid it evaluates (MSFR, 41
+    alone, but its kernel's last bit depends on the length of the grid it evaluates (a closed form of 41
     against 49 log-spaced times: 3 rows differ by ≤ 1.6e-16 relative), so only recomputing it on
     the grown grid gives the rows of a run made on that grid at once.
     ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""

@@ -5,9 +5,9 @@
 - ``fastdyn``, ``numpy``, ``numba``, ``h5py`` (and ``hdf5``, ``python``, ``platform``): the
   versions of everything that shapes the numbers;
 - ``model_package``: the distribution and version the run's model comes from, e.g.
-  ``"fastdyn-logistic 0.1.0"`` for the example plug-in, ``"fastdyn 0.1.0"`` for a built-in model,
+  ``"fastdyn-example 0.1.0"`` for a plug-in distribution, ``"fastdyn 0.1.0"`` for a built-in model,
   ``"in-process"`` for one registered in-process (:func:`fastdyn.plugins.register`); a plug-in's
-  distribution is also listed under its own name (``"fastdyn-logistic": "0.1.0"``);
+  distribution is also listed under its own name (``"fastdyn-example": "0.1.0"``);
 - ``git_commit``: the commit of the git checkout fastdyn is imported from (an editable install),
   ``git_modified``: whether tracked files under ``fastdyn/`` differ from it. Both are left out
   when fastdyn is not imported from a checkout or git cannot say within a second: provenance
