@@ -173,7 +173,7 @@ def run_one(
     run = _stored(out, cfg) if reuse else None
     reused = run is not None
     if not reused:
-        run_msfr_attn(cfg, out)
+        run_msfr_attn(cfg, out, overwrite=True)  # a stored run that did not match: replaced
         run = load(out)
     status = run.status
     wall = float(dict(run.attrs.get("timings", {})).get("total", math.nan))  # the run's own time
