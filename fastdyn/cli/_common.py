@@ -72,7 +72,9 @@ def _late_signal(signum: int, frame: object) -> None:
         except Exception:  # noqa: BLE001 — a closed pipe, a reentrant flush: nothing to save
             pass
     try:
-        os.write(2, f"fastdyn: {name} while exiting: ending now (the command had finished)\n".encode())
+        os.write(
+            2, f"fastdyn: {name} while exiting: ending now (the command had finished)\n".encode()
+        )
     except OSError:
         pass
     os._exit(128 + signum)
