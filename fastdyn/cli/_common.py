@@ -125,6 +125,19 @@ def guarded(fn):
     return wrapper
 
 
+def check_utf8(what: str, name: str) -> None:
+    """UserError when the path ``name`` given for ``what`` (CONFIG, --resume) is not valid UTF-8:
+    the file it names may exist, but fastdyn records its command line and paths in the output
+    file as UTF-8 text."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UserError(
+            f"{what} {shown}: the file name is not valid UTF-8 (fastdyn records it in the output file as text); rename the file to a UTF-8 name"
+        ) from None
+
+
 def output_option(help: str, *, directory: bool = False, required: bool = False):
     """``-o/--output``: the file to write (``directory``: the folder to write into)."""
     path = click.Path(file_okay=False) if directory else click.Path(dir_okay=False)

@@ -129,3 +129,38 @@ def test_a_deeply_dotted_key_is_refused_before_it_is_built(tmp_path):
         _one_line_2(r, "dotted names")
         peak_kib = int(r.stdout.split()[-1])
         assert peak_kib < 400 << 10, peak_kib  # measured ≈ 60 MiB; the tables took 8.2 GiB
+
+
+def test_a_config_path_that_is_not_utf8_is_one_line(tmp_path):
+    """An existing config file whose name is not UTF-8: the run crashed (exit 1, "'utf-8' codec
+    can't encode") when it recorded its command line in the output. Refused in one line, exit 2,
+    nothing written."""
+    cfg = os.path.join(os.fsencode(tmp_path), b"c\xff.toml")
+    with open(cfg, "wb") as fh:
+        fh.write(b'model = "msfr"\ntask.n_tasks = 2048\ntime.n_times = 8\ntheory.level = "none"\n')
+    out = tmp_path / "o.h5"
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "fastdyn", "simulate", cfg, "-o", str(out)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    _one_line_2(r, "CONFIG ", "c\\xff.toml: the file name is not valid UTF-8")
+    assert not out.exists()
+
+
+def test_a_command_line_that_is_not_utf8_is_recorded_with_escapes(tmp_path, monkeypatch):
+    """The output records the command line as UTF-8 text; bytes that are not UTF-8 (a sweep
+    file's name, say) are written as \\x escapes instead of crashing the writer."""
+    from click.testing import CliRunner
+
+    import fastdyn
+    from fastdyn.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["fastdyn", "sweep", os.fsdecode(b"s\xff.toml")])
+    out = tmp_path / "o.h5"
+    sets = ["task.n_tasks=2048", "time.n_times=8", "theory.level='none'"]
+    res = CliRunner().invoke(
+        main, ["-q", "simulate", *[a for s in sets for a in ("--set", s)], "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert fastdyn.load(out).attrs["command_line"] == "fastdyn sweep s\\xff.toml"
