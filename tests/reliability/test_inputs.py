@@ -164,3 +164,43 @@ def test_a_command_line_that_is_not_utf8_is_recorded_with_escapes(tmp_path, monk
     )
     assert res.exit_code == 0, res.output
     assert fastdyn.load(out).attrs["command_line"] == "fastdyn sweep s\\xff.toml"
+
+
+def test_a_huge_sparse_csv_table_is_refused_at_its_first_bytes(tmp_path):
+    """A 20 GiB sparse CSV (a header, one row, then a hole never written: NUL bytes) ended in
+    MemoryError after 53 s: the index pass read it all, then one read of its "first rows" took
+    the whole file. Now the pass refuses what no CSV table holds (a NUL byte, a line longer than
+    64 KiB) as it meets it: one line naming task.table and the byte, in a process whose address
+    space is capped at 1 GiB (a twentieth of the file); the timeout bounds the time."""
+    import resource
+
+    p = tmp_path / "sparse.csv"
+    with open(p, "wb") as fh:
+        fh.write(b"weight,strength,psi\n1,1,1\n")
+        fh.truncate(20 << 30)  # sparse: no block of the hole is allocated
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "fastdyn", "simulate", "--set", f"task.table='{p}'", "--check"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, preexec_fn=cap,
+        env=dict(os.environ, NUMBA_NUM_THREADS="1"),
+    )  # fmt: skip
+    _one_line_2(r, "task.table", "byte 26 (line 3) is a NUL byte: not a text CSV table")
+
+
+@pytest.mark.parametrize("where", ["header", "row"])
+def test_a_csv_line_longer_than_any_table_row_is_refused(tmp_path, where):
+    """A line of 70 000 bytes (no line break where a table has one): one line naming it."""
+    p = tmp_path / "long.csv"
+    rows = "1,1,1\n" * 3000
+    text = (
+        "w" * 70_000
+        if where == "header"
+        else "weight,strength,psi\n" + rows + "1,1," + "1" * 70_000
+    )
+    p.write_text(text + "\n")
+    r = _check("--set", f"task.table='{p}'")
+    line = 1 if where == "header" else 3002
+    _one_line_2(r, "task.table", f"line {line} is longer than 65536 bytes")
