@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
-from ._common import UserError, flag_option
+from ._common import UserError, command_finished, flag_option, process_entry
 
 
 def one_line(e: click.UsageError) -> UserError:
@@ -27,6 +27,20 @@ _HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 class OneLineErrors(click.Group):
     """The ``fastdyn`` group: usage errors of itself and of every command are one line."""
+
+    def __call__(self, *args, **kwargs):
+        """The ``fastdyn`` program (console script, ``python -m fastdyn``; click's CliRunner
+        calls :meth:`main` instead): a SIGINT or SIGTERM at any moment ends it with one line and
+        128 + its number, never a traceback or a death by the signal."""
+        process_entry()
+        try:
+            try:
+                return self.main(*args, **kwargs)
+            finally:
+                command_finished()
+        except KeyboardInterrupt:  # in click's own code, outside any command
+            click.echo("fastdyn: interrupted (SIGINT)", err=True)
+            raise SystemExit(130) from None
 
     def make_context(self, *args, **kwargs) -> click.Context:
         try:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import signal
 import sys
+import threading
 import traceback
 
 import click
@@ -37,6 +40,56 @@ class UserError(click.ClickException):
         click.echo(f"fastdyn: error: {self.message}", err=True)
 
 
+#: set by the process entry (``fastdyn`` on the command line): the CLI may then decide how the
+#: process ends; never set when a command runs inside another program (click's CliRunner)
+_process = {"entry": False}
+
+
+def process_entry() -> None:
+    """Called once by the ``fastdyn`` program before its command runs: a SIGINT/SIGTERM that
+    arrives once the command has finished, while the interpreter shuts down, ends the process
+    with one line and 128 + its number, not with a KeyboardInterrupt or a death by the signal
+    (Python restores the default handlers part-way through its shutdown; the command's files are
+    closed by then). The atexit hook below runs after every other one (the first registered is
+    the last run) and leaves the signals ignored for the rest of the teardown, which then exits
+    with the command's status."""
+    if threading.current_thread() is not threading.main_thread() or _process["entry"]:
+        return
+    _process["entry"] = True
+    atexit.register(_ignore_signals)
+
+
+def _ignore_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _late_signal(signum: int, frame: object) -> None:
+    name = signal.Signals(signum).name
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 — a closed pipe, a reentrant flush: nothing to save
+            pass
+    try:
+        os.write(
+            2, f"fastdyn: {name} while exiting: ending now (the command had finished)\n".encode()
+        )
+    except OSError:
+        pass
+    os._exit(128 + signum)
+
+
+def command_finished() -> None:
+    """The command of the ``fastdyn`` program has returned or raised: from here on a SIGINT or
+    SIGTERM ends the process at once (:func:`process_entry`). Nothing outside the program."""
+    if not _process["entry"] or threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _late_signal)
+
+
 def guarded(fn):
     """Turn config/file errors into one-line exit-2 errors and crashes into exit 1 (traceback with --debug)."""
 
@@ -45,8 +98,11 @@ def guarded(fn):
         ctx = click.get_current_context()
         debug = bool((ctx.obj or {}).get("debug"))
         try:
-            return fn(*args, **kwargs)
-        except KeyboardInterrupt:  # Ctrl-C before a run installed its handlers (start-up, checks)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                command_finished()  # its first statement: no window for a KeyboardInterrupt
+        except KeyboardInterrupt:  # Ctrl-C outside a run's handlers (start-up, checks, its end)
             click.echo("fastdyn: interrupted (SIGINT)", err=True)
             sys.exit(130)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
@@ -67,6 +123,19 @@ def guarded(fn):
             sys.exit(EXIT_RUNTIME)
 
     return wrapper
+
+
+def check_utf8(what: str, name: str) -> None:
+    """UserError when the path ``name`` given for ``what`` (CONFIG, --resume) is not valid UTF-8:
+    the file it names may exist, but fastdyn records its command line and paths in the output
+    file as UTF-8 text."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UserError(
+            f"{what} {shown}: the file name is not valid UTF-8 (fastdyn records it in the output file as text); rename the file to a UTF-8 name"
+        ) from None
 
 
 def output_option(help: str, *, directory: bool = False, required: bool = False):

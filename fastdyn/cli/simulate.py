@@ -11,6 +11,7 @@ import click
 
 from ._common import (
     UserError,
+    check_utf8,
     flag_option,
     guarded,
     note_printer,
@@ -83,6 +84,10 @@ def command(
     from ..drive.run import simulate
 
     progress = _progress(ctx, quiet, every)
+    if config:
+        check_utf8("CONFIG", config)
+    if resume is not None:
+        check_utf8("--resume", resume)
     path = resolve(config) if config else None
     if device is not None:
         sets = (*sets, f'device="{device}"')

@@ -31,6 +31,10 @@ from .schema import ConfigError
 
 #: rows per CSV index entry (the problems' block size; chunks start on its multiples)
 ROW_BLOCK = 1024
+#: the longest CSV line accepted, bytes: a row of a task table is a few numbers (four float64 in
+#: full precision take < 100 bytes), so a longer line is no table row; it bounds the bytes one
+#: read of ROW_BLOCK rows holds (64 MiB)
+MAX_LINE = 1 << 16
 WEIGHT_NAMES = ("weight", "P")
 REQUIRED = ("strength", "psi")
 OPTIONAL = ("counts",)
@@ -157,29 +161,60 @@ class TaskTable:
         except OSError as e:
             raise err(self.path, f"cannot be read ({e.strerror or e})") from None
         self._fh = fh
-        header = fh.readline().decode("utf-8", "replace").strip()
+        raw = fh.readline(MAX_LINE + 1)  # bounded: a file without line breaks is not read whole
+        self._check_text(raw, 0, 0, len(raw) > MAX_LINE)
+        header = raw.decode("utf-8", "replace").strip()
         self._csv_names = [h.strip() for h in header.split(",")]
-        starts = [fh.tell()]  # byte offset of rows 0, ROW_BLOCK, 2 ROW_BLOCK, …
+        starts = [np.array([fh.tell()], dtype=np.int64)]  # offsets of rows 0, ROW_BLOCK, …
         rows = 0  # newlines seen
         pos = fh.tell()
+        line_at = pos  # where the current line starts
         last = b"\n"
         while True:
             buf = fh.read(1 << 22)
             if not buf:
                 break
             last = buf[-1:]
-            nl = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10)
+            arr = np.frombuffer(buf, dtype=np.uint8)
+            nl = np.flatnonzero(arr == 10)
+            ends = np.concatenate([pos + nl, [pos + len(buf)]])  # a line's end; the last: so far
+            begins = np.concatenate([[line_at], pos + nl + 1])
+            long = np.flatnonzero(ends - begins > MAX_LINE)
+            self._check_text(buf, pos, rows, long.size > 0, int(long[0]) if long.size else 0)
             # the newline ending row r (0-based) starts row r+1: index it when r+1 is a block start
             first = (-(rows + 1)) % ROW_BLOCK
-            starts.extend((pos + nl[first::ROW_BLOCK] + 1).tolist())
+            starts.append(pos + nl[first::ROW_BLOCK] + 1)
+            if nl.size:
+                line_at = pos + int(nl[-1]) + 1
             rows += len(nl)
             pos += len(buf)
         if last != b"\n":
             rows += 1  # a last row without its newline
-        self._starts = starts
+        self._starts = np.concatenate(starts)
         self._end = pos
         self._read = self._read_csv
         return dict.fromkeys(self._csv_names, rows)
+
+    def _check_text(
+        self, buf: bytes, pos: int, rows: int, too_long: bool, long_line: int = 0
+    ) -> None:
+        """ConfigError when ``buf`` (read at byte ``pos``, after ``rows`` line breaks) cannot be
+        part of a CSV table: a NUL byte (binary data, or a region of a sparse file never
+        written) or a line longer than :data:`MAX_LINE`, found as the index pass meets it, so
+        such a file is refused in bounded memory and time, however large it claims to be."""
+        nul = buf.find(b"\0")
+        if nul >= 0:
+            line = (rows + 1 if pos else 0) + buf.count(b"\n", 0, nul) + 1  # the header: line 1
+            raise err(
+                self.path,
+                f"byte {pos + nul} (line {line}) is a NUL byte: not a text CSV table (a binary file, or a sparse region never written)",
+            )
+        if too_long:
+            line = rows + long_line + 2  # the header is line 1
+            raise err(
+                self.path,
+                f"line {line if pos else 1} is longer than {MAX_LINE} bytes: not a CSV table of numbers (one row per task, a header line of column names)",
+            )
 
     def _read_csv(self, col: str, a: int, b: int) -> np.ndarray:
         if a % ROW_BLOCK:

@@ -34,6 +34,8 @@ __all__ = [
     "EXIT_CODES",
     "Schedule",
     "StopSignals",
+    "ask_process",
+    "clear_process",
     "exit_code",
     "parse_every",
     "with_stop_signals",
@@ -207,13 +209,37 @@ class StopSignals:
 
     @property
     def requested(self) -> bool:
-        return self.name is not None
+        """A stop was asked: by a signal this instance took, or (an instance outside the main
+        thread, which installs no handlers: a run in an executor's worker thread) by whoever set
+        the process's stop flag (:func:`ask_process`, a sweep stopping its Dask workers)."""
+        return self.signal_name is not None
+
+    @property
+    def signal_name(self) -> str | None:
+        """The name of the signal that asked for the stop, or None."""
+        if self.name is None and not self._old and stop_flag.requested():
+            return signal.Signals(int(stop_flag.FLAG[0])).name
+        return self.name
 
     def status(self, where: str, path: Any = "FILE") -> str:
         """``interrupted: SIGTERM …`` for the file and the CLI."""
+        name = self.signal_name
         return Outcome.INTERRUPTED.text(
-            f"{self.name} {where}; continue with fastdyn simulate --resume {path}", self.name
+            f"{name} {where}; continue with fastdyn simulate --resume {path}", name
         )
+
+
+def ask_process(signum: int) -> None:
+    """Ask the runs of this process that run outside its main thread (a Dask worker's) to stop
+    as a signal would: at their next chunk boundary, ``interrupted`` and resumable; runs that
+    start later stop before their first step. :func:`clear_process` takes the request back."""
+    stop_flag.request(int(signum))
+
+
+def clear_process() -> None:
+    """No stop asked of this process's runs (a worker that a new sweep uses)."""
+    if StopSignals._active is None:  # a main-thread run's own request is its own to clear
+        stop_flag.clear()
 
 
 def _say(line: str) -> None:

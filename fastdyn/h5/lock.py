@@ -237,6 +237,51 @@ def remove_stale(path: str | os.PathLike) -> list[str]:
     return gone
 
 
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` lives on this host (one we may not signal lives too)."""
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_beside(path: str | os.PathLike) -> list[str]:
+    """Remove, in the directory of ``path``, the temporary siblings of OTHER files that a killed
+    writer left (a ``.NAME.compact-PID`` copy of a kill inside the final compaction, say):
+    those whose PID is no live process on this host and whose file no live writer holds
+    (:func:`holder`: neither its inode lock nor its name lock). Never on NFS, where the maker may
+    live on another host under the same PID. For writers only (the next ``simulate`` into that
+    directory): readers write nothing. Returns the names removed."""
+    where = Path(path).parent if str(Path(path).parent) else Path(".")
+    if _fs_type(where).startswith("nfs"):
+        return []
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return []
+    gone = []
+    own = Path(path).name
+    for name in names:
+        for kind in _SIBLINGS:
+            head, sep, pid = name.rpartition(kind)
+            if not (sep and head.startswith(".") and len(head) > 1 and pid.isdigit()):
+                continue
+            target = head[1:]
+            if target == own or _pid_alive(int(pid)) or holder(where / target) is not None:
+                continue
+            try:
+                (where / name).unlink()
+                gone.append(name)
+            except OSError:
+                pass
+    return gone
+
+
 class WriterLock:
     """Exclusive lock of output ``path`` (``acquire`` raises :class:`WriterBusy` when another
     process holds it; re-entrant within one process). ``announce=False``: a probe, which leaves
@@ -280,7 +325,9 @@ class WriterLock:
         os.pwrite(fd, f"{_holder()}\n".encode(), 0)
         self.fd = fd
         _HELD[self._key] = [fd, 1]
-        remove_stale(self.path)
+        if self.announce:  # a writer; a reader's probe writes nothing
+            remove_stale(self.path)
+            remove_stale_beside(self.path)
         if self.path.exists():
             try:
                 self.hold(self.path, announce=self.announce)

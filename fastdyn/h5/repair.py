@@ -71,6 +71,60 @@ def state(path: str | os.PathLike, status: str) -> str:
     return f"{killed_line(status)}; {how}; `fastdyn repair {path}` makes it a plain file, `fastdyn simulate --resume {path}` continues it"
 
 
+def _first_line(e: BaseException) -> str:
+    text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)  # KeyError quotes
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def damaged_object(f: h5py.Group) -> str | None:
+    """``"/loss/test: why"`` for the first object of ``f`` whose metadata does not read (its
+    object header, attributes, links or, for a chunked dataset, its chunk index), else None.
+    Walks the hard links itself, so the damaged object is named (HDF5's own visit only says
+    that it failed)."""
+    try:
+        list(f.attrs.values())
+        names = list(f.keys())
+    except Exception as e:  # noqa: BLE001 — h5py raises OSError, RuntimeError, KeyError on damage
+        return f"{f.name}: {_first_line(e)}"
+    for name in names:
+        where = f"{f.name.rstrip('/')}/{name}"
+        try:
+            if not isinstance(f.get(name, getlink=True), h5py.HardLink):
+                continue
+            obj = f[name]
+            list(obj.attrs.values())
+            if isinstance(obj, h5py.Dataset) and obj.chunks:
+                obj.id.get_num_chunks()
+        except Exception as e:  # noqa: BLE001 — as above
+            return f"{where}: {_first_line(e)}"
+        if isinstance(obj, h5py.Group):
+            bad = damaged_object(obj)
+            if bad is not None:
+                return bad
+    return None
+
+
+def _check_metadata(p: Path) -> None:
+    """FileFormatError naming the damaged object when the killed file's metadata does not read
+    (a bit flip, a lost block): found before repair changes a byte of it."""
+    from .reader import FileFormatError, _open_swmr
+
+    try:
+        f = _open_swmr(p)
+    except FileFormatError:
+        raise
+    except Exception as e:  # noqa: BLE001 — as in damaged_object
+        raise FileFormatError(
+            f"{p}: damaged file ({_first_line(e)}); cannot repair it, nothing was changed"
+        ) from None
+    with f:
+        bad = damaged_object(f)
+    if bad is not None:
+        raise FileFormatError(
+            f"{p}: damaged file (metadata of {bad}); cannot repair it, nothing was changed"
+        )
+
+
 class NothingToRepair(Exception):
     """The file is closed already (message: one line)."""
 
@@ -86,25 +140,39 @@ def repair(path: str | os.PathLike) -> str:
             raise NothingToRepair(
                 f"{p}: nothing to repair (the file is closed; any reader opens it)"
             )
+        _check_metadata(p)
         clear_open_flags(p)
-        with h5py.File(p, "r+", libver="latest") as f:
-            repair_torn(f)  # a last chunk the kill tore (fastdyn.h5.torn), verified
-            old = f.attrs.get("status", "")
-            old = old.decode() if isinstance(old, bytes) else str(old)
-            rows = f[layout.TIME].shape[0]
-            ck = read_checkpoint(f) if "checkpoint" in f else None
-            after = (
-                "no checkpoint: --resume starts over"
-                if ck is None
-                else f"--resume continues from the checkpoint after row {ck[1]}"
-            )
-            if old.startswith(layout.STATUS_RUNNING):
-                status = f"interrupted: the writing process was killed; {rows} rows kept, {after}; continue with fastdyn simulate --resume {p}"
-            else:
-                status = old  # killed while closing: its final status was already written
-            if status != old:  # (a file killed inside its close keeps its status: no rewrite)
-                f.attrs["status"] = status
-            f.flush()
+        try:
+            status = _close_for_readers(p)
+        except (OSError, RuntimeError, KeyError) as e:  # damage the walk could not see (raw data)
+            from .reader import FileFormatError
+
+            raise FileFormatError(
+                f"{p}: damaged file ({_first_line(e)}); its open-for-write flags are cleared, the rest is as it was"
+            ) from None
+    return status
+
+
+def _close_for_readers(p: Path) -> str:
+    """The repair itself: the torn last chunk, the status, under the caller's lock."""
+    with h5py.File(p, "r+", libver="latest") as f:
+        repair_torn(f)  # a last chunk the kill tore (fastdyn.h5.torn), verified
+        old = f.attrs.get("status", "")
+        old = old.decode() if isinstance(old, bytes) else str(old)
+        rows = f[layout.TIME].shape[0]
+        ck = read_checkpoint(f) if "checkpoint" in f else None
+        after = (
+            "no checkpoint: --resume starts over"
+            if ck is None
+            else f"--resume continues from the checkpoint after row {ck[1]}"
+        )
+        if old.startswith(layout.STATUS_RUNNING):
+            status = f"interrupted: the writing process was killed; {rows} rows kept, {after}; continue with fastdyn simulate --resume {p}"
+        else:
+            status = old  # killed while closing: its final status was already written
+        if status != old:  # (a file killed inside its close keeps its status: no rewrite)
+            f.attrs["status"] = status
+        f.flush()
     return status
 
 
@@ -121,6 +189,6 @@ def finish_close(path: str | os.PathLike, keep_checkpoint: bool = False) -> bool
         if not keep_checkpoint:
             with WriterLock(p):
                 compact(p, drop=("checkpoint",))
-    except (WriterBusy, NothingToRepair, OSError, RuntimeError):
-        return False
+    except (WriterBusy, NothingToRepair, OSError, RuntimeError, ValueError):
+        return False  # ValueError: FileFormatError, a damaged file
     return True

@@ -647,7 +647,9 @@ def _write_root_attrs(
     a["checksums"] = (
         "identity_crc32 fletcher32"  # what this file carries (a removed one is refused)
     )
-    a["command_line"] = " ".join(sys.argv)
+    a["command_line"] = " ".join(  # bytes that are not UTF-8 (a --set value) as \xNN escapes
+        os.fsencode(arg).decode("utf-8", "backslashreplace") for arg in sys.argv
+    )
     a["created"] = _time.strftime("%Y-%m-%dT%H:%M:%S%z")
     a["status"] = layout.STATUS_RUNNING
     a["timings"] = "{}"

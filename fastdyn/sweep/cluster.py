@@ -41,6 +41,16 @@ def worker_env(threads: int) -> dict[str, str]:
     }
 
 
+def ignore_terminal_sigint() -> None:
+    """In a LocalCluster's worker process (its main thread, where Dask runs this): ignore SIGINT.
+    Ctrl-C reaches the whole process group, workers included, where it killed the points' runs
+    mid-write with tracebacks; the sweep process takes it and asks each worker to stop its point
+    (``fastdyn.sweep.runner``)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _need_distributed(which: str) -> Any:
     try:
         import distributed
@@ -156,6 +166,7 @@ def executor(
                     # or refuse to recompile later ("Cannot set NUMBA_NUM_THREADS ... once the
                     # threads have been launched").
                     restore()
+                    client.run(ignore_terminal_sigint, wait=True)
                     yield client, t
         finally:  # a worker restarted by its nanny sets env again
             restore()

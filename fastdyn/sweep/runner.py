@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..drive.checkpoint import StopSignals
+from ..core import stop_flag
+from ..drive.checkpoint import StopSignals, ask_process, clear_process
 from . import index as _index
 from .index import Row
 from .spec import Point, Sweep, SweepError, in_shard
@@ -35,6 +37,8 @@ def run_point(config_toml: str, path: str, threads: int | None = None) -> dict[s
     import tomllib
 
     t0 = _time.time()
+    if stop_flag.requested() and StopSignals._active is None:  # a stopping sweep asked this worker
+        return {"status": _index.PENDING, "wall_s": math.nan, "pid": os.getpid()}
     try:
         if threads:
             import numba
@@ -244,11 +248,65 @@ def _quiet(executor: Any) -> None:
             pass
 
 
+#: after a stop request, how long a sweep waits for its Dask workers' points to stop (each at its
+#: next chunk boundary), s; the points still running then are left as a kill leaves them
+STOP_WAIT_S = 60.0
+
+
+def _dask(executor: Any) -> bool:
+    return type(executor).__module__.startswith("distributed")
+
+
+def _on_workers(executor: Any, fn: Callable, *args: Any) -> bool:
+    """``fn(*args)`` in every Dask worker process (False when not Dask or a worker failed)."""
+    if not _dask(executor):
+        return False
+    try:
+        executor.run(fn, *args, wait=True)
+    except Exception:  # noqa: BLE001 — a worker already gone: its points are left as a kill leaves them
+        return False
+    return True
+
+
+def _record(idx, result, p, fut, say) -> None:  # noqa: ANN001
+    """The row of point ``p`` from its finished future."""
+    try:
+        res = fut.result()
+    except Exception as e:  # noqa: BLE001 — a worker that died (KilledWorker, BrokenProcessPool)
+        msg = str(e).splitlines()[0] if str(e) else ""
+        res = {"status": f"failed: {type(e).__name__}: {msg}".rstrip(": "), "wall_s": math.nan}
+    idx.rows[p.id] = _row_from_result(res)
+    if idx.rows[p.id].status != _index.PENDING:  # pending: a stopped worker did not start it
+        result.ran.append(p.name)
+        result.pids[p.name] = int(res.get("pid", -1))
+    say(f"{p.name}: {idx.rows[p.id].status}")
+
+
+def _stop_workers(executor, futures, pending, idx, result, say, stop) -> list:  # noqa: ANN001
+    """A stop request: ask every Dask worker to stop its point as a signal would (at its next
+    chunk boundary, ``interrupted``; a point not started returns ``pending`` untouched) and wait
+    up to :data:`STOP_WAIT_S` for them; the futures still pending then (returned) are cancelled.
+    Another executor cannot be asked: its points not started are cancelled, the others left."""
+    signum = int(getattr(signal, stop.signal_name or "SIGINT"))
+    if _on_workers(executor, ask_process, signum):
+        end = _time.monotonic() + STOP_WAIT_S
+        while pending and _time.monotonic() < end:
+            for fut in [f for f in pending if f.done()]:
+                pending.remove(fut)
+                _record(idx, result, futures[fut], fut, say)
+            _time.sleep(0.05)
+        _on_workers(executor, clear_process)
+    return pending
+
+
 def _run_on(executor, todo, idx, result, runner, out_dir, threads, say, stop) -> None:  # noqa: ANN001
-    """The points submitted to ``executor``, recorded as they finish. A SIGINT/SIGTERM cancels
-    the points not started and stops waiting; the index then holds what the point files say
-    (a point cut off in a worker is left as a kill leaves it, and ``--resume`` continues it)."""
+    """The points submitted to ``executor``, recorded as they finish. A SIGINT/SIGTERM stops
+    them (:func:`_stop_workers`: on Dask, each at its next chunk boundary, ``interrupted`` and
+    resumable), cancels the points not started and stops waiting; the index then holds what the
+    point files say (pending for a point without a file)."""
     futures = {}
+    pending: list = []
+    _on_workers(executor, clear_process)  # a worker an earlier, stopped sweep used
     try:
         for p in todo:
             futures[_submit(executor, runner, p.config_toml, str(out_dir / p.relpath), threads)] = p
@@ -262,23 +320,13 @@ def _run_on(executor, todo, idx, result, runner, out_dir, threads, say, stop) ->
                 continue
             for fut in ready:
                 pending.remove(fut)
-                p = futures[fut]
-                try:
-                    res = fut.result()
-                except Exception as e:  # noqa: BLE001 — a worker that died (KilledWorker, BrokenProcessPool)
-                    msg = str(e).splitlines()[0] if str(e) else ""
-                    res = {
-                        "status": f"failed: {type(e).__name__}: {msg}".rstrip(": "),
-                        "wall_s": math.nan,
-                    }
-                idx.rows[p.id] = _row_from_result(res)
-                result.ran.append(p.name)
-                result.pids[p.name] = int(res.get("pid", -1))
-                say(f"{p.name}: {idx.rows[p.id].status}")
+                _record(idx, result, futures[fut], fut, say)
                 idx.write()
     except KeyboardInterrupt:
+        if result.interrupted:
+            pending = _stop_workers(executor, futures, pending, idx, result, say, stop)
         _quiet(executor)
-        for fut in futures:
+        for fut in pending:
             fut.cancel()
         idx.rows.update(
             {k: v for k, v in _index.scan(out_dir, idx.points).items() if k in idx.mine}
@@ -296,7 +344,24 @@ def settle(sweep: Sweep, result: SweepResult, output: str | os.PathLike | None =
     out_dir = output_dir(sweep, output)
     with _index.locked(out_dir, sweep.index_name):  # other shards' rows too, as _Index.write does
         result.rows.update(_index.scan(out_dir, result.points))
+        _unheld_as_interrupted(out_dir, result)
         _index.write(out_dir, result.points, result.rows, sweep.text, sweep.index_name)
+
+
+def _unheld_as_interrupted(out_dir: Path, result: SweepResult) -> None:
+    """This invocation's points whose file says ``running`` while no process writes it: their
+    worker ended with the stopped sweep before the point reached a chunk boundary (a point
+    still compiling its kernels, say). Their row says so (``interrupted``), not ``running``:
+    nothing runs them. The file itself is as a kill leaves it; ``--resume`` runs the point again."""
+    from ..h5.lock import holder
+
+    why = "its worker ended with the sweep before the point reached a chunk boundary; fastdyn sweep --resume runs it again"
+    for p in result.points:
+        row = result.rows[p.id]
+        if (result.mine is None or p.id in result.mine) and row.status == "running":
+            if holder(out_dir / p.relpath) is None:
+                st = f"interrupted: {result.signal or 'SIGINT'}: {why}"
+                result.rows[p.id] = Row(st, _index.error_of(st), row.wall_s)
 
 
 def reindex(sweep: Sweep, output: str | os.PathLike | None = None) -> SweepResult:

@@ -376,3 +376,29 @@ def test_a_live_file_reads_while_it_is_written(msfr_reference, tmp_path):
         proc.kill()
         err = proc.communicate()[1]
     assert len(seen) == 4, (seen, proc.returncode, err)  # four different row counts, while running
+
+
+def test_repair_names_the_object_whose_header_a_flip_damaged(killed, tmp_path):
+    """``fastdyn repair`` of a killed file with one bit flipped in the object header of any of
+    its groups or datasets: exit 2 and one line naming that object, the file left as it was (the
+    repair checks every header before it changes a byte). It exited 1 with HDF5's own words
+    ("Object visitation failed") after clearing the file's open flags."""
+    from click.testing import CliRunner
+
+    from fastdyn.cli import main
+
+    raw = killed.read_bytes()
+    with h5py.File(killed, "r", libver="latest", swmr=True) as f:
+        names: list[str] = []
+        f.visit(names.append)
+        at = {n: h5py.h5o.get_info(f[n].id).addr + 20 for n in names}  # inside each header
+    assert len(at) >= 30, sorted(at)  # groups, series, the checkpoint's arrays
+    for name, off in at.items():
+        p = tmp_path / name.replace("/", "_") / "run.h5"
+        p.parent.mkdir()
+        p.write_bytes(_flip(raw, off))
+        res = CliRunner().invoke(main, ["repair", str(p)])
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert res.exit_code == 2 and len(lines) == 1, (name, res.exit_code, res.output)
+        assert lines[0].startswith(f"fastdyn: error: {p}: damaged file (metadata of /{name}: ")
+        assert p.read_bytes() == _flip(raw, off), name  # nothing changed

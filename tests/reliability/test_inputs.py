@@ -129,3 +129,78 @@ def test_a_deeply_dotted_key_is_refused_before_it_is_built(tmp_path):
         _one_line_2(r, "dotted names")
         peak_kib = int(r.stdout.split()[-1])
         assert peak_kib < 400 << 10, peak_kib  # measured ≈ 60 MiB; the tables took 8.2 GiB
+
+
+def test_a_config_path_that_is_not_utf8_is_one_line(tmp_path):
+    """An existing config file whose name is not UTF-8: the run crashed (exit 1, "'utf-8' codec
+    can't encode") when it recorded its command line in the output. Refused in one line, exit 2,
+    nothing written."""
+    cfg = os.path.join(os.fsencode(tmp_path), b"c\xff.toml")
+    with open(cfg, "wb") as fh:
+        fh.write(b'model = "msfr"\ntask.n_tasks = 2048\ntime.n_times = 8\ntheory.level = "none"\n')
+    out = tmp_path / "o.h5"
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "fastdyn", "simulate", cfg, "-o", str(out)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    _one_line_2(r, "CONFIG ", "c\\xff.toml: the file name is not valid UTF-8")
+    assert not out.exists()
+
+
+def test_a_command_line_that_is_not_utf8_is_recorded_with_escapes(tmp_path, monkeypatch):
+    """The output records the command line as UTF-8 text; bytes that are not UTF-8 (a sweep
+    file's name, say) are written as \\x escapes instead of crashing the writer."""
+    from click.testing import CliRunner
+
+    import fastdyn
+    from fastdyn.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["fastdyn", "sweep", os.fsdecode(b"s\xff.toml")])
+    out = tmp_path / "o.h5"
+    sets = ["task.n_tasks=2048", "time.n_times=8", "theory.level='none'"]
+    res = CliRunner().invoke(
+        main, ["-q", "simulate", *[a for s in sets for a in ("--set", s)], "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert fastdyn.load(out).attrs["command_line"] == "fastdyn sweep s\\xff.toml"
+
+
+def test_a_huge_sparse_csv_table_is_refused_at_its_first_bytes(tmp_path):
+    """A 20 GiB sparse CSV (a header, one row, then a hole never written: NUL bytes) ended in
+    MemoryError after 53 s: the index pass read it all, then one read of its "first rows" took
+    the whole file. Now the pass refuses what no CSV table holds (a NUL byte, a line longer than
+    64 KiB) as it meets it: one line naming task.table and the byte, in a process whose address
+    space is capped at 1 GiB (a twentieth of the file); the timeout bounds the time."""
+    import resource
+
+    p = tmp_path / "sparse.csv"
+    with open(p, "wb") as fh:
+        fh.write(b"weight,strength,psi\n1,1,1\n")
+        fh.truncate(20 << 30)  # sparse: no block of the hole is allocated
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "fastdyn", "simulate", "--set", f"task.table='{p}'", "--check"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, preexec_fn=cap,
+        env=dict(os.environ, NUMBA_NUM_THREADS="1"),
+    )  # fmt: skip
+    _one_line_2(r, "task.table", "byte 26 (line 3) is a NUL byte: not a text CSV table")
+
+
+@pytest.mark.parametrize("where", ["header", "row"])
+def test_a_csv_line_longer_than_any_table_row_is_refused(tmp_path, where):
+    """A line of 70 000 bytes (no line break where a table has one): one line naming it."""
+    p = tmp_path / "long.csv"
+    rows = "1,1,1\n" * 3000
+    text = (
+        "w" * 70_000
+        if where == "header"
+        else "weight,strength,psi\n" + rows + "1,1," + "1" * 70_000
+    )
+    p.write_text(text + "\n")
+    r = _check("--set", f"task.table='{p}'")
+    line = 1 if where == "header" else 3002
+    _one_line_2(r, "task.table", f"line {line} is longer than 65536 bytes")

@@ -204,12 +204,8 @@ def test_a_second_writer_by_another_name_exits_2_naming_the_holder(way, tmp_path
     assert fastdyn.load(p).status == "complete"
 
 
-def test_a_kill_during_the_final_compaction_leaves_nothing_behind(tmp_path):
-    """A writer killed while it rewrites the complete file without /checkpoint leaves its
-    ``.NAME.compact-PID`` copy and its lock file; the file itself is the complete original, and
-    the next command that takes its lock (here ``fastdyn repair``, which finds nothing to
-    repair) removes both; ``inspect``, a reader, leaves them."""
-    p = tmp_path / "c.h5"
+def _killed_in_compaction(p) -> None:
+    """A run into ``p`` killed (os._exit) once its compaction copy is written, before the rename."""
     die = textwrap.dedent(
         """
         import os, sys
@@ -231,6 +227,15 @@ def test_a_kill_during_the_final_compaction_leaves_nothing_behind(tmp_path):
         timeout=300,
     )  # fmt: skip
     assert r.returncode == 9, r.stderr
+
+
+def test_a_kill_during_the_final_compaction_leaves_nothing_behind(tmp_path):
+    """A writer killed while it rewrites the complete file without /checkpoint leaves its
+    ``.NAME.compact-PID`` copy and its lock file; the file itself is the complete original, and
+    the next command that takes its lock (here ``fastdyn repair``, which finds nothing to
+    repair) removes both; ``inspect``, a reader, leaves them."""
+    p = tmp_path / "c.h5"
+    _killed_in_compaction(p)
     left = sorted(q.name for q in tmp_path.iterdir() if q.name != "c.h5")
     assert left == [f".c.h5.compact-{_pid_of(left)}", ".c.h5.lock"], left
     assert CliRunner().invoke(main, ["inspect", str(p)]).exit_code == 0
@@ -238,6 +243,29 @@ def test_a_kill_during_the_final_compaction_leaves_nothing_behind(tmp_path):
     res = CliRunner().invoke(main, ["repair", str(p)])
     assert res.exit_code == 0 and "nothing to repair" in res.output, res.output
     assert sorted(q.name for q in tmp_path.iterdir()) == ["c.h5"]
+    assert fastdyn.load(p).status == "complete"
+
+
+def test_the_next_run_in_the_directory_removes_a_dead_writers_copies_only(tmp_path):
+    """The copy a kill inside the compaction left stayed until the next command on that very
+    file. The next writer into the same directory (here a new run of another file) removes the
+    temporary copies whose maker is dead (its PID no live process, their file held by no
+    writer), and never one whose maker lives."""
+    p = tmp_path / "c.h5"
+    _killed_in_compaction(p)
+    dead = _pid_of([q.name for q in tmp_path.iterdir()])
+    (tmp_path / f".gone.h5.tmp-{dead}").write_bytes(b"a new file never renamed into place")
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        live_copy = tmp_path / f".other.h5.compact-{alive.pid}"
+        live_copy.write_bytes(b"a compaction still running")
+        res = CliRunner().invoke(main, ["-q", "simulate", *MSFR, "-o", str(tmp_path / "d.h5")])
+        assert res.exit_code == 0, res.output
+        left = sorted(q.name for q in tmp_path.iterdir() if q.name.startswith("."))
+        assert left == [".c.h5.lock", live_copy.name], left
+    finally:
+        alive.kill()
+        alive.wait()
     assert fastdyn.load(p).status == "complete"
 
 

@@ -4,17 +4,20 @@ result bit-identical to an uninterrupted run (issue 6, acceptance 1 and 2)."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 import fastdyn
 from fastdyn.cli import main
 from fastdyn.h5.torn import read_rows
 from fastdyn.h5.writer import read_checkpoint
+from tests._child_events import CHILD, ChildEvents
 
 from .conftest import MSFR, assert_same_series, popen, popen_slow, wait_for, wait_rows
 
@@ -163,5 +166,80 @@ def test_two_sigints_at_once_are_one_request(msfr_reference, tmp_path):
     assert proc.returncode == 130, proc.returncode
     with h5py.File(p, "r") as f:  # closed: no SWMR writer holds it
         assert str(f.attrs["status"]).startswith("interrupted: SIGINT"), f.attrs["status"]
+    _resume(p)
+    assert_same_series(fastdyn.load(ref_path), fastdyn.load(p))
+
+
+#: ``fastdyn ARGS`` (:data:`.conftest._SLOW`'s 50 ms pause after each row set, event ``r``) with
+#: a slow end after its command: event ``x`` then a 5 s pause, either in an atexit hook the
+#: command registered (``atexit``: Python's own hooks, Dask's, h5py's run there) or in the
+#: interpreter's teardown of the modules (``teardown``: numba's and llvmlite's take 50-200 ms,
+#: after Python has put the default signal handlers back)
+_SLOW_END = (
+    CHILD
+    + """
+import atexit, sys, time, types
+import fastdyn.h5.writer as w
+from fastdyn.cli import main
+WHERE = sys.argv[1]
+
+class _SlowEnd:
+    def __del__(self, write=_os.write, fd=_EVENT_FD, sleep=time.sleep):
+        write(fd, b"x")
+        sleep(5)
+
+def slow_end(write=_os.write, fd=_EVENT_FD, sleep=time.sleep):
+    write(fd, b"x")
+    sleep(5)
+
+orig = w.RunWriter.append
+def append(self, *a, **k):
+    orig(self, *a, **k)
+    if WHERE == "atexit" and not hasattr(w, "_hooked"):
+        w._hooked = atexit.register(slow_end)  # registered by the command, as modules do
+    event(b"r")
+    time.sleep(0.05)
+w.RunWriter.append = append
+if WHERE == "teardown":  # a module whose dict the teardown clears
+    mod = types.ModuleType("_slow_end")
+    mod.obj = _SlowEnd()
+    sys.modules["_slow_end"] = mod
+    del mod
+main(sys.argv[2:])
+"""
+)
+
+
+@pytest.mark.parametrize("where", ["atexit", "teardown"])
+def test_a_second_sigint_while_the_process_ends_exits_130_in_one_line(
+    msfr_reference, tmp_path, where
+):
+    """Ctrl-C twice: the first stops the run (closed ``interrupted``), the second lands after
+    the command has finished, while the interpreter ends. It exited −2 (a death by SIGINT:
+    Python had put the default handler back) or with a KeyboardInterrupt traceback; it ends with
+    130, no traceback, and the file stays resumable."""
+    import os
+    import sys
+
+    ref_path, _duration = msfr_reference
+    p = tmp_path / "i.h5"
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    with ChildEvents() as ev:
+        proc = ev.popen(
+            [sys.executable, "-c", _SLOW_END, where, "simulate", *MSFR, "-o", str(p)], env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        ev.wait(b"r", 10)
+        proc.send_signal(signal.SIGINT)
+        ev.wait(b"x")  # the command has returned: the process is ending
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert [ln for ln in err.splitlines() if "SIGINT" in ln and "received" not in ln][-1:] in (
+        [f"{p}: {fastdyn.load(p).status}"],
+        ["fastdyn: SIGINT while exiting: ending now (the command had finished)"],
+    ), err
+    assert fastdyn.load(p).status.startswith("interrupted: SIGINT"), fastdyn.load(p).status
     _resume(p)
     assert_same_series(fastdyn.load(ref_path), fastdyn.load(p))

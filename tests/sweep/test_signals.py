@@ -139,3 +139,58 @@ def test_after_a_signal_the_index_agrees_with_the_point_files(tmp_path):
             assert status == fastdyn.load(f).status, (rel, status, fastdyn.load(f).status)
         else:
             assert status == "pending", (rel, status)
+
+
+def _rows(path) -> int:
+    """Rows of a point file being written (an SWMR read; 0 while unreadable)."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r", libver="latest", swmr=True) as f:
+            return int(f["time"].shape[0])
+    except (OSError, KeyError):
+        return 0
+
+
+def test_ctrl_c_on_a_dask_sweep_stops_its_points_cleanly(tmp_path):
+    """Ctrl-C on ``--scheduler processes``: the terminal signals the whole process group, the
+    Dask workers too. It printed tracebacks (or CancelledError) from the workers, which died
+    mid-write, and left their points ``running`` in the index. Now the workers ignore the
+    terminal's SIGINT, the sweep asks each to stop its point at the next chunk boundary: exit
+    130, no traceback, and every row of the index is complete, pending or interrupted, as its
+    point file says (pending: no file)."""
+    import os
+
+    path = write_sweep(tmp_path, FOUR)
+    out = tmp_path / "out"
+    env = dict(sub_env(), NUMBA_NUM_THREADS="2")
+    proc = subprocess.Popen(
+        [*FASTDYN, "sweep", str(path), "-o", str(out), "--scheduler", "processes", "--workers", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300  # the workers compile the kernels first (a loaded machine)
+    while sum(_rows(f) > 0 for f in (out / "points").glob("*.h5")) < 2:  # both points past it
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground group
+    _o, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    for word in ("Traceback", "CancelledError", "KeyboardInterrupt"):
+        assert word not in err, err
+    assert err.strip().splitlines()[-1].startswith("interrupted; continue with"), err
+    idx = read(out / "index.h5")
+    stopped = 0
+    for rel, status in zip(idx["path"], idx["status"], strict=True):
+        f = out / rel
+        if not f.exists():
+            assert status == "pending", (rel, status)
+            continue
+        have = fastdyn.load(f).status
+        if status == "complete":
+            assert have == "complete", (rel, have)
+        else:
+            assert status.startswith("interrupted: SIGINT"), (rel, status)
+            # a point still compiling when the workers ended keeps the file a kill leaves
+            assert have == status or (have == "running" and "worker ended" in status), (rel, have)
+            stopped += have == status
+    assert stopped >= 1, idx["status"]  # the two running points stopped at a chunk boundary
