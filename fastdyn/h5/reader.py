@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from . import layout, undo
-from .torn import read_rows
+from .verify import read_verified
 from .writer import check_identity
 
 
@@ -472,7 +472,7 @@ def _load(p: Path, series: bool) -> Run:
                     return  # dimension scales (and their hard links into series groups) are read below
                 if isinstance(obj, h5py.Dataset):
                     # a torn last chunk of a killed file: its flushed rows, verified
-                    run.series[name] = np.asarray(read_rows(obj))
+                    run.series[name] = np.asarray(read_verified(obj))
                     if obj.maxshape and obj.maxshape[0] is None:
                         along_time.append(name)
                     _describe(run, name, obj)
@@ -483,7 +483,7 @@ def _load(p: Path, series: bool) -> Run:
                 if name in f:
                     _describe(run, name, f[name])
                     datasets[name] = f[name]
-                    run.series[name] = np.asarray(read_rows(f[name]))
+                    run.series[name] = np.asarray(read_verified(f[name]))
                     if name != "tasks/index":
                         along_time.append(name)
             _common_rows(run, along_time)
