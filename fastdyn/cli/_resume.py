@@ -39,7 +39,7 @@ def _stored(file: Path) -> tuple[str, str, dict, bool]:
     """(status, model, config dict, whether it has /checkpoint) of ``file``, after checking that
     the file and its checkpoint can be read (FileFormatError otherwise)."""
     from ..h5.reader import open_file
-    from ..h5.torn import read_rows
+    from ..h5.verify import DamagedData, read_verified
     from ..h5.writer import read_checkpoint
 
     f = open_file(file)
@@ -69,12 +69,14 @@ def _stored(file: Path) -> tuple[str, str, dict, bool]:
             import h5py
 
             if isinstance(obj, h5py.Dataset):
-                read_rows(obj)  # checks every chunk's fletcher32 (a torn last chunk: verified)
+                read_verified(obj)  # every dataset's checksum (a torn last chunk: verified)
 
         f.visititems(verify)
         return status, model, config, "checkpoint" in f
     except FileFormatError:
         raise
+    except DamagedData as e:  # names the dataset
+        raise FileFormatError(f"{file}: damaged file ({e})") from None
     except Exception as e:  # noqa: BLE001 — any failure to read it means a damaged file
         raise FileFormatError(
             f"{file}: damaged file ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"[

@@ -43,7 +43,7 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
 
     from ..h5.reader import FileFormatError
     from ..h5.repair import state
-    from ..h5.torn import read_rows
+    from ..h5.verify import read_verified
     from ..h5.writer import CHECKPOINT, check_identity, checkpoint_damage, read_checkpoint
 
     out: list[str] = []
@@ -78,7 +78,7 @@ def _describe(f, file: str, show_config: bool, verify: bool) -> list[str]:
 
         def show(name, obj):
             if isinstance(obj, h5py.Dataset) and verify:
-                read_rows(obj)  # checks every chunk's fletcher32 (a torn last chunk: verified)
+                read_verified(obj)  # every dataset's checksum (a torn last chunk: verified)
             if name.startswith(CHECKPOINT) or not isinstance(obj, h5py.Dataset):
                 return
             if obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE"):

@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from . import layout, undo
-from .torn import read_rows
+from .verify import CRC_ATTR, read_verified
 from .writer import check_identity
 
 
@@ -27,14 +27,15 @@ class FileFormatError(ValueError):
 @dataclass
 class Run:
     """One run read from disk: series by path (``"loss/test"``), attributes, the config as a dict;
-    ``meta`` the ``units`` and ``long_name`` attributes of each dataset; ``dims`` the name of
-    each axis of each dataset (its dimension scale's name, as xarray's h5netcdf engine calls it)."""
+    ``meta`` the ``units`` and ``long_name`` attributes of each dataset (and its ``crc32``);
+    ``dims`` the name of each axis of each dataset (its dimension scale's name, as xarray's
+    h5netcdf engine calls it)."""
 
     path: Path
     attrs: dict[str, Any]
     config: dict[str, Any]
     series: dict[str, np.ndarray] = field(default_factory=dict)
-    meta: dict[str, dict[str, str]] = field(default_factory=dict)
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
     dims: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __repr__(self) -> str:
@@ -371,6 +372,8 @@ def open_file(path: str | os.PathLike) -> h5py.File:
 
 def _describe(run: Run, name: str, ds: h5py.Dataset) -> None:
     run.meta[name] = {k: str(_attr(ds.attrs[k])) for k in ("units", "long_name") if k in ds.attrs}
+    if CRC_ATTR in ds.attrs:  # as stored (a uint32), as xarray's h5netcdf engine shows it
+        run.meta[name][CRC_ATTR] = ds.attrs[CRC_ATTR]
 
 
 def _is_scale(ds: h5py.Dataset) -> bool:
@@ -472,7 +475,7 @@ def _load(p: Path, series: bool) -> Run:
                     return  # dimension scales (and their hard links into series groups) are read below
                 if isinstance(obj, h5py.Dataset):
                     # a torn last chunk of a killed file: its flushed rows, verified
-                    run.series[name] = np.asarray(read_rows(obj))
+                    run.series[name] = np.asarray(read_verified(obj))
                     if obj.maxshape and obj.maxshape[0] is None:
                         along_time.append(name)
                     _describe(run, name, obj)
@@ -483,7 +486,7 @@ def _load(p: Path, series: bool) -> Run:
                 if name in f:
                     _describe(run, name, f[name])
                     datasets[name] = f[name]
-                    run.series[name] = np.asarray(read_rows(f[name]))
+                    run.series[name] = np.asarray(read_verified(f[name]))
                     if name != "tasks/index":
                         along_time.append(name)
             _common_rows(run, along_time)

@@ -48,6 +48,7 @@ from .lock import WriterLock, inode_key, refuse_non_regular
 from .provenance import versions
 from .superblock import clear_open_flags, lookup3  # noqa: F401  (re-exported)
 from .torn import repair_torn
+from .verify import create_checked
 
 CHECKPOINT = "checkpoint"
 
@@ -471,7 +472,7 @@ class RunWriter:
             for k, v in (datasets or {}).items():
                 if k in f:
                     del f[k]
-                ds = f.create_dataset(k, data=v)
+                ds = create_checked(f, k, v)  # a checksum on every dataset (fastdyn.h5.verify)
                 _describe(ds, k, descriptions or getattr(self, "_descriptions", {}))
                 if k in (dims or {}):
                     _attach_named(f, ds, dims[k], axes or {}, first=0)
@@ -681,10 +682,7 @@ def _create_static(
     """The datasets written once, the ``scales`` among them made dimension scales and attached,
     the axes ``named.dims`` names given their scales."""
     for name, arr in static.items():
-        arr = np.asarray(arr)
-        ds = f.create_dataset(
-            name, data=arr, **({"fletcher32": True} if arr.ndim and arr.size else {})
-        )
+        ds = create_checked(f, name, np.asarray(arr))
         _describe(ds, name, named.described)
     for name, (scale_name, _axis) in scales.items():
         f[name].make_scale(scale_name)
@@ -792,7 +790,7 @@ def _attach_named(
         here = f"{group}/{name}"
         sds = f[here] if here in f else _find_scale(f, name)
         if sds is None:
-            sds = f.create_dataset(here, data=np.arange(n, dtype=np.int64))
+            sds = create_checked(f, here, np.arange(n, dtype=np.int64))
             sds.make_scale(name)
             sds.attrs["units"] = "1"
             sds.attrs["long_name"] = axes.get(name, f"index along the {name} axis")
@@ -838,7 +836,7 @@ def _index_scales(f: h5py.File, ds: h5py.Dataset, first: int = 1) -> None:
             continue
         if sname in f:
             del f[sname]
-        sds = f.create_dataset(sname, data=np.arange(ds.shape[axis], dtype=np.int64))
+        sds = create_checked(f, sname, np.arange(ds.shape[axis], dtype=np.int64))
         sds.make_scale(sname.rsplit("/", 1)[-1])
         sds.attrs["units"] = "1"
         sds.attrs["long_name"] = f"index along axis {axis} of {ds.name.rsplit('/', 1)[-1]}"
