@@ -82,6 +82,10 @@ def repair(path: str | os.PathLike) -> str:
     p = Path(path)
     with WriterLock(p):
         undo.recover(p)  # a close cut off half-way: first the file as of its last flush
+        try:  # a journal copy beside it that could not be used (the file read whole: not needed)
+            undo.forget_beside(p)
+        except OSError:
+            pass
         if not open_flags_set(p):
             raise NothingToRepair(
                 f"{p}: nothing to repair (the file is closed; any reader opens it)"
