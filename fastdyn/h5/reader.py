@@ -304,7 +304,9 @@ def _open_swmr(p: Path) -> h5py.File:
 
 
 def open_file(path: str | os.PathLike) -> h5py.File:
-    """Open a fastdyn file read-only (SWMR-aware), raising FileFormatError with one clear line."""
+    """Open a fastdyn file read-only (SWMR-aware), raising FileFormatError with one clear line.
+    A file whose close was cut off half-way is shown as of its last flush, through its undo
+    journal (:mod:`fastdyn.h5.rollback`); nothing is written, locked or deleted."""
     p = Path(path)
     if not p.exists():
         raise FileFormatError(f"{p}: no such file")
