@@ -276,7 +276,7 @@ def write_error(path: Any, e: OSError) -> str:
     limit, I/O error), saying truthfully what the file now holds and what to do."""
     from pathlib import Path
 
-    from ..h5.undo import journal_path
+    from ..h5.undo import pending
     from ..h5.writer import WriteFailed
 
     why = e.strerror or (str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -284,10 +284,10 @@ def write_error(path: Any, e: OSError) -> str:
         old = " (the existing file is as it was)" if Path(path).exists() else ""
         return f"cannot write {path}: {why}; nothing was written{old}"
     resume = f"fastdyn simulate --resume {path}"
-    if isinstance(e, WriteFailed) and journal_path(path).exists():  # cut off inside its close
+    if isinstance(e, WriteFailed) and pending(path):  # cut off inside its close
         return (
             f"cannot write {path}: {why}; the file holds every row up to the last one flushed once "
-            f"the half-written close is put back, which fastdyn does before it reads the file "
+            f"the half-written close is put back, as fastdyn's readers show it (without writing) "
             f"(`fastdyn repair {path}` does it and makes it a plain file for every reader) — once "
             f"the cause is cleared, continue with {resume}"
         )

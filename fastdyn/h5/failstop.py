@@ -45,7 +45,7 @@ import threading
 import h5py
 
 from . import undo
-from .superblock import mark_write_access, with_end_address
+from .superblock import end_address, mark_write_access, with_end_address
 
 _FALLOC_FL_KEEP_SIZE = 1
 #: rewrites inside the file up to this size are metadata (object headers, indexes, heaps): held
@@ -119,6 +119,7 @@ class FailStopFile(io.RawIOBase):
         #: where a flush that rewrites several places first keeps their old bytes
         #: (:mod:`fastdyn.h5.undo`); None: no journal (appends need none)
         self.journal: str | os.PathLike | None = None
+        self._journal_at = 0  # where the inside copy of the journal starts
 
     # io.RawIOBase --------------------------------------------------------------------------
     def readable(self) -> bool:
@@ -262,8 +263,8 @@ class FailStopFile(io.RawIOBase):
                     self._superblock, self._covered = blob, 0
                 self._cover(at + len(blob))
             if self.error is not None:  # this write, or the superblock's raise, failed
-                if regions:  # the rewrites so far taken back; the journal stays if they cannot be
-                    undo.done(self.journal, remove=undo.put_back(self.fd, regions))  # type: ignore[arg-type]
+                if regions and undo.put_back(self.fd, regions):  # the rewrites so far taken
+                    self._journal_done()  # back; the journal stays where they cannot be
                 self._hold_failed(held if regions else held[i + 1 :])
                 return
         if regions:
@@ -271,9 +272,8 @@ class FailStopFile(io.RawIOBase):
                 os.fsync(self.fd)  # every rewrite on the disk before the journal goes
             except OSError as e:
                 self._fail(e)
-                undo.done(self.journal, remove=False)  # type: ignore[arg-type]
-                return
-            undo.done(self.journal, remove=True)  # type: ignore[arg-type]
+                return  # the journal stays
+            self._journal_done()
         if self._trunc is not None:
             size, self._trunc = self._trunc, None
             try:
@@ -308,11 +308,24 @@ class FailStopFile(io.RawIOBase):
                 old = os.pread(self.fd, len(blob), at)
                 n = len(old)  # (a rewrite that runs past the end: its part inside the file)
                 regions.append((at, old, blob[:n]))
-            undo.write(self.journal, regions)
+            # the inside copy goes past every byte HDF5 addresses or this flush writes
+            ends = [os.fstat(self.fd).st_size, self._trunc or 0, self._covered]
+            ends += [at + len(blob) for at, blob in held]
+            ends += [end_address(blob) or 0 for at, blob in held if at == 0]
+            self._journal_at = max(ends)
+            undo.write(self.journal, self.fd, self._journal_at, regions)  # type: ignore[arg-type]
         except OSError as e:
             self._fail(e)
             return False
         return regions
+
+    def _journal_done(self) -> None:
+        """Drop both copies of the journal of the flush just over (best effort: a copy left
+        behind by a failure here only takes the file back to this flush's start)."""
+        try:
+            undo.done(self.journal, self.fd, self._journal_at)  # type: ignore[arg-type]
+        except OSError as e:
+            self._fail(e)
 
     def _hold_failed(self, rest: list[tuple[int, bytes]]) -> None:
         """After a failed write: ``rest`` (writes not on the disk) kept in memory, in order, for

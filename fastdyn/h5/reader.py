@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 
 from . import layout, undo
+from .rollback import RolledBack, open_view
 from .verify import CRC_ATTR, read_verified
 from .writer import check_identity
 
@@ -97,17 +98,21 @@ def _attr(v: Any) -> Any:
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
-def _stored_eof(p: Path) -> int | None:
-    """End-of-file address recorded in the HDF5 superblock (versions 0-3), or None if unparsable.
+def _stored_eof(p: Path, view: RolledBack | None = None) -> int | None:
+    """End-of-file address recorded in the HDF5 superblock (versions 0-3), or None if unparsable
+    (of the file as ``view`` shows it, where one is given).
 
     HDF5 itself skips its truncation check when a file is opened for SWMR reading, and reading
     a truncated file that way can loop forever inside the library, so fastdyn checks first."""
-    size = p.stat().st_size
+    size = p.stat().st_size if view is None else view.size
     with p.open("rb") as fh:
         base = 0
         while base + 64 <= size:
-            fh.seek(base)
-            head = fh.read(96)
+            if view is None:
+                fh.seek(base)
+                head = fh.read(96)
+            else:
+                head = view.pread(96, base)
             if head[:8] == _SIGNATURE:
                 break
             base = 512 if base == 0 else 2 * base
@@ -132,7 +137,7 @@ def _stored_eof(p: Path) -> int | None:
     return base + int.from_bytes(head[off : off + size_off], "little")
 
 
-def global_heap_damage(p: Path) -> str | None:
+def global_heap_damage(p: Path, view: RolledBack | None = None) -> str | None:
     """What is wrong with the first damaged global heap collection of ``p`` (where variable-length
     strings such as the ``config`` attribute live), or None.
 
@@ -140,13 +145,17 @@ def global_heap_damage(p: Path) -> str | None:
     both 0 (a zeroed page inside the collection) never advances that walk, and every reader of
     the file hung at 100 % CPU in ``H5HG__cache_heap_deserialize``. This walks each collection
     (``GCOL`` signature, version 1) the way HDF5 does and reports one that would not end or that
-    overruns itself. Costs one scan of the file for the signature (≈ 10 ms per 100 MB cached)."""
+    overruns itself. Costs one scan of the file for the signature (≈ 10 ms per 100 MB cached).
+    With ``view``, the file as it shows it (a private map: nothing is written)."""
     import mmap
 
-    size = p.stat().st_size
+    size = p.stat().st_size if view is None else view.size
     if size < 16:
         return None
     try:
+        if view is not None:
+            with view.mapped() as m:
+                return _first_bad_collection(m, size)
         with p.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return _first_bad_collection(m, size)
     except (OSError, ValueError):  # a file system that cannot map files: HDF5 reads it as it is
@@ -296,7 +305,9 @@ def _open_swmr(p: Path) -> h5py.File:
 
 
 def open_file(path: str | os.PathLike) -> h5py.File:
-    """Open a fastdyn file read-only (SWMR-aware), raising FileFormatError with one clear line."""
+    """Open a fastdyn file read-only (SWMR-aware), raising FileFormatError with one clear line.
+    A file whose close was cut off half-way is shown as of its last flush, through its undo
+    journal (:mod:`fastdyn.h5.rollback`); nothing is written, locked or deleted."""
     p = Path(path)
     if not p.exists():
         raise FileFormatError(f"{p}: no such file")
@@ -307,17 +318,53 @@ def open_file(path: str | os.PathLike) -> h5py.File:
             f"{p}: not a regular file (a FIFO, socket or device), expected a fastdyn HDF5 file"
         )
     try:
-        undo.recover_unlocked(p)  # a close cut off half-way: the file as of its last flush
-    except OSError as e:
-        raise FileFormatError(
-            f"{p}: its last close was cut off half-way and the file cannot be put back here "
-            f"({e.strerror or e}); run fastdyn repair {p} where it can be written"
-        ) from None
-    try:
-        eof = _stored_eof(p)
+        view, found = open_view(p)  # a close cut off half-way: the file as of its last flush
     except OSError as e:
         raise FileFormatError(f"{p}: cannot read ({e.strerror or e})") from None
-    size = p.stat().st_size
+    try:
+        return _open_checked(p, view)
+    except FileFormatError as e:
+        if view is not None:
+            view.close()
+        note = _journal_note(p, found) if view is None else ""
+        if note and ("damaged" in str(e) or "not a readable" in str(e)):
+            raise FileFormatError(f"{e}; {note}") from None
+        raise
+
+
+def _journal_note(p: Path, found: undo.Found) -> str:
+    """What the undo journal adds to the message of a damaged file: the copies that could not
+    be used, or where the journal was expected when there is none (a killed writer's file, or
+    one whose root is damaged: what a close cut off half-way leaves)."""
+    if found.problems:
+        return (
+            "its last close may have been cut off half-way, and no copy of its undo journal can take it back: "
+            + "; ".join(found.problems)
+        )
+    if found.inside_at is not None or os.path.lexists(undo.journal_path(p)):
+        return ""
+    from .repair import open_flags_set
+
+    try:
+        killed = open_flags_set(p)
+    except OSError:
+        killed = False
+    if not killed:
+        return ""
+    return (
+        f"if its last close was cut off half-way, its undo journal is missing: it was expected "
+        f"at {undo.journal_path(p)} (copy it there from where the file came from)"
+    )
+
+
+def _open_checked(p: Path, view: RolledBack | None) -> h5py.File:
+    """:func:`open_file` once the journal is looked at: ``view`` the file as of its last flush,
+    or None to read the file itself."""
+    try:
+        eof = _stored_eof(p, view)
+    except OSError as e:
+        raise FileFormatError(f"{p}: cannot read ({e.strerror or e})") from None
+    size = p.stat().st_size if view is None else view.size
     if size == 0:
         raise FileFormatError(f"{p}: not a readable HDF5 file (empty file)")
     if eof is None:
@@ -328,18 +375,22 @@ def open_file(path: str | os.PathLike) -> h5py.File:
         raise FileFormatError(
             f"{p}: not a readable HDF5 file (truncated: {size} of {eof} bytes; an interrupted copy or a full disk)"
         )
-    heap = global_heap_damage(p)
+    heap = global_heap_damage(p, view)
     if heap is not None:
         raise FileFormatError(f"{p}: damaged file ({heap})")
     # A plain read-only open first: it fails fast on a damaged file. Only a file whose writer is
     # still running or was killed (SWMR consistency flags set) is opened for SWMR reading, with
-    # HDF5's metadata read retries bounded (see SWMR_READ_ATTEMPTS).
+    # HDF5's metadata read retries bounded (see SWMR_READ_ATTEMPTS). The view of a file cut off
+    # in its close is opened through h5py's file-object driver (no SWMR there, nor needed: the
+    # view holds still).
     try:
-        f = h5py.File(p, "r")
+        f = h5py.File(p if view is None else view, "r")
     except Exception as e:  # noqa: BLE001 — h5py raises OSError, but damaged files can give others
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         f = None
-        if "already open for write" in why or "consistency flags" in why or "lock" in why:
+        if view is None and (
+            "already open for write" in why or "consistency flags" in why or "lock" in why
+        ):
             try:
                 f = _open_swmr(p)
             except FileFormatError:

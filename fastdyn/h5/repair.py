@@ -137,6 +137,7 @@ def repair(path: str | os.PathLike) -> str:
     with WriterLock(p):
         undo.recover(p)  # a close cut off half-way: first the file as of its last flush
         if not open_flags_set(p):
+            _forget_unused_journal(p)
             raise NothingToRepair(
                 f"{p}: nothing to repair (the file is closed; any reader opens it)"
             )
@@ -173,7 +174,17 @@ def _close_for_readers(p: Path) -> str:
         if status != old:  # (a file killed inside its close keeps its status: no rewrite)
             f.attrs["status"] = status
         f.flush()
+    _forget_unused_journal(p)
     return status
+
+
+def _forget_unused_journal(p: Path) -> None:
+    """Once the file read whole: delete a journal copy beside it that could not be used (a
+    damaged one, or a node that is none); a reader never does."""
+    try:
+        undo.forget_beside(p)
+    except OSError:
+        pass
 
 
 def finish_close(path: str | os.PathLike, keep_checkpoint: bool = False) -> bool:

@@ -126,6 +126,17 @@ def mark_write_access(data: bytes | memoryview) -> bytes | None:
     return bytes(head)
 
 
+def end_address(data: bytes | memoryview) -> int | None:
+    """The end-of-file address a version 2/3 superblock ``data`` records, or None."""
+    if len(data) < 16 or bytes(data[:8]) != _SIGNATURE or data[8] not in (2, 3):
+        return None
+    so = data[9]
+    at = 12 + 2 * so
+    if len(data) < at + so:
+        return None
+    return int.from_bytes(data[at : at + so], "little")
+
+
 def with_end_address(data: bytes | memoryview, end: int) -> bytes | None:
     """The superblock ``data`` with its end-of-file address raised to at least ``end`` (checksum
     redone); None when ``data`` is no version 2/3 superblock or already covers ``end``."""

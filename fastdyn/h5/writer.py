@@ -585,6 +585,10 @@ class RunWriter:
             os.replace(copy, real)
             _fsync_dir(real)
             self._lock.drop(replaced)
+            try:  # a journal copy left beside the replaced file that could not be used
+                undo.forget_beside(real)
+            except OSError:
+                pass
         except BaseException as e:
             self._discard(f, copy)
             if isinstance(e, OSError):

@@ -34,6 +34,7 @@ from click.testing import CliRunner
 
 import fastdyn
 from fastdyn.cli import main
+from fastdyn.h5 import undo
 from fastdyn.h5.writer import RunWriter
 
 from .conftest import assert_same_series
@@ -467,3 +468,47 @@ def test_resume_through_a_symlink_keeps_the_link_and_the_mode(tmp_path):
     assert res.exit_code == 0, res.output
     assert link.is_symlink() and fastdyn.load(real).status == "complete"
     assert real.stat().st_mode & 0o777 == 0o600
+
+
+#: ``fastdyn ARGS`` that stops before the close of a finished run until a line arrives on stdin
+_PAUSE_BEFORE_CLOSE = (
+    "import sys, fastdyn.h5.writer as w; from fastdyn.cli import main\n"
+    "orig = w.RunWriter.close\n"
+    "def close(self, status, *a, **k):\n"
+    "    if status.startswith('complete') and self._f is not None:\n"
+    "        print('paused', flush=True); sys.stdin.readline()\n"
+    "    return orig(self, status, *a, **k)\n"
+    "w.RunWriter.close = close\nmain(sys.argv[1:])"
+)
+
+
+@pytest.mark.parametrize("model", ["msfr", "attn-m", "logistic"])
+def test_a_disk_filled_before_the_close_still_closes(model, small_fs, tmp_path):
+    """Another process takes every free byte after the last row was flushed: the close's undo
+    journal goes inside the room the run reserved (the copy beside the file, refused by the full
+    disk, is not needed), so the run ends complete, exit 0, with every row (it once exited 1,
+    status running: the journal needed room outside the reservation)."""
+    p = small_fs / "run.h5"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PAUSE_BEFORE_CLOSE, "-q", "simulate", *_args(model), "-o", str(p)],
+        cwd=ROOT, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    line = proc.stdout.readline()
+    assert line.strip() == "paused", (
+        line,
+        proc.poll(),
+        proc.stderr.read()[-3000:] if proc.poll() is not None else "",
+    )
+    try:
+        _fill(small_fs)
+    finally:
+        out, err = proc.communicate("go\n", timeout=300)
+    (small_fs / "filler").unlink()
+    assert proc.returncode == 0 and not err.strip(), (proc.returncode, err[-3000:])
+    ref = tmp_path / "ref.h5"
+    assert (
+        CliRunner().invoke(main, ["-q", "simulate", *_args(model), "-o", str(ref)]).exit_code == 0
+    )
+    got = fastdyn.load(p)
+    assert got.status == "complete" and not undo.pending(p)
+    assert_same_series(fastdyn.load(ref), got)
