@@ -45,9 +45,9 @@ def test_the_bar_eta_starts_after_compiling():
     p.bar.start -= 10.0  # 10 s later, 10 more rows: 1 s a row, 80 rows left
     p.bar.last_eta = 0.0
     p.update(10)
-    assert (
-        p.bar.eta_known and 79.0 < p.bar.eta < 82.0
-    )  # without the restart: (310 / 20) × 80 = 1240 s
+    # 80 s plus 8 s for each second this test itself takes between the two updates (a loaded
+    # machine); without the restart: (310 / 20) × 80 = 1240 s
+    assert p.bar.eta_known and 79.0 < p.bar.eta < 120.0
     p.close()
 
 
@@ -57,7 +57,7 @@ def test_batch_lines_say_compiling_until_the_first_rows(monkeypatch):
     p = progress.Progress(602, False)
     assert p.line().startswith("fastdyn: simulate: 0/602 rows written")  # a warm cache: as before
     progress.compile_notice()
-    assert p.line().startswith("fastdyn: simulate: compiling the kernels (once), elapsed 0 s")
+    assert p.line().startswith("fastdyn: simulate: compiling the kernels (once), elapsed ")
     p.update(5, t=1.0)
     assert p.line().startswith("fastdyn: simulate: 5/602 rows written")
     assert not progress._compiling
