@@ -19,7 +19,7 @@ import click
 
 from ..h5.reader import FileFormatError
 from ._common import UserError, set_threads, verbosity
-from ._grow import check_growing, extend_time, grid_key
+from ._grow import check_growing, extend_time, grid_key, replay_note
 
 #: config fields that change how a run is cut up or saved, never its numbers
 NEUTRAL = ("output.checkpoint_every", "output.times_per_segment", "output.keep_checkpoint")
@@ -134,6 +134,7 @@ def _resume_locked(
     from ..config.load import apply_sets, from_dict, to_dict
     from ..drive.checkpoint import StopSignals, exit_code
     from ..drive.lifecycle import GridChanged
+    from ..drive.replay import ReplayMismatch
     from ..drive.run import simulate, supports_resume
 
     status, model, stored, has_checkpoint = _stored(file)
@@ -187,11 +188,7 @@ def _resume_locked(
         raise UserError(
             f"--resume {file}: the run is complete; nothing to resume (to continue it, raise schedule.epochs or time.t_max with --set; or start a new file with -o)"
         )
-    if not has_checkpoint:
-        if complete:
-            raise UserError(
-                f"--resume {file}: this file kept no resume state (a complete run drops it unless output.keep_checkpoint = true), so it cannot grow; rerun it with --set output.keep_checkpoint=true to be able to extend it"
-            )
+    if not has_checkpoint and not complete:
         raise UserError(
             f"--resume {file}: no /checkpoint to continue from (a finished file is rewritten without it unless output.keep_checkpoint = true); start a new file with -o"
         )
@@ -199,6 +196,8 @@ def _resume_locked(
         raise UserError(f"--resume {file}: not writable")
     if note is not None and verbosity(ctx) >= 0:
         click.echo(note, err=True)
+    if not has_checkpoint and verbosity(ctx) >= 0:
+        click.echo(replay_note(file, cfg_file), err=True)
     if threads is not None:
         set_threads(threads)
     try:
@@ -211,6 +210,10 @@ def _resume_locked(
         raise UserError(f"--resume {e}") from None
     except GridChanged as e:
         raise UserError(f"--resume {file}: {', '.join(growing)}: {e}") from None
+    except ReplayMismatch as e:
+        raise UserError(
+            f"--resume {file}: the replay does not repeat the file: {e}; the file is left as it was (made by another fastdyn version or machine, or changed since; a run made with --set output.keep_checkpoint=true grows without a replay)"
+        ) from None
     if verbosity(ctx) >= 0:
         click.echo(f"{file}: {outcome}", err=True)
     return exit_code(outcome)
