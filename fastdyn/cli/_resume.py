@@ -134,7 +134,7 @@ def _resume_locked(
     from ..config.load import apply_sets, from_dict, to_dict
     from ..drive.checkpoint import StopSignals, exit_code
     from ..drive.lifecycle import GridChanged
-    from ..drive.replay import ReplayMismatch
+    from ..drive.replay import ReplayMismatch, needs_replay
     from ..drive.run import simulate, supports_resume
 
     status, model, stored, has_checkpoint = _stored(file)
@@ -215,5 +215,10 @@ def _resume_locked(
             f"--resume {file}: the replay does not repeat the file: {e}; the file is left as it was (made by another fastdyn version or machine, or changed since; a run made with --set output.keep_checkpoint=true grows without a replay)"
         ) from None
     if verbosity(ctx) >= 0:
-        click.echo(f"{file}: {outcome}", err=True)
+        replayed = not has_checkpoint and not outcome.startswith("complete")
+        if replayed and needs_replay(file):  # stopped before the file was opened
+            outcome_line = f"{outcome.split(';')[0]} during the replay; the file is as it was ({status}): run the same command again to grow it"
+        else:
+            outcome_line = outcome
+        click.echo(f"{file}: {outcome_line}", err=True)
     return exit_code(outcome)

@@ -8,6 +8,8 @@ line naming the row. Overrides that would change a written row are refused in on
 
 from __future__ import annotations
 
+import os
+import signal
 import tomllib
 
 import h5py
@@ -293,3 +295,41 @@ def test_continue_grid_keeps_the_spacing_and_ends_at_or_beyond_the_new_end(
     assert np.array_equal(times[:n], old)
     if plain:
         assert np.array_equal(make_times(grid, t_min, t_end, m)[:n], old)
+
+
+def test_a_stop_during_the_replay_leaves_the_file_as_it_was(plain, tmp_path, monkeypatch):
+    """SIGTERM after the second replayed row: exit 143, nothing written, one line saying so."""
+    from fastdyn.drive.replay import ReplayWriter
+
+    p = tmp_path / "t.h5"
+    p.write_bytes((plain / "t.h5").read_bytes())
+    orig, count = ReplayWriter.append, {"n": 0}
+
+    def append(self, *a, **k):
+        orig(self, *a, **k)
+        count["n"] += 1
+        if count["n"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(ReplayWriter, "append", append)
+    res = _grow(p, "schedule.epochs=100")
+    assert res.exit_code == 143, res.output
+    assert "during the replay; the file is as it was (complete)" in res.output, res.output
+    assert p.read_bytes() == (plain / "t.h5").read_bytes()
+
+
+def test_a_stop_after_the_replay_leaves_a_file_that_resumes(plain, tmp_path, sigterm_after):
+    """SIGTERM after the second row written past the replay (50 → 100 epochs, rows at steps 60
+    and 70): the file holds the replayed state as its checkpoint, and a plain --resume finishes
+    it equal to the run made to 100 epochs at once."""
+    p, once = tmp_path / "t.h5", tmp_path / "once.h5"
+    p.write_bytes((plain / "t.h5").read_bytes())
+    sigterm_after(2)
+    res = _grow(p, "schedule.epochs=100")
+    assert res.exit_code == 143, res.output
+    with h5py.File(p, "r") as f:
+        assert f.attrs["status"].startswith("interrupted") and f["step"][-1] == 70
+    res = _grow(p)
+    assert res.exit_code == 0, res.output
+    _simulate(once, [*_settings(ATTN_M, False), *OPTIM["adam"], "schedule.epochs=100"])
+    assert_identical(p, once)
