@@ -12,7 +12,7 @@ grid point at or beyond the value given (said in one line when it is not the val
 
 A complete file keeps its resume state only with ``output.keep_checkpoint = true``; one without
 it grows by a replay (:mod:`fastdyn.drive.replay`: the run from its start, every row checked
-against the file's), said in one line (:func:`replay_note`).
+against the file's), said in one line (:func:`fastdyn.drive.replay.note`).
 """
 
 from __future__ import annotations
@@ -78,16 +78,3 @@ def extend_time(file: Any, old: dict[str, Any], cfg: dict[str, Any]) -> str | No
         t["grid"], t["times"] = "explicit", [float(x) for x in times]
         note += '; stored as explicit times (time.grid = "explicit"), the only way a run of the stored config repeats the written times bit for bit'
     return note
-
-
-def replay_note(file: Any, cfg: Any) -> str:
-    """The line saying that ``file`` (of config ``cfg``) kept no resume state and is replayed."""
-    epochs = getattr(getattr(cfg, "schedule", None), "epochs", None)
-    if isinstance(epochs, int):
-        what = f"{epochs} epochs"
-    else:
-        what = f"its integration to t = {cfg.time.t_max:g}"
-    return (
-        f"{file}: no resume state kept: replaying {what} to rebuild it (≈ the original run's time; "
-        "every replayed row is checked against the file's, bit for bit); set output.keep_checkpoint = true to skip this"
-    )

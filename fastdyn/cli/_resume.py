@@ -19,7 +19,7 @@ import click
 
 from ..h5.reader import FileFormatError
 from ._common import UserError, set_threads, verbosity
-from ._grow import check_growing, extend_time, grid_key, replay_note
+from ._grow import check_growing, extend_time, grid_key
 
 #: config fields that change how a run is cut up or saved, never its numbers
 NEUTRAL = ("output.checkpoint_every", "output.times_per_segment", "output.keep_checkpoint")
@@ -134,7 +134,7 @@ def _resume_locked(
     from ..config.load import apply_sets, from_dict, to_dict
     from ..drive.checkpoint import StopSignals, exit_code
     from ..drive.lifecycle import GridChanged
-    from ..drive.replay import ReplayMismatch, needs_replay
+    from ..drive.replay import ReplayMismatch, announcing, needs_replay
     from ..drive.run import simulate, supports_resume
 
     status, model, stored, has_checkpoint = _stored(file)
@@ -196,12 +196,13 @@ def _resume_locked(
         raise UserError(f"--resume {file}: not writable")
     if note is not None and verbosity(ctx) >= 0:
         click.echo(note, err=True)
-    if not has_checkpoint and verbosity(ctx) >= 0:
-        click.echo(replay_note(file, cfg_file), err=True)
     if threads is not None:
         set_threads(threads)
     try:
-        with StopSignals(acknowledge=progress is not False):
+        say = (
+            (lambda line: click.echo(f"{file}: {line}", err=True)) if verbosity(ctx) >= 0 else None
+        )
+        with StopSignals(acknowledge=progress is not False), announcing(say):
             outcome = simulate(
                 cfg, file, progress=progress, resume=True, compile_beside=True,
                 grow=bool(growing),

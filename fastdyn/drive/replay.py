@@ -20,6 +20,10 @@ the original run.
 
 from __future__ import annotations
 
+import contextlib
+import tomllib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,35 @@ import numpy as np
 from ..h5 import layout
 from ..h5.writer import CHECKPOINT, RunWriter
 from .checkpoint import Schedule
+
+#: where a replay says that it starts (:func:`announcing`); None: it says nothing
+_say: ContextVar[Callable[[str], None] | None] = ContextVar("fastdyn_replay_say", default=None)
+
+
+@contextlib.contextmanager
+def announcing(say: Callable[[str], None] | None) -> Iterator[None]:
+    """Within the block, a replay that starts passes its one line (:func:`note`) to ``say``
+    (``fastdyn simulate --resume`` prints it; it is said once the grid of the grown config was
+    checked against the file's, so a refused config is not announced as replayed)."""
+    token = _say.set(say)
+    try:
+        yield
+    finally:
+        _say.reset(token)
+
+
+def note(config: dict[str, Any]) -> str:
+    """The line saying that a file of (stored) ``config`` kept no resume state and is replayed."""
+    epochs = config.get("schedule", {}).get("epochs")
+    what = (
+        f"{epochs} epochs"
+        if isinstance(epochs, int)
+        else f"its integration to t = {config.get('time', {}).get('t_max', float('nan')):g}"
+    )
+    return (
+        f"no resume state kept: replaying {what} to rebuild it (≈ the original run's time; every "
+        "replayed row is checked against the file's, bit for bit); set output.keep_checkpoint = true to skip this"
+    )
 
 
 class ReplayMismatch(ValueError):
@@ -46,10 +79,10 @@ def needs_replay(path: Path) -> bool:
         f.close()
 
 
-def _file_rows(path: Path) -> dict[str, np.ndarray]:
+def _file_rows(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Every row series of the file (``/time``, ``/step`` and the datasets growing along rows;
     ``/time`` is also hard-linked beside the series, as :meth:`RunWriter.reopen` finds them),
-    verified against their checksums."""
+    verified against their checksums; and its stored config."""
     import h5py
 
     from ..h5.reader import open_file
@@ -71,7 +104,9 @@ def _file_rows(path: Path) -> dict[str, np.ndarray]:
 
         f.visititems(visit)
         n = f[layout.TIME].shape[0]
-        return {name: np.asarray(read_verified(f[name]))[:n] for name in names}
+        text = f.attrs.get("config", "")
+        config = tomllib.loads(text.decode() if isinstance(text, bytes) else str(text))
+        return {name: np.asarray(read_verified(f[name]))[:n] for name in names}, config
     finally:
         f.close()
 
@@ -115,7 +150,10 @@ class ReplayWriter:
         recomputed: tuple[str, ...] = (),
     ):
         self.path, self.spec, self.config_toml = Path(path), spec, config_toml
-        self.file = _file_rows(self.path)
+        self.file, config = _file_rows(self.path)
+        say = _say.get()
+        if say is not None:
+            say(note(config))
         self.n_file = int(self.file[layout.TIME].shape[0])
         self.recomputed = tuple(r for r in recomputed if r in self.file)
         self.real: RunWriter | None = None
