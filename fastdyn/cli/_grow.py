@@ -9,6 +9,10 @@ compares the written ``/time`` and ``/step`` with the new grid before it reopens
 A new ``time.t_max`` alone continues the grid at its own spacing (:func:`extend_time`): a log grid
 keeps the ratio between consecutive times, a linear grid its step, and the new end is the first
 grid point at or beyond the value given (said in one line when it is not the value given).
+
+A complete file keeps its resume state only with ``output.keep_checkpoint = true``; one without
+it grows by a replay (:mod:`fastdyn.drive.replay`: the run from its start, every row checked
+against the file's), said in one line (:func:`fastdyn.drive.replay.note`).
 """
 
 from __future__ import annotations

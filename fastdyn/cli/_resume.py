@@ -134,6 +134,7 @@ def _resume_locked(
     from ..config.load import apply_sets, from_dict, to_dict
     from ..drive.checkpoint import StopSignals, exit_code
     from ..drive.lifecycle import GridChanged
+    from ..drive.replay import ReplayMismatch, announcing, needs_replay
     from ..drive.run import simulate, supports_resume
 
     status, model, stored, has_checkpoint = _stored(file)
@@ -187,11 +188,7 @@ def _resume_locked(
         raise UserError(
             f"--resume {file}: the run is complete; nothing to resume (to continue it, raise schedule.epochs or time.t_max with --set; or start a new file with -o)"
         )
-    if not has_checkpoint:
-        if complete:
-            raise UserError(
-                f"--resume {file}: this file kept no resume state (a complete run drops it unless output.keep_checkpoint = true), so it cannot grow; rerun it with --set output.keep_checkpoint=true to be able to extend it"
-            )
+    if not has_checkpoint and not complete:
         raise UserError(
             f"--resume {file}: no /checkpoint to continue from (a finished file is rewritten without it unless output.keep_checkpoint = true); start a new file with -o"
         )
@@ -202,7 +199,10 @@ def _resume_locked(
     if threads is not None:
         set_threads(threads)
     try:
-        with StopSignals(acknowledge=progress is not False):
+        say = (
+            (lambda line: click.echo(f"{file}: {line}", err=True)) if verbosity(ctx) >= 0 else None
+        )
+        with StopSignals(acknowledge=progress is not False), announcing(say):
             outcome = simulate(
                 cfg, file, progress=progress, resume=True, compile_beside=True,
                 grow=bool(growing),
@@ -211,6 +211,15 @@ def _resume_locked(
         raise UserError(f"--resume {e}") from None
     except GridChanged as e:
         raise UserError(f"--resume {file}: {', '.join(growing)}: {e}") from None
+    except ReplayMismatch as e:
+        raise UserError(
+            f"--resume {file}: the replay does not repeat the file: {e}; the file is left as it was (made by another fastdyn version or machine, or changed since; a run made with --set output.keep_checkpoint=true grows without a replay)"
+        ) from None
     if verbosity(ctx) >= 0:
-        click.echo(f"{file}: {outcome}", err=True)
+        replayed = not has_checkpoint and not outcome.startswith("complete")
+        if replayed and needs_replay(file):  # stopped before the file was opened
+            outcome_line = f"{outcome.split(';')[0]} during the replay; the file is as it was ({status}): run the same command again to grow it"
+        else:
+            outcome_line = outcome
+        click.echo(f"{file}: {outcome_line}", err=True)
     return exit_code(outcome)

@@ -43,7 +43,7 @@ from ._common import (
     "resume",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="Continue an interrupted or crashed run FILE from its checkpoint (CONFIG/--set, if given, must match the file's).",
+    help="Continue an interrupted or crashed run FILE from its checkpoint (CONFIG/--set, if given, must match the file's), or grow a finished one with --set schedule.epochs=N or --set time.t_max=T (every written row kept; a file made without output.keep_checkpoint = true first replays the run from its start, checking each row against the file's: about the original run's time).",
 )
 @flag_option(
     "--force",

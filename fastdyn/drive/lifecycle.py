@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config.load import to_toml
 from ..h5.writer import RunWriter
-from .checkpoint import write_error
+from .checkpoint import Schedule, write_error
 from .outcome import Outcome, RunFailed
 
 
@@ -96,17 +96,29 @@ def check_written(path: Path, times: Any, steps: Any = None) -> None:
             )
 
 
-def open_writer(request: RunRequest, **declared: Any) -> tuple[RunWriter, dict[str, Any] | None]:
+def open_writer(
+    request: RunRequest, recomputed: tuple[str, ...] = (), **declared: Any
+) -> tuple[RunWriter, dict[str, Any] | None]:
     """The run's file and its checkpoint arrays: with ``request.resume`` its output reopened at
-    its newest checkpoint (:meth:`RunWriter.reopen`; None when none was completed), else a new file
-    for the model and config with the ``declared`` layout (:class:`RunWriter`'s keywords) and no
-    checkpoint; it keeps its checkpoint at the end when ``cfg.output.keep_checkpoint``. A
-    ``request.grown`` file takes the new config (its ``config`` attribute and identity crc32)."""
+    its newest checkpoint (:meth:`RunWriter.reopen`; None when none was completed), or, for a
+    file that kept no resume state, a :class:`~fastdyn.drive.replay.ReplayWriter` (the run is
+    replayed from its start, its rows checked against the file's; ``recomputed``: the series a
+    grown run rewrites, not checked); else a new file for the model and config with the
+    ``declared`` layout (:class:`RunWriter`'s keywords) and no checkpoint; it keeps its
+    checkpoint at the end when ``cfg.output.keep_checkpoint``. A ``request.grown`` file takes
+    the new config (its ``config`` attribute and identity crc32)."""
+    from . import replay
+
     cfg = request.cfg
     ck = None
     if request.resume:
         grown = to_toml(cfg) if request.grown else None  # the config the grown file now holds
-        writer, ck = RunWriter.reopen(request.output, config_toml=grown)
+        if replay.needs_replay(request.output):
+            writer = replay.ReplayWriter(
+                request.output, declared.get("checkpoint") or {}, grown, recomputed
+            )
+        else:
+            writer, ck = RunWriter.reopen(request.output, config_toml=grown)
     else:
         writer = RunWriter(
             request.output, model=request.entry.name, config_toml=to_toml(cfg), seed=cfg.seed,
@@ -114,6 +126,17 @@ def open_writer(request: RunRequest, **declared: Any) -> tuple[RunWriter, dict[s
         )  # fmt: skip
     writer.keep_checkpoint = bool(getattr(cfg.output, "keep_checkpoint", False))
     return writer, ck
+
+
+def schedule(writer: Any, every: Any, progress0: int = 0) -> Schedule:
+    """When the driver checkpoints (:class:`~fastdyn.drive.checkpoint.Schedule` of
+    ``output.checkpoint_every``): at every chunk boundary while a replay rebuilds the state
+    (:mod:`fastdyn.drive.replay`), so that the file opens at the state after its last row."""
+    from . import replay
+
+    if isinstance(writer, replay.ReplayWriter):
+        return replay.CaptureSchedule(writer, every, progress0)
+    return Schedule(every, progress0)
 
 
 def _first_line(e: BaseException) -> str:

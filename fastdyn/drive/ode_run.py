@@ -26,8 +26,8 @@ from ..h5.layout import time_long_name
 from ..h5.writer import RunWriter
 from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
-from .checkpoint import Schedule, StopSignals, with_stop_signals
-from .lifecycle import Ended, RunRequest, check_written, guarded, open_writer
+from .checkpoint import StopSignals, with_stop_signals
+from .lifecycle import Ended, RunRequest, check_written, guarded, open_writer, schedule
 from .ode_maths import ode_setup
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -219,6 +219,7 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
         scales={"tasks/index": ("task", 1)}, with_step=steps is not None,
         extra_attrs={"n_represented": job.n_tasks, "tail_loss_test": job.tail[0], "tail_loss_train": job.tail[1], **job.extra_attrs},
         time_long_name=time_long_name(job.integrator), descriptions=job.descriptions,
+        recomputed=tuple(n for n in series if n.startswith("theory/")),  # see the docstring
     )  # fmt: skip
     state = job.new_state(chunks, job.n_tasks) if job.simulate else None
     a0 = 0
@@ -234,7 +235,7 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
     last_step = None if steps is None else int(steps[-1])
     bar = Progress(len(times), request.progress, start=a0, total_steps=last_step)
     t_kernel = 0.0
-    sched = Schedule(job.checkpoint_every, a0)
+    sched = schedule(writer, job.checkpoint_every, a0)
     timings = lambda: {"kernels": t_kernel, "total": _time.time() - t_wall}  # noqa: E731
 
     def checkpoint(rows: int) -> None:

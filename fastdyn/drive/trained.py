@@ -24,8 +24,8 @@ import numpy as np
 
 from ..h5 import layout
 from ..models._spec import TrainedSetup
-from .checkpoint import Schedule, StopSignals, with_stop_signals
-from .lifecycle import Ended, RunRequest, check_written, guarded, open_writer
+from .checkpoint import StopSignals, with_stop_signals
+from .lifecycle import Ended, RunRequest, check_written, guarded, open_writer, schedule
 from .optim import Optimizer, make_optimizer
 from .outcome import Outcome, RunFailed
 from .progress import Progress
@@ -80,7 +80,7 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
         positive = recorded[recorded > 0.0]
         ref = float(positive[0]) if positive.size else None
     row = {"i": writer.n_rows}
-    sched = Schedule(job.checkpoint_every, first)
+    sched = schedule(writer, job.checkpoint_every, first)
     total = job.epochs
     bar = Progress(
         len(job.save_steps), request.progress, "train", start=writer.n_rows, total_steps=total

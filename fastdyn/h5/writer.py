@@ -527,7 +527,10 @@ class RunWriter:
     # ------------------------------------------------------------------------------------------
     @classmethod
     def reopen(
-        cls, path: str | os.PathLike, config_toml: str | None = None
+        cls,
+        path: str | os.PathLike,
+        config_toml: str | None = None,
+        rebuilt: Rebuilt | None = None,
     ) -> tuple[RunWriter, dict[str, np.ndarray] | None]:
         """Reopen an interrupted or crashed file to continue it, copy-on-write: the file is copied
         to ``.NAME.resume-PID`` beside it, and the copy has its open flags cleared, its rows
@@ -537,7 +540,10 @@ class RunWriter:
         between leaves it as it was (the copy is removed by the next writer). Costs one copy of
         the file: a killed 10^6-task ODE file (≈ 130 MB, mostly its two checkpoint slots) ≈ 0.1 s
         on a local disk. ``config_toml``: the config of a run that grows (more steps or output
-        times), stored in the copy with its ``identity_crc32`` before the rename. Returns
+        times), stored in the copy with its ``identity_crc32`` before the rename. ``rebuilt``:
+        the resume state of a file that kept none (a complete file without /checkpoint, its state
+        recomputed by a replay, :mod:`fastdyn.drive.replay`): the copy gets the two slots and the
+        state as its newest checkpoint, its rows after that state dropped. Returns
         (writer, checkpoint arrays or None when none was completed)."""
         self = cls.__new__(cls)
         self.path = Path(path)
@@ -560,6 +566,8 @@ class RunWriter:
             f, self._io = open_failstop(copy, "r+")
             self._io.reserve(RESERVE)
             repair_torn(f)  # before the resize below, which rewrites the last chunk
+            if rebuilt is not None and CHECKPOINT not in f:
+                _add_checkpoint(f, rebuilt)
             got = read_checkpoint(f)
             arrays, rows, seq = got if got is not None else (None, 0, 0)
             for name in [n for n in _resizable(f) if not n.startswith(CHECKPOINT)]:
@@ -748,6 +756,34 @@ def _create_checkpoint(f: h5py.File, checkpoint: dict[str, tuple[tuple[int, ...]
             "[sequence, rows written, crc32]"
         )
     g.create_dataset("current", data=np.array([-1, 0], dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """A resume state recomputed for a file that kept none: the slots' layout ``spec``
+    (``{name: (shape, dtype)}``, as :class:`RunWriter` declares it) and, unless None, the
+    ``arrays`` of the state after the file's first ``rows`` rows."""
+
+    spec: dict[str, tuple[tuple[int, ...], Any]]
+    arrays: dict[str, np.ndarray] | None = None
+    rows: int = 0
+
+
+def _add_checkpoint(f: h5py.File, rebuilt: Rebuilt) -> None:
+    """The two slots of ``rebuilt.spec`` in ``f`` (not in SWMR mode), and its arrays, if any, as
+    checkpoint #1 in slot 0 (as :meth:`RunWriter.checkpoint` writes one)."""
+    _create_checkpoint(f, rebuilt.spec)
+    if rebuilt.arrays is None:
+        return
+    g = f[CHECKPOINT]
+    clean = {}
+    for k, v in rebuilt.arrays.items():
+        ds = g["slot0"][k]
+        clean[k] = np.asarray(v, dtype=ds.dtype).reshape(ds.shape)
+        ds[...] = clean[k]
+    meta = [1, rebuilt.rows, _crc(clean, 1, rebuilt.rows)]
+    g["slot0"]["meta"][...] = np.array(meta, dtype=np.int64)
+    g["current"][...] = np.array([0, 1], dtype=np.int64)
 
 
 def _row_axis(f: h5py.File, name: str, dtype: str, chunk_rows: int) -> h5py.Dataset:
