@@ -50,7 +50,7 @@ def _timed(fn, warm=None):
 def closed_form(n: int, nt: int = 64):
     import fastdyn
     from fastdyn.models.msfr import theory
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     chunk = min(-(-n // 1024) * 1024, 1 << 22)
     cfg = fastdyn.load_config(
@@ -81,7 +81,7 @@ def closed_form_resident(n: int, nt: int = 64):
     once, so this times the kernels and the partials' way back alone."""
     import fastdyn
     from fastdyn.models.msfr import theory
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
     from fastdyn.reduce import n_blocks
 
     chunk = min(-(-n // 1024) * 1024, 1 << 22)

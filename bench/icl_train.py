@@ -28,7 +28,7 @@ import numpy as np
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.models.attn_m import AttnM
 from fastdyn.models.attn_s import AttnS
-from fastdyn.problems.icl import generate
+from fastdyn.models.icl.problem import generate
 
 
 def time_full(model, prep, theta, lr: float, epochs: int) -> float:

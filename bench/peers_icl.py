@@ -267,7 +267,7 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     import numpy as np
 
     from fastdyn.drive.optim import make_optimizer
-    from fastdyn.problems.icl import generate
+    from fastdyn.models.icl.problem import generate
 
     model, P, init, lr, E, title, flops, nbytes, exps = workload(kind, a)
     data = generate(model.D, model.N, P, seed=0)

@@ -27,8 +27,8 @@ def plateau_table(
     """
     import numpy as np
 
-    from ..problems.icl import spectrum_eigenvalues
     from .attn_s.theory import loss_star, plateau_losses
+    from .icl.problem import spectrum_eigenvalues
 
     if int(dim) != dim or dim < 1:
         raise ValueError(f"--dim: must be a positive integer, got {dim!r}")
@@ -100,7 +100,7 @@ def fixed_points_cmd(
     (docstring of fastdyn.models.icl_fixed_points)."""
     import numpy as np
 
-    from ..problems.icl import rotation, spectrum_eigenvalues
+    from .icl.problem import rotation, spectrum_eigenvalues
     from .icl_fixed_points import FIXED_TOL, fixed_points
 
     if model == "attn-s" and heads is not None and heads < dim:

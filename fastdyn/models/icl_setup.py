@@ -20,7 +20,7 @@ every save), see :mod:`fastdyn.models.icl_diagnostics`.
 With ``test.context_lengths = [N′, …]``: ``/loss/test_context`` (save × N′, scale
 ``/test/context_length``), the run's loss (last-token or cumulative) at context length N′ of the
 weights it holds — exact population values for ``data.population`` runs, else on ``data.n_test``
-fresh in-context sequences per N′ (:func:`fastdyn.problems.icl.context_test_set`) — and beside it
+fresh in-context sequences per N′ (:func:`fastdyn.models.icl.problem.context_test_set`) — and beside it
 ``/theory/test_context/L_of_Gamma_star`` = L(Γ*(N); N′), the loss at N′ of the converged reduced
 predictor trained at N, and ``/theory/test_context/L_star`` = L*(N′), the best loss at N′.
 
@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 
 from ..config.schema import ConfigError
-from ..problems import icl as icl_data
 from . import icl_diagnostics
 from ._spec import TrainedSetup
+from .icl import problem as icl_data
 from .icl_settings import ICLSettings, build_model, load_data, theory_series
 
 #: ``/time`` attributes: paper time t/τ with τ dW/dt = −½ ∂L/∂W (spec icl.md §3); a step
@@ -329,7 +329,7 @@ def context_theory(s: Any, p: Prepared, lengths: np.ndarray) -> dict[str, np.nda
     population moments (yy, c, C) of the run's own loss (last-token or cumulative):
     L(Γ; n) = yy_n − 2 vec(Γ)ᵀc_n + vec(Γ)ᵀC_n vec(Γ), Γ*(N) = C_N⁻¹c_N (for the last-token loss
     the paper's (Λ + (Λ + trΛ I)/N)⁻¹), L*(n) = yy_n − c_nᵀC_n⁻¹c_n."""
-    from ..problems.icl import population_moments
+    from .icl.problem import population_moments
 
     model = p.model
     mom = lambda n: population_moments(p.eigvals, p.eigvecs, int(n), model.scale, model.loss)  # noqa: E731
@@ -393,8 +393,8 @@ def pcr_theory(s: Any, p: Prepared) -> dict[str, np.ndarray]:
     ŷ = βᵀ Γ_m x_q with Γ_m = Σ_{d≤m} λ_d⁻¹(1 + (1 + trΛ/λ_d)/N)⁻¹ e_d e_dᵀ (paper units) — exact
     from the population moments for ``data.population`` runs (it equals L(M_m)), else on the IC
     test set. Empty for the cumulative loss or a finite-P run without test sets."""
-    from ..problems.icl import population_moments
     from .attn_m import theory as tm
+    from .icl.problem import population_moments
 
     model, D, N = p.model, p.model.D, p.model.N
     if model.loss != "last" or not (s.data.population or "ic" in p.tests):
@@ -463,7 +463,7 @@ def _train_moments(model: Any, prep: dict) -> tuple | None:
 
 
 def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
-    """The trained-model driver's view of a validated ICL config (``fastdyn.config.icl``)."""
+    """The trained-model driver's view of a validated ICL config (``fastdyn.models.icl.config``)."""
     s = cfg.settings
     try:  # data and weights files are read and checked before any output is created
         p = prepare(s, device=getattr(tools, "device", "cpu"))

@@ -10,9 +10,9 @@ import numpy as np
 
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import train
+from fastdyn.models.icl import problem as icl_data
 from fastdyn.models.icl_settings import ICLSettings, theory_series
 from fastdyn.models.icl_setup import batch_size, prepare
-from fastdyn.problems import icl as icl_data
 
 
 def run_icl(

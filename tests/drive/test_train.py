@@ -18,6 +18,7 @@ from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import DivergedError, train
 from fastdyn.models import _spec
 from fastdyn.models.attn_m import AttnM
+from fastdyn.models.icl.problem import generate
 from fastdyn.models.icl_settings import (
     DataSettings,
     ICLSettings,
@@ -26,7 +27,6 @@ from fastdyn.models.icl_settings import (
     OptimSettings,
     ScheduleSettings,
 )
-from fastdyn.problems.icl import generate
 
 from ._icl_run import run_icl
 
@@ -263,7 +263,7 @@ def test_sgd_reproducible_and_resume():
 _DETERMINISM = textwrap.dedent(
     """
     import hashlib, numpy as np
-    from fastdyn.problems.icl import generate
+    from fastdyn.models.icl.problem import generate
     from fastdyn.models.attn_m import AttnM
     from fastdyn.models.attn_s import AttnS
     from fastdyn.models.mlp_cubic import MLPCubic

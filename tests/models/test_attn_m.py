@@ -10,7 +10,7 @@ from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import train
 from fastdyn.models.attn_m import AttnM
 from fastdyn.models.attn_m import theory as tm
-from fastdyn.problems.icl import generate, rotation, spectrum_eigenvalues
+from fastdyn.models.icl.problem import generate, rotation, spectrum_eigenvalues
 from tests.reference.icl_reference import (
     FD_RTOL,
     FWD_RTOL,
@@ -294,7 +294,7 @@ def test_cumulative_gathered_threads_and_fused_steps_bit_identical():
 def test_cumulative_prefix_rows_above_the_limit(monkeypatch):
     """Above PREFIX_BYTES_MAX a set keeps only its tokens (no prefix rows, no fused steps), and
     the memory estimate counts the rows only below the limit."""
-    from fastdyn.config import icl as cfg
+    from fastdyn.models.icl import config as cfg
 
     data = generate(3, 5, 40, seed=2)
     m = AttnM(3, 2, 5, loss="cumulative")
@@ -341,7 +341,7 @@ def test_data_moments_are_bit_identical_for_one_and_two_threads(tmp_path):
     script = """
     from fastdyn.models.attn_m import AttnM
     from fastdyn.models.attn_m.kernels import full_moments
-    from fastdyn.problems.icl import generate
+    from fastdyn.models.icl.problem import generate
 
     data = generate(4, 31, 20000, seed=2)  # 20 blocks: two passes of the blocks held at once
     prep = AttnM(4, 3, 31).prepare(data.tokens, data.labels)

@@ -11,8 +11,8 @@ from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import train
 from fastdyn.models.attn_s import AttnS
 from fastdyn.models.attn_s import theory as ts
+from fastdyn.models.icl.problem import rotation, spectrum_eigenvalues
 from fastdyn.models.icl_settings import DataSettings, ICLSettings, ModelSettings
-from fastdyn.problems.icl import rotation, spectrum_eigenvalues
 from tests.reference.icl_reference import (
     FD_RTOL,
     FWD_RTOL,

@@ -13,7 +13,7 @@ import fastdyn
 from fastdyn.cli import main
 from fastdyn.drive.train import hessian_lambda_max
 from fastdyn.models.attn_m import AttnM
-from fastdyn.problems.icl import generate
+from fastdyn.models.icl.problem import generate
 
 GD = [
     "--set",

@@ -145,7 +145,7 @@ class ICLModel:
 
     def prepare_population(self, eigvals: np.ndarray, eigvecs: np.ndarray) -> dict:
         """Population statistics (reduced path only): E[y_q²], E[y_q z], E[z zᵀ] (docs/theory.md, ICL)."""
-        from ...problems.icl import population_moments
+        from ..icl.problem import population_moments
 
         if not self.reduced:
             raise ValueError("data.population: needs model.reduced = true, got reduced = false")
@@ -168,7 +168,7 @@ class ICLModel:
     ) -> float:
         """L(θ) (docs/theory.md, ICL, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
         (zero on held entries)."""
-        from ...config.icl import MOMENT_FLOOR
+        from ..icl.config import MOMENT_FLOOR
         from ..mlp_cubic.kernels import linear_feature_loss_and_g
 
         kind = prep["kind"]
@@ -227,9 +227,9 @@ class ICLModel:
 def _feature_stats(prep: dict) -> dict | None:
     """The set's sufficient statistics (yy, c, C: means of y², y z, z zᵀ over its rows) as a
     ``"stats"`` prep, taken at the first full-batch call and kept in ``prep``, where they pay
-    (:func:`fastdyn.config.icl.moments_pay`: ŷ = γ·z, so the loss is yy − 2γ·c + γᵀCγ); else
+    (:func:`fastdyn.models.icl.config.moments_pay`: ŷ = γ·z, so the loss is yy − 2γ·c + γᵀCγ); else
     None (the per-sample features)."""
-    from ...config.icl import moments_pay
+    from ..icl.config import moments_pay
     from ..mlp_cubic.kernels import sufficient_stats
 
     Z = prep["Z"]
@@ -287,7 +287,7 @@ class ReducedKernels:
         stats = _feature_stats(prep)
         if stats is None:
             return None
-        from ...config.icl import MOMENT_FLOOR
+        from ..icl.config import MOMENT_FLOOR
         from ..mlp_cubic.kernels import stats_gd
 
         kind, sizes = self._reduced_kind(), self._reduced_sizes()

@@ -163,7 +163,7 @@ def _local(
 
 
 def stored_problem(config: Mapping[str, Any]) -> tuple[Any, float]:
-    """(the :class:`~fastdyn.problems.msfr.MsfrProblem` of a stored config, its σ0); ValueError
+    """(the :class:`~fastdyn.models.msfr.problem.MsfrProblem` of a stored config, its σ0); ValueError
     with the first line of the reason when the config or its table cannot be read here."""
     key = json.dumps(_plain(config), sort_keys=True, default=str)
     return _problem(key)
@@ -173,7 +173,7 @@ def stored_problem(config: Mapping[str, Any]) -> tuple[Any, float]:
 def _problem(key: str) -> tuple[Any, float]:
     from ...config.load import from_dict
     from ...config.schema import ConfigError
-    from ...problems.msfr import MsfrProblem
+    from .problem import MsfrProblem
 
     try:
         cfg = from_dict(json.loads(key))
