@@ -154,7 +154,7 @@ def dopri5(n: int):
 def icl_fig4(epochs: int, P: int = 80000):
     """Full-batch GD epochs of the Fig. 4 model on its P = 80000 training set (per-sample kernels)."""
     import fastdyn
-    from fastdyn.models import icl_settings as st
+    from fastdyn.models.icl import settings as st
 
     cfg = fastdyn.load_config(ROOT / "data/configs/icl_fig4.toml", ["data.n_test=0", f"data.P={P}"])
     data = st.load_data(cfg.settings)

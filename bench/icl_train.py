@@ -26,8 +26,8 @@ import numba
 import numpy as np
 
 from fastdyn.drive.optim import make_optimizer
-from fastdyn.models.attn_m import AttnM
-from fastdyn.models.attn_s import AttnS
+from fastdyn.models.icl.attn_m import AttnM
+from fastdyn.models.icl.attn_s import AttnS
 from fastdyn.models.icl.problem import generate
 
 

@@ -158,9 +158,9 @@ def torch_trainer(torch, model, kind, host, lr, epochs):
 
 def workload(kind, a):
     """(model, P, init scale, lr, epochs, title, flops, bytes, exps per epoch)."""
-    from fastdyn.models.attn_m import AttnM
-    from fastdyn.models.attn_s import AttnS
-    from fastdyn.models.mlp_cubic import MLPCubic
+    from fastdyn.models.icl.attn_m import AttnM
+    from fastdyn.models.icl.attn_s import AttnS
+    from fastdyn.models.icl.mlp_cubic import MLPCubic
 
     N = 31
     if kind in ("attn_m", "cumulative"):

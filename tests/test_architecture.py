@@ -203,7 +203,7 @@ REGRESSIONS = {
         '\nimport os\n\ndef _dev():\n    return os.environ.get("FASTDYN_DEVICE", "cpu")\n',
     ),
     "an environment constant": (
-        "models/attn_m/__init__.py",
+        "models/icl/attn_m/__init__.py",
         '\nimport os\n_KEY = "FASTDYN_USE_GPU"\n\ndef _dev():\n    return os.getenv(_KEY)\n',
     ),
     "a kernel that asks numba.cuda itself": (

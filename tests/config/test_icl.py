@@ -14,7 +14,7 @@ import pytest
 from fastdyn.config import ConfigError, from_dict, load_config, to_toml
 from fastdyn.config.schema import Rule
 from fastdyn.models.icl.config import IclConfig
-from fastdyn.models.icl_settings import (
+from fastdyn.models.icl.settings import (
     DataSettings,
     ICLSettings,
     InitSettings,

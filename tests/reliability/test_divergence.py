@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 from fastdyn.drive.train import hessian_lambda_max
-from fastdyn.models.attn_m import AttnM
+from fastdyn.models.icl.attn_m import AttnM
 from fastdyn.models.icl.problem import generate
 
 GD = [

@@ -307,7 +307,7 @@ def _file_sizes(data: DataSettings, P: int, D: int, where: str) -> Any:
 
 #: the cumulative linear-attention loss reads every prefix's packed S_n, x_n and y_n prepared once
 #: (:func:`prefix_moment_bytes`) up to this many bytes per data set; a larger set keeps only its
-#: tokens and the kernel rebuilds the prefix sums each step (``fastdyn.models.attn_m.kernels``)
+#: tokens and the kernel rebuilds the prefix sums each step (``fastdyn.models.icl.attn_m.kernels``)
 PREFIX_BYTES_MAX = 2**30
 
 
@@ -339,7 +339,7 @@ def moments_pay(rows: int, nq: int) -> bool:
 
 def uses_moments(rows: int, D: int) -> bool:
     """Whether full-batch linear attention on a set of ``rows`` rows (samples, or prefix rows)
-    takes its loss and gradient from the set's moments (``models.attn_m.kernels``, "the data's
+    takes its loss and gradient from the set's moments (``models.icl.attn_m.kernels``, "the data's
     moments"): :func:`moments_pay` for its NQ = (D+1)(D+2)/2·D folded weights."""
     return moments_pay(rows, (D + 1) * (D + 2) // 2 * D)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .icl import problem as icl_data
-from .icl.config import (
+from . import problem as icl_data
+from .config import (
     MODELS,
     DataSettings,
     ICLSettings,

@@ -24,7 +24,7 @@ class MLPCubic(ReducedKernels, ICLModel):
 
     name = "mlp-cubic"
     has_softmax = False
-    #: the axis names of :meth:`to_arrays`'s arrays (``fastdyn.models.icl_setup.AXES``)
+    #: the axis names of :meth:`to_arrays`'s arrays (``fastdyn.models.icl.setup.AXES``)
     array_axes = {"W1": ("head", "feature"), "w2": ("head",)}
 
     @property

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...problems.rng import STREAM_INIT_W, generator
+from ....problems.rng import STREAM_INIT_W, generator
 from .kernels import linear_loss_and_grad, prepare_attention, softmax_loss_and_grad
 
 LOSSES = ("last", "cumulative")
@@ -46,8 +46,8 @@ class ICLModel:
     def observer(self, tests: dict, eigvecs: np.ndarray | None):
         """``observe(theta) -> (losses, weights)`` at a save (the training loop's default): the
         test-set losses, the weights in paper layout and their diagnostics
-        (:func:`fastdyn.models.icl_setup.observer`)."""
-        from ..icl_setup import observer
+        (:func:`fastdyn.models.icl.setup.observer`)."""
+        from ..setup import observer
 
         return observer(self, tests, eigvecs)
 
@@ -145,7 +145,7 @@ class ICLModel:
 
     def prepare_population(self, eigvals: np.ndarray, eigvecs: np.ndarray) -> dict:
         """Population statistics (reduced path only): E[y_q²], E[y_q z], E[z zᵀ] (docs/theory.md, ICL)."""
-        from ..icl.problem import population_moments
+        from ..problem import population_moments
 
         if not self.reduced:
             raise ValueError("data.population: needs model.reduced = true, got reduced = false")
@@ -168,7 +168,7 @@ class ICLModel:
     ) -> float:
         """L(θ) (docs/theory.md, ICL, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
         (zero on held entries)."""
-        from ..icl.config import MOMENT_FLOOR
+        from ..config import MOMENT_FLOOR
         from ..mlp_cubic.kernels import linear_feature_loss_and_g
 
         kind = prep["kind"]
@@ -229,7 +229,7 @@ def _feature_stats(prep: dict) -> dict | None:
     ``"stats"`` prep, taken at the first full-batch call and kept in ``prep``, where they pay
     (:func:`fastdyn.models.icl.config.moments_pay`: ŷ = γ·z, so the loss is yy − 2γ·c + γᵀCγ); else
     None (the per-sample features)."""
-    from ..icl.config import moments_pay
+    from ..config import moments_pay
     from ..mlp_cubic.kernels import sufficient_stats
 
     Z = prep["Z"]
@@ -244,7 +244,7 @@ def _feature_stats(prep: dict) -> dict | None:
 
 class ReducedKernels:
     """The compiled reduced path (``prep["kind"] == "stats"``: population moments) of a model whose
-    kernels live in :mod:`fastdyn.models.mlp_cubic.kernels`: :meth:`_stats_grad` and
+    kernels live in :mod:`fastdyn.models.icl.mlp_cubic.kernels`: :meth:`_stats_grad` and
     :meth:`fused_gd` call ``reduced_grad`` / ``reduced_gd`` there with the model's code
     :meth:`_reduced_kind`, its sizes :meth:`_reduced_sizes` and the moments yy, c, C. Listed
     before :class:`ICLModel` in a model's bases."""
@@ -277,7 +277,7 @@ class ReducedKernels:
         to :meth:`loss_and_grad` and a GD step per epoch. Linear attention, last-token or
         cumulative with prepared prefix rows: :func:`.kernels.lin_last_gd` (from the data's
         moments where the set has them); a per-sample ``"features"`` set with sufficient
-        statistics (:func:`_feature_stats`): :func:`fastdyn.models.mlp_cubic.kernels.stats_gd`."""
+        statistics (:func:`_feature_stats`): :func:`fastdyn.models.icl.mlp_cubic.kernels.stats_gd`."""
         if getattr(self, "device", "cpu") != "cpu":
             return None
         if prep["kind"] == "linear" and "SpT" in prep:
@@ -287,7 +287,7 @@ class ReducedKernels:
         stats = _feature_stats(prep)
         if stats is None:
             return None
-        from ..icl.config import MOMENT_FLOOR
+        from ..config import MOMENT_FLOOR
         from ..mlp_cubic.kernels import stats_gd
 
         kind, sizes = self._reduced_kind(), self._reduced_sizes()
@@ -333,7 +333,7 @@ class AttnM(ReducedKernels, ICLModel):
     """ATTN_M (see the module docstring)."""
 
     name = "attn-m"
-    #: the axis names of :meth:`ICLModel.to_arrays`'s arrays (``fastdyn.models.icl_setup.AXES``)
+    #: the axis names of :meth:`ICLModel.to_arrays`'s arrays (``fastdyn.models.icl.setup.AXES``)
     array_axes = {"W_V": ("head", "row", "col"), "W_KQ": ("head", "row", "col")}
 
     @property
