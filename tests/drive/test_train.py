@@ -451,8 +451,8 @@ def test_fused_statistics_gd_near_an_exact_fit_takes_the_rows_as_one_step_at_a_t
 ):
     # labels made by the MLP at θ*: near θ* the loss from the statistics is below the floor
     # (models.icl.config.MOMENT_FLOOR); the fused loop stops there and the step comes from the rows
+    from fastdyn.models.icl.feature_kernels import prepare_features
     from fastdyn.models.icl.mlp_cubic import MLPCubic
-    from fastdyn.models.icl.mlp_cubic.kernels import prepare_features
 
     d = generate(3, 6, 500, seed=4)
     m = MLPCubic(3, 4, 6)

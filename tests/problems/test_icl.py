@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fastdyn.models.icl import problem as icl
-from fastdyn.models.icl.mlp_cubic.kernels import prepare_features, sufficient_stats
+from fastdyn.models.icl.feature_kernels import prepare_features, sufficient_stats
 
 
 def test_spectra():

@@ -47,6 +47,7 @@ from ...config.schema import ConfigError
 from .._spec import TrainedSetup
 from . import diagnostics as icl_diagnostics
 from . import problem as icl_data
+from .diagnostics import observer
 from .settings import ICLSettings, build_model, load_data, theory_series
 
 #: ``/time`` attributes: paper time t/τ with τ dW/dt = −½ ∂L/∂W (spec icl.md §3); a step
@@ -409,41 +410,6 @@ def pcr_theory(s: Any, p: Prepared) -> dict[str, np.ndarray]:
         xq, yq = tok[:, N, :D], lab[:, N]
         L = [np.mean((yq - np.einsum("pa,ab,pb->p", beta, g, xq)) ** 2) for g in gammas]
     return {"theory/pcr_loss": np.array(L, dtype=np.float64)}
-
-
-def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
-    """``value_weights`` (H,), ``Gamma`` (D, D) = κ Σ_i v_i U_i (paper units) and, given the
-    eigenvectors of Λ (columns, eigenvalues decreasing), ``Gamma_eig`` (D,) = e_dᵀ Γ e_d."""
-    G = model.kappa * model.gamma(theta)
-    out = {"value_weights": model.value_weights(theta), "Gamma": G}
-    if eigvecs is not None:
-        out["Gamma_eig"] = np.einsum("ad,ab,bd->d", eigvecs, G, eigvecs)
-    return out
-
-
-def observer(
-    model: Any,
-    tests: dict[str, dict],
-    eigvecs: np.ndarray | None,
-    ctx: ContextTests | None = None,
-    diag: dict[str, tuple[int, ...]] | None = None,
-):
-    """``observe(theta) -> (losses, weights)`` at a save: the test-set losses ``test_<name>``,
-    the weights in paper layout and their :func:`diagnostics` (and the losses at other context
-    lengths, as the weight ``test_context``; the opt-in series ``diag`` of
-    :mod:`fastdyn.models.icl.diagnostics` under their series names)."""
-
-    def observe(theta: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-        losses = {f"test_{name}": model.loss_value(theta, tp) for name, tp in tests.items()}
-        w = model.to_arrays(theta)
-        w.update(diagnostics(model, theta, eigvecs))
-        if ctx is not None:
-            w["test_context"] = ctx.losses(theta)
-        if diag:
-            w.update(icl_diagnostics.measure(model, theta, diag, w))
-        return losses, w
-
-    return observe
 
 
 def batch_size(s: ICLSettings) -> int | None:

@@ -46,8 +46,8 @@ class ICLModel:
     def observer(self, tests: dict, eigvecs: np.ndarray | None):
         """``observe(theta) -> (losses, weights)`` at a save (the training loop's default): the
         test-set losses, the weights in paper layout and their diagnostics
-        (:func:`fastdyn.models.icl.setup.observer`)."""
-        from ..setup import observer
+        (:func:`fastdyn.models.icl.diagnostics.observer`)."""
+        from ..diagnostics import observer
 
         return observer(self, tests, eigvecs)
 
@@ -125,7 +125,7 @@ class ICLModel:
 
     def prepare(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
         """Arrays the training kernel reads, computed once (sufficient statistics when reduced)."""
-        from ..mlp_cubic.kernels import prepare_features, sufficient_stats
+        from ..feature_kernels import prepare_features, sufficient_stats
 
         if self.reduced:
             Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
@@ -136,7 +136,7 @@ class ICLModel:
     def prepare_eval(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
         """Arrays for evaluating the loss on a (test) set with the same model: its rows, no
         moments (a set evaluated only at saves would rarely repay them)."""
-        from ..mlp_cubic.kernels import prepare_features
+        from ..feature_kernels import prepare_features
 
         if self.reduced:
             Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
@@ -169,7 +169,7 @@ class ICLModel:
         """L(θ) (docs/theory.md, ICL, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
         (zero on held entries)."""
         from ..config import MOMENT_FLOOR
-        from ..mlp_cubic.kernels import linear_feature_loss_and_g
+        from ..feature_kernels import linear_feature_loss_and_g
 
         kind = prep["kind"]
         if kind == "stats":
@@ -206,7 +206,7 @@ class ICLModel:
         return self.loss_and_grad(theta, prep, np.empty(self.n_params))
 
     def _stats_grad(self, theta, prep, grad) -> float:
-        from ..mlp_cubic.kernels import reduced_G
+        from ..feature_kernels import reduced_G
 
         gam = self.gamma(theta).ravel()
         G = np.empty_like(gam)
@@ -230,7 +230,7 @@ def _feature_stats(prep: dict) -> dict | None:
     (:func:`fastdyn.models.icl.config.moments_pay`: ŷ = γ·z, so the loss is yy − 2γ·c + γᵀCγ); else
     None (the per-sample features)."""
     from ..config import moments_pay
-    from ..mlp_cubic.kernels import sufficient_stats
+    from ..feature_kernels import sufficient_stats
 
     Z = prep["Z"]
     if not prep.get("moments", True) or not moments_pay(Z.shape[0] * Z.shape[1], Z.shape[2]):
@@ -244,7 +244,7 @@ def _feature_stats(prep: dict) -> dict | None:
 
 class ReducedKernels:
     """The compiled reduced path (``prep["kind"] == "stats"``: population moments) of a model whose
-    kernels live in :mod:`fastdyn.models.icl.mlp_cubic.kernels`: :meth:`_stats_grad` and
+    kernels live in :mod:`fastdyn.models.icl.feature_kernels`: :meth:`_stats_grad` and
     :meth:`fused_gd` call ``reduced_grad`` / ``reduced_gd`` there with the model's code
     :meth:`_reduced_kind`, its sizes :meth:`_reduced_sizes` and the moments yy, c, C. Listed
     before :class:`ICLModel` in a model's bases."""
@@ -253,7 +253,7 @@ class ReducedKernels:
     D: int
 
     def _reduced_kind(self) -> int:
-        """The model's code in ``mlp_cubic.kernels.reduced_grad`` (MLP, ATTN_M or ATTN_S)."""
+        """The model's code in ``feature_kernels.reduced_grad`` (MLP, ATTN_M or ATTN_S)."""
         raise NotImplementedError
 
     def _reduced_sizes(self) -> tuple[int, int, int]:
@@ -261,7 +261,7 @@ class ReducedKernels:
         return (self.H, 0, self.D)
 
     def _stats_grad(self, theta, prep, grad) -> float:
-        from ..mlp_cubic.kernels import reduced_grad
+        from ..feature_kernels import reduced_grad
 
         sizes = self._reduced_sizes()
         return reduced_grad(
@@ -277,7 +277,7 @@ class ReducedKernels:
         to :meth:`loss_and_grad` and a GD step per epoch. Linear attention, last-token or
         cumulative with prepared prefix rows: :func:`.kernels.lin_last_gd` (from the data's
         moments where the set has them); a per-sample ``"features"`` set with sufficient
-        statistics (:func:`_feature_stats`): :func:`fastdyn.models.icl.mlp_cubic.kernels.stats_gd`."""
+        statistics (:func:`_feature_stats`): :func:`fastdyn.models.icl.feature_kernels.stats_gd`."""
         if getattr(self, "device", "cpu") != "cpu":
             return None
         if prep["kind"] == "linear" and "SpT" in prep:
@@ -288,7 +288,7 @@ class ReducedKernels:
         if stats is None:
             return None
         from ..config import MOMENT_FLOOR
-        from ..mlp_cubic.kernels import stats_gd
+        from ..feature_kernels import stats_gd
 
         kind, sizes = self._reduced_kind(), self._reduced_sizes()
         maskf = self.mask.astype(np.float64)
@@ -321,7 +321,7 @@ class ReducedKernels:
         self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
     ) -> None:
         """n reduced GD steps in one compiled call (losses[s] before update s)."""
-        from ..mlp_cubic.kernels import reduced_gd
+        from ..feature_kernels import reduced_gd
 
         sizes = self._reduced_sizes()
         reduced_gd(
@@ -367,7 +367,7 @@ class AttnM(ReducedKernels, ICLModel):
         gW[:] = dB
 
     def _reduced_kind(self) -> int:
-        from ..mlp_cubic.kernels import ATTN_M
+        from ..feature_kernels import ATTN_M
 
         return ATTN_M
 

@@ -79,7 +79,7 @@ class AttnS(ReducedKernels, ICLModel):
         kq_grads(np.ascontiguousarray(K), np.ascontiguousarray(Q), dB, gK, gQ)
 
     def _reduced_kind(self) -> int:
-        from ..mlp_cubic.kernels import ATTN_S
+        from ..feature_kernels import ATTN_S
 
         return ATTN_S
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ...._jit import PARALLEL, SERIAL
-from ....core.gd import masked_gd_step
-from ....reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, n_blocks
+from ..._jit import PARALLEL, SERIAL
+from ...core.gd import masked_gd_step
+from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, n_blocks
 
 
 @njit(**SERIAL)
