@@ -1,5 +1,7 @@
-"""Opt-in streamed diagnostics of the ICL models: head alignment, in-weight norms and
-weight snapshots, one row per save on the same grid as the losses.
+"""What the ICL models record at every save (:func:`observer`, the trained-model driver's
+``observe``): the test losses, the weights in paper layout, Γ with its eigen-projections and the
+value weights (:func:`diagnostics`), and the opt-in streamed diagnostics below: head alignment,
+in-weight norms and weight snapshots, one row per save on the same grid as the losses.
 
 ``output.diagnostics = true``:
 
