@@ -52,7 +52,7 @@ from __future__ import annotations
 
 def lin_last(D: int, H: int, P: int, n_params: int, R: int = 0) -> tuple[float, float]:
     """ATTN_M (R = 0) or ATTN_S (rank R) last-token linear attention, one GD epoch."""
-    from fastdyn.models.attn_m.kernels import LANES
+    from fastdyn.models.icl.attn_m.kernels import LANES
     from fastdyn.reduce import n_blocks
 
     D1 = D + 1

@@ -50,7 +50,7 @@ def _timed(fn, warm=None):
 def closed_form(n: int, nt: int = 64):
     import fastdyn
     from fastdyn.models.msfr import theory
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     chunk = min(-(-n // 1024) * 1024, 1 << 22)
     cfg = fastdyn.load_config(
@@ -81,7 +81,7 @@ def closed_form_resident(n: int, nt: int = 64):
     once, so this times the kernels and the partials' way back alone."""
     import fastdyn
     from fastdyn.models.msfr import theory
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
     from fastdyn.reduce import n_blocks
 
     chunk = min(-(-n // 1024) * 1024, 1 << 22)
@@ -154,7 +154,7 @@ def dopri5(n: int):
 def icl_fig4(epochs: int, P: int = 80000):
     """Full-batch GD epochs of the Fig. 4 model on its P = 80000 training set (per-sample kernels)."""
     import fastdyn
-    from fastdyn.models import icl_settings as st
+    from fastdyn.models.icl import settings as st
 
     cfg = fastdyn.load_config(ROOT / "data/configs/icl_fig4.toml", ["data.n_test=0", f"data.P={P}"])
     data = st.load_data(cfg.settings)

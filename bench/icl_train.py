@@ -26,9 +26,9 @@ import numba
 import numpy as np
 
 from fastdyn.drive.optim import make_optimizer
-from fastdyn.models.attn_m import AttnM
-from fastdyn.models.attn_s import AttnS
-from fastdyn.problems.icl import generate
+from fastdyn.models.icl.attn_m import AttnM
+from fastdyn.models.icl.attn_s import AttnS
+from fastdyn.models.icl.problem import generate
 
 
 def time_full(model, prep, theta, lr: float, epochs: int) -> float:

@@ -76,7 +76,10 @@ def draw(rng: random.Random) -> list[str]:
 
 def estimate(sets: list[str]) -> tuple[float | None, str]:
     """(the estimate validation uses, model), or (None, reason) when the config is refused."""
-    from fastdyn.config import icl, load_config, msfr, msfr_attn
+    from fastdyn.config import load_config
+    from fastdyn.models.icl import config as icl
+    from fastdyn.models.msfr import config as msfr
+    from fastdyn.models.msfr_attn import config as msfr_attn
 
     try:
         cfg = load_config(None, sets)

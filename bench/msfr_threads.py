@@ -32,7 +32,7 @@ import numpy as np
 from fastdyn.config.load import load_config
 from fastdyn.core import saveat
 from fastdyn.models.msfr import integrate as I
-from fastdyn.problems.msfr import MsfrProblem
+from fastdyn.models.msfr.problem import MsfrProblem
 
 ROOT = Path(__file__).resolve().parent.parent
 

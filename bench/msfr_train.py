@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from fastdyn.config.msfr import InitSection, TaskSection
+from fastdyn.models.msfr.config import InitSection, TaskSection
+from fastdyn.models.msfr.problem import MsfrProblem
 from fastdyn.models.msfr_attn import kernels as K
-from fastdyn.problems import msfr_seq
-from fastdyn.problems.msfr import MsfrProblem
+from fastdyn.models.msfr_attn import problem as msfr_seq
 
 
 def epoch_time(layout, data, reps=5):

@@ -158,9 +158,9 @@ def torch_trainer(torch, model, kind, host, lr, epochs):
 
 def workload(kind, a):
     """(model, P, init scale, lr, epochs, title, flops, bytes, exps per epoch)."""
-    from fastdyn.models.attn_m import AttnM
-    from fastdyn.models.attn_s import AttnS
-    from fastdyn.models.mlp_cubic import MLPCubic
+    from fastdyn.models.icl.attn_m import AttnM
+    from fastdyn.models.icl.attn_s import AttnS
+    from fastdyn.models.icl.mlp_cubic import MLPCubic
 
     N = 31
     if kind in ("attn_m", "cumulative"):
@@ -267,7 +267,7 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     import numpy as np
 
     from fastdyn.drive.optim import make_optimizer
-    from fastdyn.problems.icl import generate
+    from fastdyn.models.icl.problem import generate
 
     model, P, init, lr, E, title, flops, nbytes, exps = workload(kind, a)
     data = generate(model.D, model.N, P, seed=0)

@@ -121,10 +121,10 @@ def bench(kind, a, jax, torch, peaks) -> None:
     import numba
     import numpy as np
 
-    from fastdyn.config.msfr import InitSection, TaskSection
+    from fastdyn.models.msfr.config import InitSection, TaskSection
+    from fastdyn.models.msfr.problem import MsfrProblem
     from fastdyn.models.msfr_attn import kernels as K
-    from fastdyn.problems import msfr_seq
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr_attn import problem as msfr_seq
 
     if kind == "sparse":
         ns, N, psi0, lr, noise = a.sparse_tasks, a.sparse_samples, a.sparse_psi0, 1e-3, 0.0

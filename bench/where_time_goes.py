@@ -45,7 +45,7 @@ CONFIGS = (
 #: the parts nested inside it
 PARTS = {
     "simulate": ("fastdyn/drive/run.py", "simulate"),
-    "setup_icl": ("fastdyn/models/icl_setup.py", "setup"),
+    "setup_icl": ("fastdyn/models/icl/setup.py", "setup"),
     "setup": ("fastdyn/drive/trained.py", "<setup>"),
     "train": ("fastdyn/drive/train.py", "train"),
     "save": ("fastdyn/drive/train.py", "save"),

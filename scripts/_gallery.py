@@ -188,7 +188,7 @@ def gamma_least_squares(config: str, sets: dict, m: int | None = None) -> dict[s
     fastdyn's convention (docs/theory.md, ICL), so Γ = 0 gives the train set's mean y_q². Returns the
     train minimum ("train") and the fitted predictor's loss on each test set ("test_ic", …)."""
     import fastdyn
-    from fastdyn.models import icl_settings as st
+    from fastdyn.models.icl import settings as st
 
     cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
     data = st.load_data(cfg.settings)
@@ -219,14 +219,14 @@ def attn_m_least_squares(config: str, sets: dict) -> dict[str, float]:
     """The converged reference of full ATTN_M (in-weight blocks included) on the run's own data.
 
     Linear ATTN_M predicts ŷ = (1/ρ) Σ_ab S_ab (M x_q)_ab with S = Σ_j x̂_j x̂_jᵀ over all N+1
-    tokens and M_abc = Σ_i r_ia B_ibc (models/attn_m/kernels.py); with H ≥ D+1 heads M spans
+    tokens and M_abc = Σ_i r_ia B_ibc (models/icl/attn_m/kernels.py); with H ≥ D+1 heads M spans
     every tensor, so the class is linear regression of y_q on the (D+1)(D+2)/2 · D features
     S_ab x_q,c. Returns the least-squares train minimum ("train") and that predictor's loss on
     each test set ("test_ic", "test_iw"): the t → ∞ limit of gradient descent from a small init
     (full-rank features: a unique minimiser)."""
     import fastdyn
-    from fastdyn.models import icl_settings as st
-    from fastdyn.models.attn_m.kernels import pack_S
+    from fastdyn.models.icl import settings as st
+    from fastdyn.models.icl.attn_m.kernels import pack_S
 
     cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
     data = st.load_data(cfg.settings)
@@ -247,7 +247,7 @@ def attn_m_least_squares(config: str, sets: dict) -> dict[str, float]:
 
 def cumulative_least_squares(config: str, sets: dict) -> dict[str, float]:
     """Least-squares minima of the *cumulative* train loss (mean over prefixes n = 1..N of the
-    error predicting token n+1, models/attn_m/kernels.py) on the run's own train set.
+    error predicting token n+1, models/icl/attn_m/kernels.py) on the run's own train set.
 
     At prefix n linear ATTN_M predicts ŷ_n = (1/ρ_n) Σ_ab S_n,ab (M x_q,n)_ab, S_n = Σ_{j≤n} x̂_j x̂_jᵀ
     plus the query's (label hidden), ρ_n = n ("N") or 1: one regression of all P·N targets on the
@@ -256,8 +256,8 @@ def cumulative_least_squares(config: str, sets: dict) -> dict[str, float]:
     blocks at zero). Returns {"full": …, "gamma": …}: a run that learns in context, and slowly
     some in-weight directions, ends between the two."""
     import fastdyn
-    from fastdyn.models import icl_settings as st
-    from fastdyn.models.attn_m.kernels import pair_index
+    from fastdyn.models.icl import settings as st
+    from fastdyn.models.icl.attn_m.kernels import pair_index
 
     cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
     data = st.load_data(cfg.settings)

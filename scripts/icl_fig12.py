@@ -47,7 +47,7 @@ def band_duration(t: np.ndarray, L: np.ndarray, level: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from fastdyn.models.attn_m.theory import shrink
+    from fastdyn.models.icl.attn_m.theory import shrink
 
     g = Gallery("icl_fig12", __doc__, argv)
     ep = 60001

@@ -29,7 +29,7 @@ from _gallery import Gallery, crossing_time, drops, gamma_least_squares, plt  # 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from fastdyn.models.attn_m import theory as tm
+    from fastdyn.models.icl.attn_m import theory as tm
 
     g = Gallery("icl_fig13", __doc__, argv)
     q = g.quick

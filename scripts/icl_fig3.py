@@ -5,7 +5,7 @@ From data/configs/icl_fig3.toml (D = 4, N = 31, H = 5, R = 1, init 1e-2, GD lr 2
 (t/τ = 2400), long enough for all four saddle-to-saddle drops; (b) the paper's finite-data run at
 P = 5000 for the config's 10001 epochs (the paper uses P = 80000; reduced to fit the 10-minute
 budget; it shows the first drops). Key numbers: every flat segment of the loss against the nearest
-theory plateau L(M_m) (fastdyn.models.attn_s.theory.plateau_losses, stored as /theory/plateaus),
+theory plateau L(M_m) (fastdyn.models.icl.attn_s.theory.plateau_losses, stored as /theory/plateaus),
 the finite-data plateaus also against the train set's own least-squares minimum on the top-m
 eigenspace (_gallery.icl_train_set_minimum), the final loss against L*, the final eigen-projections e_dᵀΓe_d against Γ*, and the order in which
 the projections rise (largest eigenvalue first).
@@ -55,7 +55,7 @@ def check_plateaus(
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from fastdyn.models.attn_m.theory import shrink
+    from fastdyn.models.icl.attn_m.theory import shrink
 
     g = Gallery("icl_fig3", __doc__, argv)
     q = g.quick

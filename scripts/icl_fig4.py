@@ -77,7 +77,7 @@ def pauses(run) -> tuple[dict[int, dict], np.ndarray]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from fastdyn.models.attn_s.theory import plateau_steps
+    from fastdyn.models.icl.attn_s.theory import plateau_steps
 
     g = Gallery("icl_fig4", __doc__, argv)
     q = g.quick

@@ -76,7 +76,7 @@ def s_yy_least_squares(config: str, sets: dict) -> dict[str, float]:
     the in-weight class ŷ = S_yy 𝐮ᵀx_q on the run's own train set; its train minimum ("train") and
     the fitted predictor's loss on each test set ("test_ic", "test_iw")."""
     import fastdyn
-    from fastdyn.models import icl_settings as st
+    from fastdyn.models.icl import settings as st
 
     cfg = fastdyn.load_config(CONFIGS / config, [f"{k}={_toml(v)}" for k, v in sets.items()])
     data = st.load_data(cfg.settings)

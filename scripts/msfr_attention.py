@@ -66,7 +66,7 @@ def closed_half_rise(data: dict, lr: float, track: list[int]) -> np.ndarray:
     unit time, divided by η (the logistic of the rank-one v/w pair, docs/theory.md; a_s from the
     drawn count of task s)."""
     from fastdyn.config.load import from_dict
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     cfg = from_dict(data)
     p = MsfrProblem(cfg.task, cfg.init, cfg.seed)

@@ -108,7 +108,7 @@ GD_TYPE = ("gd", "softmax", "separate")
 
 def _problem(data: dict):
     from fastdyn.config.load import from_dict
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     cfg = from_dict(data)
     p = MsfrProblem(cfg.task, cfg.init, cfg.seed)

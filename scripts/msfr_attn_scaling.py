@@ -42,7 +42,7 @@ from fastdyn.config.load import apply_sets, from_dict, read_toml, to_toml  # noq
 from fastdyn.drive.run import simulate as run_msfr_attn  # noqa: E402
 from fastdyn.h5.reader import load  # noqa: E402
 from fastdyn.models.msfr import scaling  # noqa: E402
-from fastdyn.problems.msfr import MsfrProblem  # noqa: E402
+from fastdyn.models.msfr.problem import MsfrProblem  # noqa: E402
 
 CONFIGS = ROOT / "data" / "configs"
 

@@ -36,7 +36,7 @@ FAMILIES = {
 def main(argv: list[str] | None = None) -> dict:
     import fastdyn
     from fastdyn.models.msfr.local_laws import local_laws, tail_and_cutoff
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     g = Gallery("msfr_families", __doc__, argv)
     size = {"task.n_tasks": 3000, "time.n_times": 120, "time.t_max": 1e9} if g.quick else {}

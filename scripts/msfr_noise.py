@@ -31,7 +31,7 @@ def _closed_form(run, sigma_sets: dict) -> np.ndarray:
     """f⁰_s(t) (leading order) of the tracked tasks with the run's own counts and init."""
     import fastdyn
     from fastdyn.models.msfr import theory
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     cfg = fastdyn.load_config(
         Path(__file__).resolve().parents[1] / "data" / "configs" / "msfr_noise.toml",

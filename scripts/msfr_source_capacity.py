@@ -52,7 +52,7 @@ C_STEP = 0.75
 def schedule(sets: dict, factor: float = 2.0, cap: int | None = None) -> tuple[float, int]:
     """(η, epochs) from the run's counts (see the module docstring)."""
     import fastdyn
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     cfg = fastdyn.load_config(CONFIGS / CONFIG, [f"{k}={v}" for k, v in sets.items()])
     p = MsfrProblem(cfg.task, cfg.init, cfg.seed)
@@ -70,7 +70,7 @@ def schedule(sets: dict, factor: float = 2.0, cap: int | None = None) -> tuple[f
 def half_rise_times(sets: dict) -> np.ndarray:
     """Leading-order half-rise time of every represented task (the sampled rates)."""
     import fastdyn
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     cfg = fastdyn.load_config(CONFIGS / CONFIG, [f"{k}={v}" for k, v in sets.items()])
     p = MsfrProblem(cfg.task, cfg.init, cfg.seed)
@@ -111,9 +111,9 @@ class CommonTest:
 
     def loss(self, run, tau: float) -> float:
         import fastdyn
+        from fastdyn.models.msfr.problem import MsfrProblem
         from fastdyn.models.msfr_attn import kernels as K
-        from fastdyn.problems import msfr_seq
-        from fastdyn.problems.msfr import MsfrProblem
+        from fastdyn.models.msfr_attn import problem as msfr_seq
 
         if tau not in self.sets:
             cfg = fastdyn.load_config(CONFIGS / CONFIG, ["seed=99"])
@@ -140,7 +140,7 @@ def fit(x, y, offset: bool = False) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> dict:
     from fastdyn.models.msfr import scaling, theory
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     g = Gallery("msfr_source_capacity", __doc__, argv)
     q = g.quick

@@ -38,8 +38,9 @@ def test_no_import_cycle_through_a_cuda_twin():
 # itself whether to use the GPU.
 
 #: the device rules, and the kernels and models that must not consult them (only the config
-#: classes, which check the ``device`` key, the driver's entry, ``drive.run``, which resolves it,
-#: and the CLI may): a kernel or model that imports them is choosing its device itself
+#: classes, which check the ``device`` key (``config/`` and each model's ``config`` module), the
+#: driver's entry, ``drive.run``, which resolves it, and the CLI may): a kernel or model that
+#: imports them is choosing its device itself
 DEVICE_RULES = ("fastdyn.drive.device", "fastdyn.config.device")
 KERNELS_AND_MODELS = ("fastdyn.core", "fastdyn.models", "fastdyn.problems", "fastdyn.drive")
 DEVICE_RESOLVERS = {"fastdyn.drive.run", "fastdyn.drive.device"}
@@ -184,6 +185,7 @@ def test_no_kernel_or_model_consults_the_device_rules():
         m
         for m in users - DEVICE_RESOLVERS
         if any(m == k or m.startswith(k + ".") for k in KERNELS_AND_MODELS)
+        and not m.endswith(".config")  # a model's config schema checks its ``device`` key
     )
     assert not bad, bad
 
@@ -201,7 +203,7 @@ REGRESSIONS = {
         '\nimport os\n\ndef _dev():\n    return os.environ.get("FASTDYN_DEVICE", "cpu")\n',
     ),
     "an environment constant": (
-        "models/attn_m/__init__.py",
+        "models/icl/attn_m/__init__.py",
         '\nimport os\n_KEY = "FASTDYN_USE_GPU"\n\ndef _dev():\n    return os.getenv(_KEY)\n',
     ),
     "a kernel that asks numba.cuda itself": (

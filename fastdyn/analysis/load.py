@@ -124,7 +124,7 @@ class RunTable:
         from .._extras import require
 
         xr = require("xarray", "RunTable.to_xarray()")
-        from ..h5.xarray_backend import groups
+        from ..h5.xarray_groups import groups
 
         key = "/" + group.strip("/")
         parts = []

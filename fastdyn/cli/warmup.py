@@ -138,7 +138,7 @@ def _child(argv: list[str]) -> int:
     threads = [a for a in rest if a.startswith("--threads=")]
     models = tuple(a for a in rest if not a.startswith("--threads="))
     assert os.environ.get("NUMBA_CACHE_DIR") == cache and "numba" not in sys.modules
-    from . import main
+    from ._group import main
 
     def say(msg: str) -> None:
         if level >= 0:

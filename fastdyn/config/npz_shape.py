@@ -1,5 +1,5 @@
 """The shape of one array in an ``.npz`` archive, read from its ``.npy`` header without loading
-the data (config rules that depend on a data file's sizes, e.g. ICL ``data.from_file``)."""
+the data (config rules that depend on a data file's sizes, e.g. a ``data.from_file``)."""
 
 from __future__ import annotations
 

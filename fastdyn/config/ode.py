@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import common
 from .schema import choice, every, integer, integers, number
 
 
@@ -29,8 +30,8 @@ class OdeSolverSection:
         help="rk4's nominal step (each output interval is cut into ⌈Δt/h⌉ equal steps)",
         units="time",
     )
-    rtol: float = number(1e-8, 1e-14, 1e-2, help="dopri5 relative tolerance")
-    atol: float = number(1e-12, 0.0, 1.0, lo_open=True, help="dopri5 absolute tolerance")
+    rtol: float = common.rtol()
+    atol: float = common.atol(1e-12)
     max_steps: int = integer(
         10_000_000, 1, 10**12, help="steps allowed per task (rk4: t_max/h, checked before the run; dopri5: the run fails when a task uses them up)"
     )  # fmt: skip

@@ -53,7 +53,7 @@ def models(builtin: bool = False) -> list[str]:
 
 
 def groups(names: list[str] | None = None) -> list[tuple[list[str], type]]:
-    """``names`` (default: every model) grouped by shared schema (the ICL models share one)."""
+    """``names`` (default: every model) grouped by shared schema (several models may share one)."""
     out: list[tuple[list[str], type]] = []
     for m in names if names is not None else models():
         cls = schema_for(m)
@@ -170,7 +170,7 @@ def markdown(names: list[str] | None = None, summaries: dict[str, str] | None = 
     out = [
         "# Config reference",
         "",
-        "<!-- Generated from the schema (fastdyn/config/*.py) by"
+        "<!-- Generated from the schemas (each model package's config module, fastdyn/models/) by"
         " `fastdyn config keys --markdown > docs/config.md`; do not edit by hand:"
         " tests/config/test_reference.py fails when this file and the schema differ. -->",
         "",

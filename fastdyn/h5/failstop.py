@@ -36,7 +36,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import io
 import os
 import resource
 import signal
@@ -45,6 +44,7 @@ import threading
 import h5py
 
 from . import undo
+from .fd_file import FdFile
 from .superblock import end_address, mark_write_access, with_end_address
 
 _FALLOC_FL_KEEP_SIZE = 1
@@ -89,7 +89,7 @@ def ignore_sigxfsz() -> None:
         pass
 
 
-class FailStopFile(io.RawIOBase):
+class FailStopFile(FdFile):
     """A read/write binary file for h5py's ``fileobj`` driver that stops writing at the first
     failure (module docstring). ``create``: create or truncate ``path``; else it must exist.
 
@@ -121,21 +121,9 @@ class FailStopFile(io.RawIOBase):
         self.journal: str | os.PathLike | None = None
         self._journal_at = 0  # where the inside copy of the journal starts
 
-    # io.RawIOBase --------------------------------------------------------------------------
-    def readable(self) -> bool:
-        return True
-
+    # io.RawIOBase (readable, seekable, fileno, tell: FdFile) ----------------------------------
     def writable(self) -> bool:
         return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self.fd
-
-    def tell(self) -> int:
-        return self.pos
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         if whence == os.SEEK_SET:

@@ -76,7 +76,7 @@ class Run:
         from .._extras import require
 
         xr = require("xarray", "Run.to_xarray()")
-        from .xarray_backend import groups
+        from .xarray_groups import groups
 
         run = self if self.series else load(self.path)
         found = groups(run)
@@ -343,7 +343,7 @@ def _journal_note(p: Path, found: undo.Found) -> str:
         )
     if found.inside_at is not None or os.path.lexists(undo.journal_path(p)):
         return ""
-    from .repair import open_flags_set
+    from .write_state import open_flags_set
 
     try:
         killed = open_flags_set(p)
@@ -488,7 +488,7 @@ def load(path: str | os.PathLike, series: bool = True) -> Run:
 def _written_now(p: Path) -> bool:
     """Whether a live writer holds ``p`` (its superblock says open for write and its lock is
     held); never for anything but a regular file (opening a FIFO blocks)."""
-    from .repair import open_flags_set, writer_alive
+    from .write_state import open_flags_set, writer_alive
 
     try:
         return p.is_file() and open_flags_set(p) and writer_alive(p) is not None

@@ -16,28 +16,14 @@ import h5py
 
 from . import layout, undo
 from .compact import compact
-from .lock import WriterBusy, WriterLock, holder
+from .lock import WriterBusy, WriterLock
 from .torn import repair_torn
+from .write_state import open_flags_set, writer_alive
 from .writer import clear_open_flags, read_checkpoint
 
 #: how to open a running or killed file, for messages and docs
 SWMR_H5PY = 'h5py.File(path, "r", libver="latest", swmr=True)'
 SWMR_XARRAY = 'xr.open_dataset(path, engine="h5netcdf", group="loss", driver_kwds={"swmr": True, "libver": "latest"})'
-
-
-def open_flags_set(path: str | os.PathLike) -> bool:
-    """Whether the superblock still says "open for write" (a live or killed writer)."""
-    with open(path, "rb") as fh:
-        head = fh.read(12)
-    return (
-        len(head) == 12 and head[:8] == b"\x89HDF\r\n\x1a\n" and head[8] in (2, 3) and head[11] != 0
-    )
-
-
-def writer_alive(path: str | os.PathLike) -> str | None:
-    """``"pid N on HOST"`` when a live process writes the file, else None; asked without taking
-    the writer's locks (:func:`fastdyn.h5.lock.holder`)."""
-    return holder(path)
 
 
 def run_state(path: str | os.PathLike, status: str) -> tuple[str, str | None]:

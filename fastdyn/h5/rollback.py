@@ -11,15 +11,15 @@ file; only the writer, ``fastdyn repair`` and ``--resume`` put the old bytes bac
 
 from __future__ import annotations
 
-import io
 import mmap
 import os
 from pathlib import Path
 
 from . import undo
+from .fd_file import FdFile
 
 
-class RolledBack(io.RawIOBase):
+class RolledBack(FdFile):
     """The file at ``path`` read through ``fd``, with ``regions``' old bytes over its own; its
     size is where the inside copy of the journal starts (HDF5 addresses nothing past it)."""
 
@@ -30,18 +30,6 @@ class RolledBack(io.RawIOBase):
         size = os.fstat(fd).st_size
         self.size = size if found.inside_at is None else found.inside_at
         self.pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self.fd
-
-    def tell(self) -> int:
-        return self.pos
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         base = {os.SEEK_SET: 0, os.SEEK_CUR: self.pos, os.SEEK_END: self.size}[whence]

@@ -9,7 +9,7 @@ import pytest
 
 from fastdyn.analysis import compare
 from fastdyn.h5 import load
-from fastdyn.models.icl_commands import plateau_table
+from fastdyn.models.icl.commands import plateau_table
 from fastdyn.models.msfr import scaling
 from tests.analysis.test_load import make_run, msfr_config
 

@@ -10,8 +10,8 @@ import pytest
 from fastdyn import plugins
 from fastdyn.config import ConfigError, load_config
 from fastdyn.config.load import schema_for
-from fastdyn.config.msfr import MsfrConfig, OutputSection, TaskSection, TimeSection
 from fastdyn.config.schema import Section
+from fastdyn.models.msfr.config import MsfrConfig, OutputSection, TaskSection, TimeSection
 
 BUILTIN = [m for m in plugins.names() if plugins.is_builtin(m)]
 
@@ -72,7 +72,7 @@ def test_a_model_keeps_its_own_section_defaults_from_a_config_file():
     sampled sequences, where MSFR has 10 000 and 'inf') has that default from a file too, and a
     minimal msfr-attn file is valid (it was refused for MSFR's n_samples = 'inf')."""
     from fastdyn.config.load import from_dict
-    from fastdyn.config.msfr_attn import MsfrAttnConfig
+    from fastdyn.models.msfr_attn.config import MsfrAttnConfig
 
     cfg = from_dict({"model": "msfr-attn"})
     assert (cfg.task.n_tasks, cfg.task.n_samples) == (1000, 10_000.0)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from fastdyn.config import ConfigError, from_dict, load_config, to_toml
-from fastdyn.config.icl import IclConfig
 from fastdyn.config.schema import Rule
-from fastdyn.models.icl_settings import (
+from fastdyn.models.icl.config import IclConfig
+from fastdyn.models.icl.settings import (
     DataSettings,
     ICLSettings,
     InitSettings,
@@ -240,7 +240,7 @@ def test_the_estimate_grows_with_the_test_sets_on_the_cumulative_loss():
     """Each test set gets its prefix rows while it alone stays under the limit, so the estimate
     counts them per set: 2 × 120 000 test samples need more than 2 × 100 000 (before, the two
     sets were taken as one, which crossed the limit and dropped the rows from the estimate)."""
-    from fastdyn.config import icl
+    from fastdyn.models.icl import config as icl
 
     def est(n_test: int) -> float:
         s = load_config(

@@ -117,7 +117,7 @@ def test_msfr_attn_sizes_beyond_memory_name_the_field(sets, field):
 
 
 def test_msfr_attn_mean_tokens_matches_the_exact_sum():
-    from fastdyn.config.msfr_attn import mean_tokens
+    from fastdyn.models.msfr_attn.config import mean_tokens
 
     for n, a, b in [(2**21 + 5, 1.1, -0.3), (3 * 10**6, 2.0, 0.5)]:
         cfg = load_config(

@@ -22,10 +22,10 @@ assert REAL or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", (
     "run through tests/cuda/test_cuda_sim.py"
 )
 
-from fastdyn.models.attn_m import AttnM  # noqa: E402
-from fastdyn.models.attn_s import AttnS  # noqa: E402
+from fastdyn.models.icl.attn_m import AttnM  # noqa: E402
+from fastdyn.models.icl.attn_s import AttnS  # noqa: E402
+from fastdyn.models.icl.problem import generate  # noqa: E402
 from fastdyn.models.msfr import integrate, theory, theory_cuda  # noqa: E402
-from fastdyn.problems.icl import generate  # noqa: E402
 from fastdyn.reduce import n_blocks  # noqa: E402
 
 RTOL = 1e-12

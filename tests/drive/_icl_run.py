@@ -1,6 +1,6 @@
 """In-context regression runs in memory for the tests: :func:`run_icl` (settings → data, theory,
 training → arrays). Runs into a file go through the trained-model driver (``drive/trained.py``)
-with the setup of ``models/icl_setup.py``; this is the same loop without the file."""
+with the setup of ``models/icl/setup.py``; this is the same loop without the file."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import train
-from fastdyn.models.icl_settings import ICLSettings, theory_series
-from fastdyn.models.icl_setup import batch_size, prepare
-from fastdyn.problems import icl as icl_data
+from fastdyn.models.icl import problem as icl_data
+from fastdyn.models.icl.settings import ICLSettings, theory_series
+from fastdyn.models.icl.setup import batch_size, prepare
 
 
 def run_icl(
@@ -25,7 +25,7 @@ def run_icl(
     """Do the whole run. ``on_save(step, losses, weights)`` is called at every save step (see
     :func:`fastdyn.drive.train.train`). Returns a dict with ``series`` (the recorded arrays:
     step, loss/…, value_weights, Gamma, Gamma_eig), ``time`` (t/τ = 2η·step), ``theory``
-    (:func:`fastdyn.models.icl_settings.theory_series`), ``weights`` (final, paper layout),
+    (:func:`fastdyn.models.icl.settings.theory_series`), ``weights`` (final, paper layout),
     ``theta`` (final flat vector), ``model`` (the model object), ``data`` (the ICLData, or None for
     the population), ``optimizer_state``, ``n_trained`` and ``status`` ("complete"). A divergence
     raises :class:`fastdyn.drive.train.DivergedError` ("diverged at step k: …").

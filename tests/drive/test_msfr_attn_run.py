@@ -124,7 +124,7 @@ def _coupling(tmp_path, d, n, psi0=10, sigma0=0.05, seed=1):
     where rounding differences then grow to 0.1). Epochs: 3 × the block half-rise time of the
     rarest sampled task.
     Returns per-task coupling measures and the errors against the numpy reference map."""
-    from fastdyn.problems.msfr import MsfrProblem
+    from fastdyn.models.msfr.problem import MsfrProblem
 
     task = {"n_tasks": d, "n_samples": n, "psi0": psi0}
     cfg0 = from_dict({"model": "msfr-attn", "seed": seed, "task": task, "init": {"scale": sigma0}})

@@ -17,8 +17,9 @@ from fastdyn.drive import train as train_mod
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import DivergedError, train
 from fastdyn.models import _spec
-from fastdyn.models.attn_m import AttnM
-from fastdyn.models.icl_settings import (
+from fastdyn.models.icl.attn_m import AttnM
+from fastdyn.models.icl.problem import generate
+from fastdyn.models.icl.settings import (
     DataSettings,
     ICLSettings,
     InitSettings,
@@ -26,7 +27,6 @@ from fastdyn.models.icl_settings import (
     OptimSettings,
     ScheduleSettings,
 )
-from fastdyn.problems.icl import generate
 
 from ._icl_run import run_icl
 
@@ -68,7 +68,7 @@ def test_on_save_calls_and_series():
 
 
 def test_registry_entries():
-    import fastdyn.models.icl_registry  # noqa: F401
+    import fastdyn.models.icl.registry  # noqa: F401
 
     for name in ("attn-m", "attn-s", "mlp-cubic"):
         e = _spec.get(name)
@@ -164,7 +164,7 @@ def test_fused_per_sample_gd_equals_one_step_at_a_time(monkeypatch, ic_only):
 
 @pytest.mark.parametrize("moments", [True, False])
 def test_fused_gd_of_attn_s_equals_one_step_at_a_time(monkeypatch, moments):
-    from fastdyn.models.attn_s import AttnS
+    from fastdyn.models.icl.attn_s import AttnS
 
     d = generate(3, 6, 1500, seed=5)  # NQ = 30: the data's moments pay (4·NQ ≤ 1500 rows)
     m = AttnS(3, 2, 6, R=2, attention_scale="1")
@@ -175,7 +175,7 @@ def test_fused_gd_of_attn_s_equals_one_step_at_a_time(monkeypatch, moments):
 
 
 def test_fused_statistics_gd_of_the_mlp_equals_one_step_at_a_time(monkeypatch):
-    from fastdyn.models.mlp_cubic import MLPCubic
+    from fastdyn.models.icl.mlp_cubic import MLPCubic
 
     d = generate(3, 6, 500, seed=4)  # K = 9 features: the set's statistics pay (4·K ≤ 500)
     m = MLPCubic(3, 4, 6)
@@ -263,10 +263,10 @@ def test_sgd_reproducible_and_resume():
 _DETERMINISM = textwrap.dedent(
     """
     import hashlib, numpy as np
-    from fastdyn.problems.icl import generate
-    from fastdyn.models.attn_m import AttnM
-    from fastdyn.models.attn_s import AttnS
-    from fastdyn.models.mlp_cubic import MLPCubic
+    from fastdyn.models.icl.problem import generate
+    from fastdyn.models.icl.attn_m import AttnM
+    from fastdyn.models.icl.attn_s import AttnS
+    from fastdyn.models.icl.mlp_cubic import MLPCubic
     from fastdyn.drive.optim import make_optimizer
     from fastdyn.drive.train import train
     import numba
@@ -450,9 +450,9 @@ def test_fused_statistics_gd_near_an_exact_fit_takes_the_rows_as_one_step_at_a_t
     monkeypatch,
 ):
     # labels made by the MLP at θ*: near θ* the loss from the statistics is below the floor
-    # (config.icl.MOMENT_FLOOR); the fused loop stops there and the step comes from the rows
-    from fastdyn.models.mlp_cubic import MLPCubic
-    from fastdyn.models.mlp_cubic.kernels import prepare_features
+    # (models.icl.config.MOMENT_FLOOR); the fused loop stops there and the step comes from the rows
+    from fastdyn.models.icl.feature_kernels import prepare_features
+    from fastdyn.models.icl.mlp_cubic import MLPCubic
 
     d = generate(3, 6, 500, seed=4)
     m = MLPCubic(3, 4, 6)

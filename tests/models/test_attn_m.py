@@ -8,9 +8,9 @@ import pytest
 
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import train
-from fastdyn.models.attn_m import AttnM
-from fastdyn.models.attn_m import theory as tm
-from fastdyn.problems.icl import generate, rotation, spectrum_eigenvalues
+from fastdyn.models.icl.attn_m import AttnM
+from fastdyn.models.icl.attn_m import theory as tm
+from fastdyn.models.icl.problem import generate, rotation, spectrum_eigenvalues
 from tests.reference.icl_reference import (
     FD_RTOL,
     FWD_RTOL,
@@ -294,7 +294,7 @@ def test_cumulative_gathered_threads_and_fused_steps_bit_identical():
 def test_cumulative_prefix_rows_above_the_limit(monkeypatch):
     """Above PREFIX_BYTES_MAX a set keeps only its tokens (no prefix rows, no fused steps), and
     the memory estimate counts the rows only below the limit."""
-    from fastdyn.config import icl as cfg
+    from fastdyn.models.icl import config as cfg
 
     data = generate(3, 5, 40, seed=2)
     m = AttnM(3, 2, 5, loss="cumulative")
@@ -310,7 +310,7 @@ def test_cumulative_prefix_rows_above_the_limit(monkeypatch):
     [("attn-m", "last", "N"), ("attn-m", "cumulative", "1"), ("attn-s", "last", "1")],
 )
 def test_full_batch_moments_match_the_reference_and_the_per_sample_sums(name, loss, scale):
-    from fastdyn.models.attn_s import AttnS
+    from fastdyn.models.icl.attn_s import AttnS
 
     data = generate(3, 7, 1500, seed=5)  # NQ = 10·3 = 30 folded weights, 4·NQ ≤ 1500 rows
     m = AttnM(3, 2, 7, attention_scale=scale, loss=loss) if name == "attn-m" else (
@@ -339,9 +339,9 @@ def test_data_moments_are_bit_identical_for_one_and_two_threads(tmp_path):
     from tests._threads import assert_bit_identical, outputs_per_thread_count
 
     script = """
-    from fastdyn.models.attn_m import AttnM
-    from fastdyn.models.attn_m.kernels import full_moments
-    from fastdyn.problems.icl import generate
+    from fastdyn.models.icl.attn_m import AttnM
+    from fastdyn.models.icl.attn_m.kernels import full_moments
+    from fastdyn.models.icl.problem import generate
 
     data = generate(4, 31, 20000, seed=2)  # 20 blocks: two passes of the blocks held at once
     prep = AttnM(4, 3, 31).prepare(data.tokens, data.labels)
@@ -355,7 +355,7 @@ def test_near_an_exact_fit_the_loss_comes_from_the_rows():
     # labels made by the model itself at θ*: L(θ*) = 0 up to the labels' round-off. From the
     # moments, L = (y2 − 2m·b + m·Gm)/n would stop at ~1e-16·y2/n, or below 0 (measured: 3 of
     # 20 points near θ* negative); below MOMENT_FLOOR·y2 the step is taken from the rows.
-    from fastdyn.models.attn_m.kernels import contract_M
+    from fastdyn.models.icl.attn_m.kernels import contract_M
 
     D, N, P = 3, 7, 2000
     m = AttnM(D, 2, N)

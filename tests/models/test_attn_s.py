@@ -9,10 +9,10 @@ from scipy.integrate import solve_ivp
 
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import train
-from fastdyn.models.attn_s import AttnS
-from fastdyn.models.attn_s import theory as ts
-from fastdyn.models.icl_settings import DataSettings, ICLSettings, ModelSettings
-from fastdyn.problems.icl import rotation, spectrum_eigenvalues
+from fastdyn.models.icl.attn_s import AttnS
+from fastdyn.models.icl.attn_s import theory as ts
+from fastdyn.models.icl.problem import rotation, spectrum_eigenvalues
+from fastdyn.models.icl.settings import DataSettings, ICLSettings, ModelSettings
 from tests.reference.icl_reference import (
     FD_RTOL,
     FWD_RTOL,

@@ -11,8 +11,8 @@ from scipy.integrate import solve_ivp
 from fastdyn.config import load_config
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import train
-from fastdyn.models.attn_s import theory as ts
-from fastdyn.models.icl_setup import eq21_theory, prepare, setup
+from fastdyn.models.icl.attn_s import theory as ts
+from fastdyn.models.icl.setup import eq21_theory, prepare, setup
 
 FIG3 = "data/configs/icl_fig3.toml"
 POP = ["data.population=true", "attention.reduced=true"]

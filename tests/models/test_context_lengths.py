@@ -72,7 +72,7 @@ def test_finite_data_run_within_its_monte_carlo_error(tmp_path):
     G = f["params/Gamma"][-1]
     ev = f["theory/eigvals"][:]
     # tokens are drawn with covariance Q diag(λ) Qᵀ, Q the run's rotation (columns: eigenvectors)
-    from fastdyn.problems.icl import rotation
+    from fastdyn.models.icl.problem import rotation
 
     Q = rotation(4, 0)
     Lam = Q @ np.diag(ev) @ Q.T

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from fastdyn.cli import main
-from fastdyn.models.icl_setup import AXES
+from fastdyn.models.icl.setup import AXES
 
 TINY = ("data.D=3", "data.N=5", "data.P=40", "data.n_test=20", "init.scale=0.3", "optim.lr=0.01", "schedule.epochs=20", "schedule.save_every=10")  # fmt: skip
 ALL = ("output.diagnostics=true", "output.snapshots=true", "data.save=true", "test.context_lengths=[3, 5]")  # fmt: skip

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from fastdyn.cli import main
 from fastdyn.config.load import load_config, to_toml
 from fastdyn.h5.writer import read_checkpoint
-from fastdyn.models import icl_diagnostics as idg
-from fastdyn.models.attn_m import AttnM
+from fastdyn.models.icl import diagnostics as idg
+from fastdyn.models.icl.attn_m import AttnM
 from tests.reference.icl_diag_reference import cosine_matrix, head_functions, in_weight_norms
 
 ON = ("output.diagnostics=true", "output.snapshots=true")

@@ -9,9 +9,9 @@ import itertools
 import numpy as np
 import pytest
 
-from fastdyn.models.attn_m.theory import plateau_losses
-from fastdyn.models.icl_fixed_points import fixed_points, gamma_subset
-from fastdyn.problems.icl import rotation, spectrum_eigenvalues
+from fastdyn.models.icl.attn_m.theory import plateau_losses
+from fastdyn.models.icl.fixed_points import fixed_points, gamma_subset
+from fastdyn.models.icl.problem import rotation, spectrum_eigenvalues
 from tests.reference.icl_reference import reduced_loss_at
 
 N = 31

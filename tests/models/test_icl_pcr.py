@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from fastdyn.config import load_config
-from fastdyn.models.attn_m.theory import pcr_predictor, plateau_losses
-from fastdyn.models.icl_setup import prepare, setup
+from fastdyn.models.icl.attn_m.theory import pcr_predictor, plateau_losses
+from fastdyn.models.icl.setup import prepare, setup
 from tests.reference.icl_reference import attn_loss
 
 FIG3 = "data/configs/icl_fig3.toml"

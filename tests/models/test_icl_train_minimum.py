@@ -1,4 +1,4 @@
-"""The finite-train-set minimum ``/theory/train_minimum`` (fastdyn.models.icl_train_minimum):
+"""The finite-train-set minimum ``/theory/train_minimum`` (fastdyn.models.icl.train_minimum):
 against a naive numpy reference (tests/reference/icl_train_minimum_reference.py: the full,
 unsymmetrised tensor and the normal equations with a pseudo-inverse, no fastdyn kernel), and
 against long gradient-descent runs, whose train loss converges to it from above."""
@@ -81,7 +81,7 @@ def test_sets_that_train_from_moments_solve_them(tmp_path, monkeypatch, sets):
     """P = 400 rows of 60 features train from the set's moments (4·NQ ≤ P), and the minimum then
     comes from them (normal equations, residual over the rows): it matches the reference to the
     same REF_RTOL (measured 2.2e-16 on Fig. 4's set, 80 000 × 360)."""
-    from fastdyn.models import icl_train_minimum as tm
+    from fastdyn.models.icl import train_minimum as tm
 
     calls = []
     real = tm.from_moments
@@ -98,7 +98,7 @@ def test_from_moments_against_lstsq_and_its_conditioning_limit():
     """Random packed rows: the same minimum as lstsq on the explicit features (measured 1e-15
     relative; 1e-12 for other BLAS); a G whose condition number exceeds MOMENT_COND_MAX is
     declined (None), so the caller takes lstsq."""
-    from fastdyn.models.icl_train_minimum import MOMENT_COND_MAX, from_moments
+    from fastdyn.models.icl.train_minimum import MOMENT_COND_MAX, from_moments
 
     rng = np.random.default_rng(3)
     NP, D, P = 6, 2, 500

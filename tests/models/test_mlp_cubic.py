@@ -8,9 +8,9 @@ import pytest
 
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import train
-from fastdyn.models.attn_m import AttnM
-from fastdyn.models.mlp_cubic import MLPCubic, from_attn_m
-from fastdyn.problems.icl import generate
+from fastdyn.models.icl.attn_m import AttnM
+from fastdyn.models.icl.mlp_cubic import MLPCubic, from_attn_m
+from fastdyn.models.icl.problem import generate
 from tests.reference.icl_reference import (
     FD_RTOL,
     FWD_RTOL,

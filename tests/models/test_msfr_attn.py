@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastdyn.models.msfr_attn import kernels as K
-from fastdyn.problems import msfr_seq
+from fastdyn.models.msfr_attn import problem as msfr_seq
 from tests._threads import assert_bit_identical, outputs_per_thread_count
 from tests.reference import msfr_attn_reference as R
 
@@ -234,7 +234,7 @@ def test_paper_in_context_adaptation():
 
 _THREADS_SCRIPT = """
 from fastdyn.models.msfr_attn import kernels as K
-from fastdyn.problems import msfr_seq
+from fastdyn.models.msfr_attn import problem as msfr_seq
 
 n = K.SMALL_WORK // 6 + 4000  # 6 tokens a sequence: just above the threshold
 data = msfr_seq.from_counts(

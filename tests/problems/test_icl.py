@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdyn.models.mlp_cubic.kernels import prepare_features, sufficient_stats
-from fastdyn.problems import icl
+from fastdyn.models.icl import problem as icl
+from fastdyn.models.icl.feature_kernels import prepare_features, sufficient_stats
 
 
 def test_spectra():

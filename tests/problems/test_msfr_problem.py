@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastdyn.config import load_config
-from fastdyn.problems.msfr import MsfrProblem
+from fastdyn.models.msfr.problem import MsfrProblem
 from fastdyn.reduce import BLOCK
 
 
@@ -85,7 +85,7 @@ def test_tail_losses_are_the_unrepresented_tasks():
 
 @pytest.mark.parametrize("x", [2.0, 1.0, 0.5, -3.0, 25.0, 1.3])
 def test_power_sums_match_the_exact_sum(x):
-    from fastdyn.problems.msfr import EM_FROM, power_sums
+    from fastdyn.models.msfr.problem import EM_FROM, power_sums
 
     lo = np.array([EM_FROM + 1, 5_000_001, 10**9 + 1, 10**9 + 7])
     hi = lo + np.array([1023, 1023, 1023, 3])
@@ -102,7 +102,7 @@ def test_far_tail_in_closed_form_equals_the_task_by_task_sum(monkeypatch, extra)
     """Tasks beyond EM_FROM are summed per block in closed form: the same tail losses and
     normalisation as adding every task (issue 22: 10^10 tasks, model_size 1000 took > 300 s)."""
     from fastdyn.config import load_config
-    from fastdyn.problems import msfr
+    from fastdyn.models.msfr import problem as msfr
 
     cfg = load_config(None, ["task.n_tasks=3000000", "task.model_size=1000", *extra])
     fast = msfr.MsfrProblem(cfg.task, cfg.init, cfg.seed)

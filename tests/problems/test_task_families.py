@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from fastdyn.cli import main
 from fastdyn.config import load_config
+from fastdyn.models.msfr.problem import MsfrProblem
 from fastdyn.problems import rng
-from fastdyn.problems.msfr import MsfrProblem
 from tests._threads import assert_bit_identical, outputs_per_thread_count
 
 N = 3000  # not a multiple of the 1024-task block
@@ -134,7 +134,7 @@ def test_a_table_of_the_family_reproduces_the_family_run_bit_for_bit(tmp_path, s
 
 _THREADS = """
 from fastdyn.config import load_config
-from fastdyn.problems.msfr import MsfrProblem
+from fastdyn.models.msfr.problem import MsfrProblem
 cfg = load_config(None, ["task.n_tasks=20000", "task.strength_law=lognormal", "task.frequency_law=exponential",
                          "task.frequency_decay=700", "task.n_samples=100000", "task.model_size=9000"])
 p = MsfrProblem(cfg.task, cfg.init, cfg.seed)

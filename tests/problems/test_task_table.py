@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from fastdyn.cli import main
 from fastdyn.config import load_config
-from fastdyn.problems.msfr import MsfrProblem
+from fastdyn.models.msfr.problem import MsfrProblem
 
 N, ALPHA, GAMMA, PSI0, BETA = (
     3000,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastdyn.problems.icl import generate
+from fastdyn.models.icl.problem import generate
 
 
 def _softmax_cols(A: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """A naive numpy reference of the finite-train-set minimum of linear attention's last-token loss.
 
 Written straight from the matrix form of the prediction, independently of fastdyn's kernels and
-of ``fastdyn.models.icl_train_minimum``: for each sequence μ, X_μ (D+1, N+1) holds the tokens as
+of ``fastdyn.models.icl.train_minimum``: for each sequence μ, X_μ (D+1, N+1) holds the tokens as
 columns (the query's label zero), and
 
     ŷ_μ = (1/ρ) Σ_i r_iᵀ X Xᵀ W_i x̂_q = Σ_{a,b,c} (X Xᵀ)_ab x_q,c · T_abc,   T_abc = Σ_i r_ia W_i,bc / ρ,

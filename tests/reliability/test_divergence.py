@@ -12,8 +12,8 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 from fastdyn.drive.train import hessian_lambda_max
-from fastdyn.models.attn_m import AttnM
-from fastdyn.problems.icl import generate
+from fastdyn.models.icl.attn_m import AttnM
+from fastdyn.models.icl.problem import generate
 
 GD = [
     "--set",

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 from fastdyn.h5.writer import read_checkpoint
-from fastdyn.models.attn_m import AttnM
+from fastdyn.models.icl.attn_m import AttnM
 
 from .conftest import assert_same_series
 

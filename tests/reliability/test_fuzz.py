@@ -3,7 +3,7 @@ in-process (issue 6, acceptance 4): never a traceback; a config made invalid on 
 exits 2 with one line naming the broken field; a valid one exits 0; random ones exit 0 or 2.
 
 The oracle is the construction, not fastdyn's validator: `valid` draws only values inside the
-documented ranges (config/msfr.py), `broken` takes such a config and breaks exactly one field in a
+documented ranges (models/msfr/config.py), `broken` takes such a config and breaks exactly one field in a
 way the documentation forbids (unknown key, wrong type, out of range, non-finite, a request far
 beyond any machine's memory, a malformed file)."""
 

@@ -340,7 +340,9 @@ def test_runs_stay_within_the_memory_they_were_allowed(tmp_path, sets):
     """The limit is set to the run's own estimate (+5%): the check passes, and the peak RSS of the
     real run (its VmHWM) stays below it."""
     cfg = load_config(None, [s for s in sets if s != "--set"])
-    from fastdyn.config import icl, msfr, msfr_attn
+    from fastdyn.models.icl import config as icl
+    from fastdyn.models.msfr import config as msfr
+    from fastdyn.models.msfr_attn import config as msfr_attn
 
     if cfg.model == "msfr":
         est = msfr._bytes_needed(cfg)

@@ -159,8 +159,8 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
 
     from ...config import load_config
     from ...config.presets import resolve
-    from ...problems.msfr import MsfrProblem
     from .local_laws import CURVED, local_laws, tail_and_cutoff
+    from .problem import MsfrProblem
 
     cfg = load_config(resolve(config_path) if config_path else None, list(sets))
     task = getattr(cfg, "task", None)
@@ -195,7 +195,7 @@ def _local(config_path, sets, window, at_time, as_json) -> None:
         ll = local_laws(prob, lo, hi, float(cfg.init.scale), blk=blk)
     except ValueError as e:
         raise ConfigError(f"--window: {e}") from None
-    from ...config.task_families import describe
+    from .task_families import describe
 
     what = f"task.table {task.table}" if task.table is not None else describe(task)
     if as_json:

@@ -4,9 +4,9 @@ from typing import Any
 
 import numpy as np
 
-from ...config.msfr import MsfrConfig
 from ...config.schema import ConfigError
 from .. import _spec
+from .config import MsfrConfig
 from .fit_laws import SCALING
 from .setup import setup
 

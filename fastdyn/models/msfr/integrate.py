@@ -82,7 +82,7 @@ from .lanes import _CHECK_EVERY, LANES  # noqa: F401  (re-exported)
 
 INTEGRATORS = ("rk4", "dopri5", "gd")
 
-# defaults (kept equal to config/msfr.py [solver])
+# defaults (kept equal to config.py [solver])
 DEFAULT_STEPS_PER_TIMESCALE = 200.0
 DEFAULT_RTOL = 1e-8
 DEFAULT_ATOL = 1e-14

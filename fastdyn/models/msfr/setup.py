@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from ...core.restore import restore_arrays, restore_clocks
-from ...problems.msfr import MsfrProblem, TaskChunk, default_track
 from ...reduce import BLOCK, block_partials
 from .._spec import OdeSetup
+from .problem import MsfrProblem, TaskChunk, default_track
 
 TABLE_CACHE_BYTES = 1 << 30
 _STATE = ("y", "h", "rprev", "status", "steps", "rejected")

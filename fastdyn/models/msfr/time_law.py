@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .._spec import NoLaw, Theory, stored_value
+from .._spec import NoLaw, Theory
+from .regime_laws import _Stored, abg, emergence, regime_theory, strength, task_law_name
 
 __all__ = ["TimeLaw", "time_law", "task_law_name", "stored_problem"]
 
@@ -69,27 +70,6 @@ def _none(text: str) -> TimeLaw:
     return TimeLaw("none", math.nan, "", "", text)
 
 
-def task_law_name(config: Mapping[str, Any]) -> str | None:
-    """ "task.table FILE" or "task.strength_law = 'exponential'" for a config whose tasks follow a
-    table or a named family, None for the built-in power laws."""
-    run = _Stored(config)
-    table = stored_value(run, "task.table")
-    if table is not None:
-        return f"task.table {table}"
-    parts = [f"task.{k}_law = {stored_value(run, f'task.{k}_law')!r}" for k in ("frequency", "strength")
-             if stored_value(run, f"task.{k}_law", "power") != "power"]  # fmt: skip
-    return ", ".join(parts) or None
-
-
-class _Stored:
-    """A stored config (and the resolved model size) as the run-like object the hooks read."""
-
-    def __init__(self, config: Mapping[str, Any], n_represented: int | None = None) -> None:
-        self.config = config
-        self.attrs = {} if n_represented is None else {"n_represented": n_represented}
-        self.path = None
-
-
 def time_law(
     config: Mapping[str, Any], window: tuple[float, float], n_represented: int | None = None
 ) -> TimeLaw:
@@ -108,7 +88,6 @@ def time_law(
 
 def _power(run: _Stored, t_lo: float, t_hi: float) -> TimeLaw:
     from . import scaling
-    from .fit_laws import SCALING, abg, emergence, strength
 
     law = abg(run)
     if law is None:
@@ -118,7 +97,7 @@ def _power(run: _Stored, t_lo: float, t_hi: float) -> TimeLaw:
     except ValueError as e:
         return _none(f"no closed-form law: {e}")
     wr = scaling.window_regime(t_lo, t_hi, emergence(run), *strength(run))
-    th = SCALING.regime_theory(run, "time", wr, "emerge in the window")
+    th = regime_theory(run, "time", wr, "emerge in the window")
     if not isinstance(th, Theory):  # this regime's time law does not exist (κ_t ≤ 0)
         try:
             scaling.exponents(*law, regime=wr.law)
@@ -163,7 +142,7 @@ def _local(
 
 
 def stored_problem(config: Mapping[str, Any]) -> tuple[Any, float]:
-    """(the :class:`~fastdyn.problems.msfr.MsfrProblem` of a stored config, its σ0); ValueError
+    """(the :class:`~fastdyn.models.msfr.problem.MsfrProblem` of a stored config, its σ0); ValueError
     with the first line of the reason when the config or its table cannot be read here."""
     key = json.dumps(_plain(config), sort_keys=True, default=str)
     return _problem(key)
@@ -173,7 +152,7 @@ def stored_problem(config: Mapping[str, Any]) -> tuple[Any, float]:
 def _problem(key: str) -> tuple[Any, float]:
     from ...config.load import from_dict
     from ...config.schema import ConfigError
-    from ...problems.msfr import MsfrProblem
+    from .problem import MsfrProblem
 
     try:
         cfg = from_dict(json.loads(key))

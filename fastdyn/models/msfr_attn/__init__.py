@@ -3,8 +3,8 @@
 ``ENTRY`` is what the ``fastdyn.models`` entry point ``msfr-attn`` names.
 """
 
-from ...config.msfr_attn import MsfrAttnConfig
 from .. import _spec
+from .config import MsfrAttnConfig
 from .setup import setup
 
 ENTRY = _spec.ModelEntry(

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ...problems import msfr_seq
-from ...problems.msfr import MsfrProblem, default_track
 from .._spec import TrainedSetup
+from ..msfr.problem import MsfrProblem, default_track
 from . import kernels as K
+from . import problem as msfr_seq
 from . import weights as W
 
 #: (units, long_name) of msfr-attn's datasets beyond the file format's defaults (the named final

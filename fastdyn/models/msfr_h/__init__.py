@@ -5,8 +5,8 @@ beside the Riccati closed form with μ, Π from H_s's eigen-decomposition.
 ``ENTRY`` is what the ``fastdyn.models`` entry point ``msfr-h`` names.
 """
 
-from ...config.msfr_h import MsfrHConfig
 from .. import _spec
+from .config import MsfrHConfig
 from .setup import setup
 
 ENTRY = _spec.ModelEntry(

@@ -59,14 +59,7 @@ def observe(p, y):
 
 @njit(**SERIAL)
 def loss(p, y):
-    """(P(s) r²/2, (#/N) r²/2), r = vᵀ H w − Λ."""
-    d = y.shape[0] // 2
-    f = 0.0
-    for i in range(d):
-        hw = 0.0
-        for j in range(d):
-            hw += p[N_SCALARS + i * d + j] * y[d + j]
-        f += y[i] * hw
-    r = f - p[1]
+    """(P(s) r²/2, (#/N) r²/2), r = vᵀ H w − Λ (vᵀ H w: :func:`observe`)."""
+    r = observe(p, y) - p[1]
     h = 0.5 * r * r
     return p[2] * h, p[0] * h

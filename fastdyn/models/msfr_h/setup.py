@@ -19,8 +19,8 @@ import numpy as np
 
 from ...config.schema import ConfigError
 from ...core import saveat
-from ...problems.msfr import MsfrProblem, default_track
 from .._spec import OdeMaths
+from ..msfr.problem import MsfrProblem, default_track
 from . import hmat, kernels
 from .theory import theory_terms
 
@@ -102,8 +102,8 @@ def theory(params: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def setup(cfg: Any, _tools: Any = None) -> OdeMaths:
-    """The maths of a validated msfr-h config (``fastdyn.config.msfr_h``)."""
-    from ...config.msfr_h import read_h_file
+    """The maths of a validated msfr-h config (``fastdyn.models.msfr_h.config``)."""
+    from .config import read_h_file
 
     h_file = read_h_file(cfg.h.file) if cfg.h.file is not None else None
     problem = MsfrProblem(cfg.task, SimpleNamespace(scheme="balanced", scale=1.0), cfg.seed)

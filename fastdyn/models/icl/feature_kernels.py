@@ -293,7 +293,7 @@ def stats_gd(kind, theta, H, R, D, maskf, yy, c, C, lr, limit, losses, floor):
     same order as one call each, so θ and losses[s] (L before update s) are bit-identical to
     them. A step whose loss or gradient is not finite, or whose loss exceeds ``limit``, is not
     taken: the call returns before it; so is one whose loss is below ``floor`` (near an exact
-    fit the caller takes it from the rows, ``config.icl.MOMENT_FLOOR``)."""
+    fit the caller takes it from the rows, ``icl.config.MOMENT_FLOOR``)."""
     grad = np.empty(theta.shape[0])
     for s in range(losses.shape[0]):
         if kind == MLP:

@@ -1,7 +1,7 @@
 """Settings of one in-context-regression training run, the model it builds and its theory series
 (runs go through the trained-model driver into a file).
 
-The settings are the config sections of :mod:`fastdyn.config.icl` (re-exported here): frozen
+The settings are the config sections of :mod:`fastdyn.models.icl.config` (re-exported here): frozen
 dataclasses declared with the config schema's rules (defaults: docs/theory.md, ICL, Fig. 1 — ATTN_M, D = 4,
 N = 31, H = 8, P = 5000, init 1e-6, lr 1e-3, 6001 full-batch GD epochs). Every field is validated
 on construction and a bad value raises a one-line ``ConfigError`` (a ``ValueError``) naming the
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config.icl import (
+from . import problem as icl_data
+from .config import (
     MODELS,
     DataSettings,
     ICLSettings,
@@ -23,7 +24,6 @@ from ..config.icl import (
     OutputSettings,
     ScheduleSettings,
 )
-from ..problems import icl as icl_data
 
 __all__ = [
     "MODELS",

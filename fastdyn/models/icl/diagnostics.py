@@ -1,5 +1,7 @@
-"""Opt-in streamed diagnostics of the ICL models: head alignment, in-weight norms and
-weight snapshots, one row per save on the same grid as the losses.
+"""What the ICL models record at every save (:func:`observer`, the trained-model driver's
+``observe``): the test losses, the weights in paper layout, Γ with its eigen-projections and the
+value weights (:func:`diagnostics`), and the opt-in streamed diagnostics below: head alignment,
+in-weight norms and weight snapshots, one row per save on the same grid as the losses.
 
 ``output.diagnostics = true``:
 
@@ -123,3 +125,38 @@ def measure(
         if k.startswith(SNAPSHOTS):
             out[k] = np.array(arrays[k[len(SNAPSHOTS) :]], copy=True)
     return out
+
+
+def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
+    """``value_weights`` (H,), ``Gamma`` (D, D) = κ Σ_i v_i U_i (paper units) and, given the
+    eigenvectors of Λ (columns, eigenvalues decreasing), ``Gamma_eig`` (D,) = e_dᵀ Γ e_d."""
+    G = model.kappa * model.gamma(theta)
+    out = {"value_weights": model.value_weights(theta), "Gamma": G}
+    if eigvecs is not None:
+        out["Gamma_eig"] = np.einsum("ad,ab,bd->d", eigvecs, G, eigvecs)
+    return out
+
+
+def observer(
+    model: Any,
+    tests: dict[str, dict],
+    eigvecs: np.ndarray | None,
+    ctx: Any = None,
+    diag: dict[str, tuple[int, ...]] | None = None,
+):
+    """``observe(theta) -> (losses, weights)`` at a save: the test-set losses ``test_<name>``,
+    the weights in paper layout and their :func:`diagnostics` (and the losses at other context
+    lengths, as the weight ``test_context``, from ``ctx``, a :class:`~fastdyn.models.icl.setup.ContextTests`;
+    the opt-in series ``diag`` of this module under their series names)."""
+
+    def observe(theta: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        losses = {f"test_{name}": model.loss_value(theta, tp) for name, tp in tests.items()}
+        w = model.to_arrays(theta)
+        w.update(diagnostics(model, theta, eigvecs))
+        if ctx is not None:
+            w["test_context"] = ctx.losses(theta)
+        if diag:
+            w.update(measure(model, theta, diag, w))
+        return losses, w
+
+    return observe

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from .schema import ConfigError
+from ...config.schema import ConfigError
 
 FREQUENCY_LAWS = ("power", "exponential", "broken-power")
 STRENGTH_LAWS = ("power", "exponential", "broken-power", "lognormal")
@@ -122,7 +122,7 @@ def is_default(section, key: str) -> bool:
 
 class FamilySource:
     """The columns of a named family, computed per row range: the interface of
-    :class:`fastdyn.config.task_table.TaskTable` (``n``, ``has_counts``, ``weight_name``,
+    :class:`fastdyn.models.msfr.task_table.TaskTable` (``n``, ``has_counts``, ``weight_name``,
     :meth:`read`), so the problem reads a family exactly like a table."""
 
     has_counts = False

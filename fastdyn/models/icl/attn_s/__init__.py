@@ -19,10 +19,10 @@ from ..attn_m import ICLModel, ReducedKernels, _need
 
 class AttnS(ReducedKernels, ICLModel):
     """ATTN_S (see the module docstring). H·R < D is allowed here (theory tests use one head);
-    :class:`fastdyn.models.icl_settings.ICLSettings` rejects it for runs."""
+    :class:`fastdyn.models.icl.settings.ICLSettings` rejects it for runs."""
 
     name = "attn-s"
-    #: the axis names of :meth:`to_arrays`'s arrays (``fastdyn.models.icl_setup.AXES``)
+    #: the axis names of :meth:`to_arrays`'s arrays (``fastdyn.models.icl.setup.AXES``)
     array_axes = {
         "W_V": ("head", "row", "col"),
         "W_K": ("head", "rank", "col"),
@@ -79,7 +79,7 @@ class AttnS(ReducedKernels, ICLModel):
         kq_grads(np.ascontiguousarray(K), np.ascontiguousarray(Q), dB, gK, gQ)
 
     def _reduced_kind(self) -> int:
-        from ..mlp_cubic.kernels import ATTN_S
+        from ..feature_kernels import ATTN_S
 
         return ATTN_S
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...problems.icl import expected_lhat2
+from ..problem import expected_lhat2
 
 __all__ = [
     "expected_lhat2",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...problems.rng import STREAM_INIT_W, generator
+from ....problems.rng import STREAM_INIT_W, generator
 from .kernels import linear_loss_and_grad, prepare_attention, softmax_loss_and_grad
 
 LOSSES = ("last", "cumulative")
@@ -46,8 +46,8 @@ class ICLModel:
     def observer(self, tests: dict, eigvecs: np.ndarray | None):
         """``observe(theta) -> (losses, weights)`` at a save (the training loop's default): the
         test-set losses, the weights in paper layout and their diagnostics
-        (:func:`fastdyn.models.icl_setup.observer`)."""
-        from ..icl_setup import observer
+        (:func:`fastdyn.models.icl.diagnostics.observer`)."""
+        from ..diagnostics import observer
 
         return observer(self, tests, eigvecs)
 
@@ -125,7 +125,7 @@ class ICLModel:
 
     def prepare(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
         """Arrays the training kernel reads, computed once (sufficient statistics when reduced)."""
-        from ..mlp_cubic.kernels import prepare_features, sufficient_stats
+        from ..feature_kernels import prepare_features, sufficient_stats
 
         if self.reduced:
             Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
@@ -136,7 +136,7 @@ class ICLModel:
     def prepare_eval(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
         """Arrays for evaluating the loss on a (test) set with the same model: its rows, no
         moments (a set evaluated only at saves would rarely repay them)."""
-        from ..mlp_cubic.kernels import prepare_features
+        from ..feature_kernels import prepare_features
 
         if self.reduced:
             Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
@@ -145,7 +145,7 @@ class ICLModel:
 
     def prepare_population(self, eigvals: np.ndarray, eigvecs: np.ndarray) -> dict:
         """Population statistics (reduced path only): E[y_q²], E[y_q z], E[z zᵀ] (docs/theory.md, ICL)."""
-        from ...problems.icl import population_moments
+        from ..problem import population_moments
 
         if not self.reduced:
             raise ValueError("data.population: needs model.reduced = true, got reduced = false")
@@ -168,8 +168,8 @@ class ICLModel:
     ) -> float:
         """L(θ) (docs/theory.md, ICL, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
         (zero on held entries)."""
-        from ...config.icl import MOMENT_FLOOR
-        from ..mlp_cubic.kernels import linear_feature_loss_and_g
+        from ..config import MOMENT_FLOOR
+        from ..feature_kernels import linear_feature_loss_and_g
 
         kind = prep["kind"]
         if kind == "stats":
@@ -206,7 +206,7 @@ class ICLModel:
         return self.loss_and_grad(theta, prep, np.empty(self.n_params))
 
     def _stats_grad(self, theta, prep, grad) -> float:
-        from ..mlp_cubic.kernels import reduced_G
+        from ..feature_kernels import reduced_G
 
         gam = self.gamma(theta).ravel()
         G = np.empty_like(gam)
@@ -227,10 +227,10 @@ class ICLModel:
 def _feature_stats(prep: dict) -> dict | None:
     """The set's sufficient statistics (yy, c, C: means of y², y z, z zᵀ over its rows) as a
     ``"stats"`` prep, taken at the first full-batch call and kept in ``prep``, where they pay
-    (:func:`fastdyn.config.icl.moments_pay`: ŷ = γ·z, so the loss is yy − 2γ·c + γᵀCγ); else
+    (:func:`fastdyn.models.icl.config.moments_pay`: ŷ = γ·z, so the loss is yy − 2γ·c + γᵀCγ); else
     None (the per-sample features)."""
-    from ...config.icl import moments_pay
-    from ..mlp_cubic.kernels import sufficient_stats
+    from ..config import moments_pay
+    from ..feature_kernels import sufficient_stats
 
     Z = prep["Z"]
     if not prep.get("moments", True) or not moments_pay(Z.shape[0] * Z.shape[1], Z.shape[2]):
@@ -244,7 +244,7 @@ def _feature_stats(prep: dict) -> dict | None:
 
 class ReducedKernels:
     """The compiled reduced path (``prep["kind"] == "stats"``: population moments) of a model whose
-    kernels live in :mod:`fastdyn.models.mlp_cubic.kernels`: :meth:`_stats_grad` and
+    kernels live in :mod:`fastdyn.models.icl.feature_kernels`: :meth:`_stats_grad` and
     :meth:`fused_gd` call ``reduced_grad`` / ``reduced_gd`` there with the model's code
     :meth:`_reduced_kind`, its sizes :meth:`_reduced_sizes` and the moments yy, c, C. Listed
     before :class:`ICLModel` in a model's bases."""
@@ -253,7 +253,7 @@ class ReducedKernels:
     D: int
 
     def _reduced_kind(self) -> int:
-        """The model's code in ``mlp_cubic.kernels.reduced_grad`` (MLP, ATTN_M or ATTN_S)."""
+        """The model's code in ``feature_kernels.reduced_grad`` (MLP, ATTN_M or ATTN_S)."""
         raise NotImplementedError
 
     def _reduced_sizes(self) -> tuple[int, int, int]:
@@ -261,7 +261,7 @@ class ReducedKernels:
         return (self.H, 0, self.D)
 
     def _stats_grad(self, theta, prep, grad) -> float:
-        from ..mlp_cubic.kernels import reduced_grad
+        from ..feature_kernels import reduced_grad
 
         sizes = self._reduced_sizes()
         return reduced_grad(
@@ -277,7 +277,7 @@ class ReducedKernels:
         to :meth:`loss_and_grad` and a GD step per epoch. Linear attention, last-token or
         cumulative with prepared prefix rows: :func:`.kernels.lin_last_gd` (from the data's
         moments where the set has them); a per-sample ``"features"`` set with sufficient
-        statistics (:func:`_feature_stats`): :func:`fastdyn.models.mlp_cubic.kernels.stats_gd`."""
+        statistics (:func:`_feature_stats`): :func:`fastdyn.models.icl.feature_kernels.stats_gd`."""
         if getattr(self, "device", "cpu") != "cpu":
             return None
         if prep["kind"] == "linear" and "SpT" in prep:
@@ -287,8 +287,8 @@ class ReducedKernels:
         stats = _feature_stats(prep)
         if stats is None:
             return None
-        from ...config.icl import MOMENT_FLOOR
-        from ..mlp_cubic.kernels import stats_gd
+        from ..config import MOMENT_FLOOR
+        from ..feature_kernels import stats_gd
 
         kind, sizes = self._reduced_kind(), self._reduced_sizes()
         maskf = self.mask.astype(np.float64)
@@ -321,7 +321,7 @@ class ReducedKernels:
         self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
     ) -> None:
         """n reduced GD steps in one compiled call (losses[s] before update s)."""
-        from ..mlp_cubic.kernels import reduced_gd
+        from ..feature_kernels import reduced_gd
 
         sizes = self._reduced_sizes()
         reduced_gd(
@@ -333,7 +333,7 @@ class AttnM(ReducedKernels, ICLModel):
     """ATTN_M (see the module docstring)."""
 
     name = "attn-m"
-    #: the axis names of :meth:`ICLModel.to_arrays`'s arrays (``fastdyn.models.icl_setup.AXES``)
+    #: the axis names of :meth:`ICLModel.to_arrays`'s arrays (``fastdyn.models.icl.setup.AXES``)
     array_axes = {"W_V": ("head", "row", "col"), "W_KQ": ("head", "row", "col")}
 
     @property
@@ -367,7 +367,7 @@ class AttnM(ReducedKernels, ICLModel):
         gW[:] = dB
 
     def _reduced_kind(self) -> int:
-        from ..mlp_cubic.kernels import ATTN_M
+        from ..feature_kernels import ATTN_M
 
         return ATTN_M
 

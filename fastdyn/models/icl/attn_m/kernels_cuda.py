@@ -25,8 +25,8 @@ import math
 import numpy as np
 from numba import cuda
 
-from ... import _cuda_memory as _mem
-from ...reduce import BLOCK
+from .... import _cuda_memory as _mem
+from ....reduce import BLOCK
 from .kernels import lin_cum_sample, soft_finish, soft_load, soft_scores
 
 _k: dict[str, object] = {}

@@ -9,9 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import common
-from .device import check_supported
-from .schema import ConfigError, Section, check_memory, choice, flag, integer, number, numbers, text
+from ...config import common
+from ...config.device import check_supported
+from ...config.schema import (
+    ConfigError,
+    Section,
+    check_memory,
+    choice,
+    flag,
+    integer,
+    number,
+    numbers,
+    text,
+)
 from .task_families import FAMILY_KEYS, FREQUENCY_LAWS, STRENGTH_LAWS, check_given, is_default
 
 #: task fields a table replaces (setting one beside ``task.table`` is an error)
@@ -111,7 +121,7 @@ class TaskSection(Section, prefix="task."):
 
     def resolve(self, given: frozenset) -> TaskSection:
         """Without a table: a family parameter given beside a law that does not read it is an
-        error (:func:`~fastdyn.config.task_families.check_given`). With ``task.table``: n_tasks = the table's length (a given n_tasks must equal it), and
+        error (:func:`~fastdyn.models.msfr.task_families.check_given`). With ``task.table``: n_tasks = the table's length (a given n_tasks must equal it), and
         the power-law fields it replaces must not be given; a ``counts`` column fixes N = Σ #_s."""
         if self.table is None:
             check_given(self, given)

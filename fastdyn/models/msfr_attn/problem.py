@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .._jit import PARALLEL
-from . import rng
+from ..._jit import PARALLEL
+from ...problems import rng
 
 STREAM_NOISE = 5
 STREAM_TEST = 6
@@ -139,7 +139,7 @@ def training_set(
 
 def task_columns(problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(Λ_s, ψ_s, #_s) of all N_s tasks (ψ as int64 tokens)."""
-    from ..reduce import BLOCK
+    from ...reduce import BLOCK
 
     nt = problem.n_tasks
     lam = np.empty(nt)

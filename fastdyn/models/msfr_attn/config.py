@@ -4,8 +4,8 @@ TOML layout::
 
     model = "msfr-attn"
     seed = 0
-    [task]       the MSFR task table (config/msfr.py TaskSection; n_samples must be finite)
-    [init]       balanced | random, scale σ0 (config/msfr.py InitSection)
+    [task]       the MSFR task table (models/msfr/config.py TaskSection; n_samples must be finite)
+    [init]       balanced | random, scale σ0 (models/msfr/config.py InitSection)
     [data]       feature_noise, tau, n_test, save
     [attention]  kq, rank, softmax, embedding
     [optim]      name, lr, batch_size, weight_decay, beta1, beta2, eps, momentum
@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import common, msfr
-from .device import check_supported
-from .msfr import InitSection
-from .schema import (
+from ...config import common
+from ...config.device import check_supported
+from ...config.schema import (
     ConfigError,
     Section,
     check_memory,
@@ -36,6 +35,8 @@ from .schema import (
     number,
     numbers,
 )
+from ..msfr import config as msfr
+from ..msfr.config import InitSection
 
 
 @dataclass(frozen=True)
@@ -210,10 +211,10 @@ def mean_tokens(task) -> float:
     """E[ψ_s + 1] under P(s) ∝ s^-α: exact over the first 2^20 tasks, the rest by a geometric
     quadrature (midpoint of 4096 log-spaced bins, weighted by the integers each holds). With
     ``task.table`` or a named family: streamed over its rows, weighted by its counts when it has them."""
-    from .task_families import FamilySource, uses_family
+    from ..msfr.task_families import FamilySource, uses_family
 
     if task.table is not None or uses_family(task):
-        from .task_table import open_table
+        from ..msfr.task_table import open_table
 
         tab = open_table(task.table) if task.table is not None else FamilySource(task)
         num = den = 0.0

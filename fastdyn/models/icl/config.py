@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from . import common
-from .device import check_supported
-from .schema import (
+from ...config import common
+from ...config.device import check_supported
+from ...config.schema import (
     ConfigError,
     Section,
     check_memory,
@@ -46,7 +46,7 @@ from .schema import (
 
 #: the ICL models, by the name a config's ``model`` gives
 MODELS = ("attn-m", "attn-s", "mlp-cubic")
-#: the token covariance spectra of ``problems/icl.py``
+#: the token covariance spectra of ``problem.py``
 SPECTRA = ("linear", "white", "power", "explicit")
 #: the help of ``seed`` (the run's, in the file and in :class:`ICLSettings`)
 SEED_HELP = "seed of every random draw (data, init, minibatches)"
@@ -259,7 +259,7 @@ def _check_run(
     if init is not None and init.from_file:
         regular_input(init.from_file, "init.from_file")
     if data.from_file:
-        from .npz_shape import npz_array_shape
+        from ...config.npz_shape import npz_array_shape
 
         regular_input(data.from_file, "data.from_file")
         shape = npz_array_shape(data.from_file, "x")
@@ -297,7 +297,7 @@ def _file_sizes(data: DataSettings, P: int, D: int, where: str) -> Any:
         return data
     from types import SimpleNamespace
 
-    from .npz_shape import npz_array_shape
+    from ...config.npz_shape import npz_array_shape
 
     shape = npz_array_shape(data.from_file, "x")
     values = {f.name: getattr(data, f.name) for f in fields(data)}
@@ -307,7 +307,7 @@ def _file_sizes(data: DataSettings, P: int, D: int, where: str) -> Any:
 
 #: the cumulative linear-attention loss reads every prefix's packed S_n, x_n and y_n prepared once
 #: (:func:`prefix_moment_bytes`) up to this many bytes per data set; a larger set keeps only its
-#: tokens and the kernel rebuilds the prefix sums each step (``fastdyn.models.attn_m.kernels``)
+#: tokens and the kernel rebuilds the prefix sums each step (``fastdyn.models.icl.attn_m.kernels``)
 PREFIX_BYTES_MAX = 2**30
 
 
@@ -339,7 +339,7 @@ def moments_pay(rows: int, nq: int) -> bool:
 
 def uses_moments(rows: int, D: int) -> bool:
     """Whether full-batch linear attention on a set of ``rows`` rows (samples, or prefix rows)
-    takes its loss and gradient from the set's moments (``models.attn_m.kernels``, "the data's
+    takes its loss and gradient from the set's moments (``models.icl.attn_m.kernels``, "the data's
     moments"): :func:`moments_pay` for its NQ = (D+1)(D+2)/2·D folded weights."""
     return moments_pay(rows, (D + 1) * (D + 2) // 2 * D)
 

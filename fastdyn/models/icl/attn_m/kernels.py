@@ -39,11 +39,11 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit, prange
 
-from ..._jit import PARALLEL, SERIAL, prefer_wide_vectors
-from ...config.icl import MOMENT_BLOCKS_AT_ONCE, MOMENT_FLOOR
-from ...core.gd import masked_gd_step
-from ...reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, lane_dot, n_blocks
-from .._fastexp import exp_nonpos
+from ...._jit import PARALLEL, SERIAL, prefer_wide_vectors
+from ....core.gd import masked_gd_step
+from ....reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, lane_dot, n_blocks
+from ..._fastexp import exp_nonpos
+from ..config import MOMENT_BLOCKS_AT_ONCE, MOMENT_FLOOR
 
 
 def pair_index(D1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -609,7 +609,7 @@ def linear_loss_and_grad(
 def full_moments(prep: dict) -> tuple[np.ndarray, np.ndarray, float] | None:
     """(G, b, y2) of all rows of a prepared linear set (:func:`data_moments`), taken at the first
     full-batch call and kept in ``prep``; None where the set does not use them
-    (``prep["moments"]`` false: the CUDA twin, a set below :func:`~fastdyn.config.icl.uses_moments`)."""
+    (``prep["moments"]`` false: the CUDA twin, a set below :func:`~fastdyn.models.icl.config.uses_moments`)."""
     if not prep.get("moments"):
         return None
     got = prep.get("_moments")
@@ -820,8 +820,8 @@ def prepare_attention(
     :func:`lin_cum` then reads the tokens; the CUDA twin takes that path, as its last-token
     scratch per row would be about D times the prepared rows on the device). ``moments``: a
     full-batch loss on these rows comes from their moments (:func:`full_moments`) where
-    :func:`~fastdyn.config.icl.uses_moments` says so (``prep["moments"]``)."""
-    from ...config.icl import PREFIX_BYTES_MAX, prefix_moment_bytes, uses_moments
+    :func:`~fastdyn.models.icl.config.uses_moments` says so (``prep["moments"]``)."""
+    from ..config import PREFIX_BYTES_MAX, prefix_moment_bytes, uses_moments
 
     P, T1, D1 = tokens.shape
     N = T1 - 1
@@ -866,9 +866,9 @@ def prepare_attention(
 # in another order: their difference is round-off, but Σ δ² is a difference of terms of size
 # y2, so its absolute error is ~1e-16·y2 (relative ~1e-16·y2/Σδ²) where the per-sample sum's is
 # ~1e-16·Σδ²; T's likewise ~1e-16·|b|. Below MOMENT_FLOOR·y2 (near an exact fit) a step's
-# totals come from the rows instead (``config.icl.MOMENT_FLOOR``). MOMENT_CHUNK rows of φ are
+# totals come from the rows instead (``icl.config.MOMENT_FLOOR``). MOMENT_CHUNK rows of φ are
 # formed at a time (≤ 1 MB for NQ ≤ 512);
-# :func:`fastdyn.config.icl.uses_moments` says which sets use them.
+# :func:`fastdyn.models.icl.config.uses_moments` says which sets use them.
 
 #: rows of φ a block forms at once (NQ × MOMENT_CHUNK floats)
 MOMENT_CHUNK = 256

@@ -1,7 +1,7 @@
 """③ The in-context regression models' setup for the trained-model driver.
 
 :func:`prepare` builds the model object, its prepared training data (or population moments), the
-test sets and the initial weights from :class:`fastdyn.models.icl_settings.ICLSettings`;
+test sets and the initial weights from :class:`fastdyn.models.icl.settings.ICLSettings`;
 :func:`setup` wraps them with the file layout into a :class:`TrainedSetup`.
 
 Series (axis 0 = save step; ``/time`` = t/τ = 2η·step, ``/step`` the optimiser step):
@@ -11,16 +11,16 @@ projections e_dᵀΓe_d on the eigenvectors of Λ, largest eigenvalue first) and
 Eq. 10 applies (ATTN_M / MLP, Λ ∝ I, last-token loss), ``/theory/loss/train``. Static:
 ``/theory/plateaus`` (L(M_m), m = 0..D), ``/theory/L_star``, ``/theory/Gamma_star``,
 ``/theory/train_minimum`` (finite data, linear attention, last-token loss: the least-squares
-minimum of the train loss on the run's own train set, :mod:`fastdyn.models.icl_train_minimum`),
+minimum of the train loss on the run's own train set, :mod:`fastdyn.models.icl.train_minimum`),
 ``/theory/eigvals``, the final weights in paper layout under ``/params/final/``, and with
 ``data.save`` the data set under ``/data/``. Opt-in (``output.diagnostics``, ``output.snapshots``):
 ``/diagnostics/…`` (head alignment, in-weight norms) and ``/params/snapshots/…`` (the weights at
-every save), see :mod:`fastdyn.models.icl_diagnostics`.
+every save), see :mod:`fastdyn.models.icl.diagnostics`.
 
 With ``test.context_lengths = [N′, …]``: ``/loss/test_context`` (save × N′, scale
 ``/test/context_length``), the run's loss (last-token or cumulative) at context length N′ of the
 weights it holds — exact population values for ``data.population`` runs, else on ``data.n_test``
-fresh in-context sequences per N′ (:func:`fastdyn.problems.icl.context_test_set`) — and beside it
+fresh in-context sequences per N′ (:func:`fastdyn.models.icl.problem.context_test_set`) — and beside it
 ``/theory/test_context/L_of_Gamma_star`` = L(Γ*(N); N′), the loss at N′ of the converged reduced
 predictor trained at N, and ``/theory/test_context/L_star`` = L*(N′), the best loss at N′.
 
@@ -43,11 +43,12 @@ from typing import Any
 
 import numpy as np
 
-from ..config.schema import ConfigError
-from ..problems import icl as icl_data
-from . import icl_diagnostics
-from ._spec import TrainedSetup
-from .icl_settings import ICLSettings, build_model, load_data, theory_series
+from ...config.schema import ConfigError
+from .._spec import TrainedSetup
+from . import diagnostics as icl_diagnostics
+from . import problem as icl_data
+from .diagnostics import observer
+from .settings import ICLSettings, build_model, load_data, theory_series
 
 #: ``/time`` attributes: paper time t/τ with τ dW/dt = −½ ∂L/∂W (spec icl.md §3); a step
 #: W ← W − η ∂L/∂W is that flow over Δt/τ = 2η, so t/τ = 2η·step (Eq. 10 is checked on it)
@@ -329,7 +330,7 @@ def context_theory(s: Any, p: Prepared, lengths: np.ndarray) -> dict[str, np.nda
     population moments (yy, c, C) of the run's own loss (last-token or cumulative):
     L(Γ; n) = yy_n − 2 vec(Γ)ᵀc_n + vec(Γ)ᵀC_n vec(Γ), Γ*(N) = C_N⁻¹c_N (for the last-token loss
     the paper's (Λ + (Λ + trΛ I)/N)⁻¹), L*(n) = yy_n − c_nᵀC_n⁻¹c_n."""
-    from ..problems.icl import population_moments
+    from .problem import population_moments
 
     model = p.model
     mom = lambda n: population_moments(p.eigvals, p.eigvecs, int(n), model.scale, model.loss)  # noqa: E731
@@ -350,7 +351,7 @@ def eq21_theory(
     s: Any, p: Prepared, times: np.ndarray
 ) -> tuple[np.ndarray | None, dict, np.ndarray | None]:
     """Eq. 21 beside a rank-one ATTN_S population run (last-token loss), from its initial heads
-    (:func:`fastdyn.models.attn_s.theory.eq21_chain`): the series ``theory/eq21/Gamma_eig``
+    (:func:`fastdyn.models.icl.attn_s.theory.eq21_chain`): the series ``theory/eq21/Gamma_eig``
     (save × D, e_dᵀΓe_d = κv³ in the columns of ``/params/Gamma_eig``) and the statics
     ``theory/eq21/plateau_duration``, ``drop_time`` (half-rise times), ``v0`` and ``head`` (D,;
     0-based head index), and the directions (D,) where the chain does not hold (``shared``, in
@@ -393,8 +394,8 @@ def pcr_theory(s: Any, p: Prepared) -> dict[str, np.ndarray]:
     ŷ = βᵀ Γ_m x_q with Γ_m = Σ_{d≤m} λ_d⁻¹(1 + (1 + trΛ/λ_d)/N)⁻¹ e_d e_dᵀ (paper units) — exact
     from the population moments for ``data.population`` runs (it equals L(M_m)), else on the IC
     test set. Empty for the cumulative loss or a finite-P run without test sets."""
-    from ..problems.icl import population_moments
     from .attn_m import theory as tm
+    from .problem import population_moments
 
     model, D, N = p.model, p.model.D, p.model.N
     if model.loss != "last" or not (s.data.population or "ic" in p.tests):
@@ -409,41 +410,6 @@ def pcr_theory(s: Any, p: Prepared) -> dict[str, np.ndarray]:
         xq, yq = tok[:, N, :D], lab[:, N]
         L = [np.mean((yq - np.einsum("pa,ab,pb->p", beta, g, xq)) ** 2) for g in gammas]
     return {"theory/pcr_loss": np.array(L, dtype=np.float64)}
-
-
-def diagnostics(model: Any, theta: np.ndarray, eigvecs: np.ndarray | None) -> dict[str, np.ndarray]:
-    """``value_weights`` (H,), ``Gamma`` (D, D) = κ Σ_i v_i U_i (paper units) and, given the
-    eigenvectors of Λ (columns, eigenvalues decreasing), ``Gamma_eig`` (D,) = e_dᵀ Γ e_d."""
-    G = model.kappa * model.gamma(theta)
-    out = {"value_weights": model.value_weights(theta), "Gamma": G}
-    if eigvecs is not None:
-        out["Gamma_eig"] = np.einsum("ad,ab,bd->d", eigvecs, G, eigvecs)
-    return out
-
-
-def observer(
-    model: Any,
-    tests: dict[str, dict],
-    eigvecs: np.ndarray | None,
-    ctx: ContextTests | None = None,
-    diag: dict[str, tuple[int, ...]] | None = None,
-):
-    """``observe(theta) -> (losses, weights)`` at a save: the test-set losses ``test_<name>``,
-    the weights in paper layout and their :func:`diagnostics` (and the losses at other context
-    lengths, as the weight ``test_context``; the opt-in series ``diag`` of
-    :mod:`fastdyn.models.icl_diagnostics` under their series names)."""
-
-    def observe(theta: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-        losses = {f"test_{name}": model.loss_value(theta, tp) for name, tp in tests.items()}
-        w = model.to_arrays(theta)
-        w.update(diagnostics(model, theta, eigvecs))
-        if ctx is not None:
-            w["test_context"] = ctx.losses(theta)
-        if diag:
-            w.update(icl_diagnostics.measure(model, theta, diag, w))
-        return losses, w
-
-    return observe
 
 
 def batch_size(s: ICLSettings) -> int | None:
@@ -463,7 +429,7 @@ def _train_moments(model: Any, prep: dict) -> tuple | None:
 
 
 def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
-    """The trained-model driver's view of a validated ICL config (``fastdyn.config.icl``)."""
+    """The trained-model driver's view of a validated ICL config (``fastdyn.models.icl.config``)."""
     s = cfg.settings
     try:  # data and weights files are read and checked before any output is created
         p = prepare(s, device=getattr(tools, "device", "cpu"))
@@ -500,7 +466,7 @@ def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
     finals = [f"params/final/{k}" for k in model.array_axes if k not in _SERIES_WEIGHTS]
     described = descriptions([*series, *static, *finals])
     if data is not None:  # finite data: the train set's own minimum beside the population L*
-        from .icl_train_minimum import spans, train_set_minimum
+        from .train_minimum import spans, train_set_minimum
 
         lp = train_set_minimum(model, data.tokens, data.labels, _train_moments(model, p.prep))
         if lp is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..config.schema import ConfigError
+from ...config.schema import ConfigError
 
 __all__ = ["fixed_points_cmd", "plateau_table", "plateaus_cmd"]
 
@@ -23,12 +23,12 @@ def plateau_table(
     """ATTN_S plateau losses L(M_m), m = 0..D, and the ATTN_M global minimum L* (spec icl.md §4).
 
     Spectrum conventions of icl.md §1 (linear: ∝ 1..D with tr Λ = 1; white: I/D). Calls the model
-    theory (:mod:`fastdyn.models.attn_s.theory`), which owns the formula.
+    theory (:mod:`fastdyn.models.icl.attn_s.theory`), which owns the formula.
     """
     import numpy as np
 
-    from ..problems.icl import spectrum_eigenvalues
     from .attn_s.theory import loss_star, plateau_losses
+    from .problem import spectrum_eigenvalues
 
     if int(dim) != dim or dim < 1:
         raise ValueError(f"--dim: must be a positive integer, got {dim!r}")
@@ -97,11 +97,11 @@ def fixed_points_cmd(
     eigen-directions, its loss and the norm of the model's own population gradient there.
     attn-s: all 2^D are fixed points M(S); attn-m: only S = ∅ (the saddle M_0) and S = all
     (the global minimum Γ*), since its loss is convex in Γ and one head realises any Γ
-    (docstring of fastdyn.models.icl_fixed_points)."""
+    (docstring of fastdyn.models.icl.fixed_points)."""
     import numpy as np
 
-    from ..problems.icl import rotation, spectrum_eigenvalues
-    from .icl_fixed_points import FIXED_TOL, fixed_points
+    from .fixed_points import FIXED_TOL, fixed_points
+    from .problem import rotation, spectrum_eigenvalues
 
     if model == "attn-s" and heads is not None and heads < dim:
         raise ConfigError(

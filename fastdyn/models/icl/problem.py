@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config.icl import SPECTRA  # the spectra a config may name
-from .rng import STREAM_DATA, generator
+from ...problems.rng import STREAM_DATA, generator
+from .config import SPECTRA  # the spectra a config may name
 
 #: sub-streams of STREAM_DATA
 _SUB_ROTATION = 0
@@ -264,7 +264,7 @@ def _pack(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def read_npz(path: str, field: str) -> dict[str, np.ndarray]:
     """The arrays of an .npz archive; ValueError naming ``field`` and the file when it is missing,
     not an archive, damaged or holds object arrays (never unpickled)."""
-    from ..config.schema import regular_input
+    from ...config.schema import regular_input
 
     regular_input(path, field)
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..attn_m import AttnM, ICLModel, ReducedKernels, _need
-from .kernels import linear_feature_loss_and_g, prepare_features
+from ..feature_kernels import linear_feature_loss_and_g, prepare_features
 
 
 class MLPCubic(ReducedKernels, ICLModel):
@@ -24,7 +24,7 @@ class MLPCubic(ReducedKernels, ICLModel):
 
     name = "mlp-cubic"
     has_softmax = False
-    #: the axis names of :meth:`to_arrays`'s arrays (``fastdyn.models.icl_setup.AXES``)
+    #: the axis names of :meth:`to_arrays`'s arrays (``fastdyn.models.icl.setup.AXES``)
     array_axes = {"W1": ("head", "feature"), "w2": ("head",)}
 
     @property
@@ -39,7 +39,7 @@ class MLPCubic(ReducedKernels, ICLModel):
         return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0], "moments": moments}
 
     def _reduced_kind(self) -> int:
-        from .kernels import MLP
+        from ..feature_kernels import MLP
 
         return MLP
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import common, msfr
-from .schema import (
+from ...config import common
+from ...config.schema import (
     ConfigError,
     Section,
     choice,
@@ -25,6 +25,7 @@ from .schema import (
     regular_input,
     text,
 )
+from ..msfr import config as msfr
 
 #: largest d (state 2d per task)
 MAX_DIM = 8

@@ -1,7 +1,7 @@
 """The trained ICL models "attn-m", "attn-s" and "mlp-cubic" (``ATTN_M``, ``ATTN_S``, ``MLP_CUBIC``:
 what their ``fastdyn.models`` entry points name).
 
-Each entry's ``setup`` is :func:`fastdyn.models.icl_setup.setup` (config → what the trained-model
+Each entry's ``setup`` is :func:`fastdyn.models.icl.setup.setup` (config → what the trained-model
 driver runs); ``extras`` reach the model classes and theory functions.
 """
 
@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from ..config.icl import IclConfig
-from ..config.schema import ConfigError
-from . import _spec
+from ...config.schema import ConfigError
+from .. import _spec
 from .attn_m import AttnM
 from .attn_m import theory as attn_m_theory
 from .attn_s import AttnS
 from .attn_s import theory as attn_s_theory
-from .icl_setup import setup
+from .config import IclConfig
 from .mlp_cubic import MLPCubic
+from .setup import setup
 
 _SUMMARIES = {
     "attn-m": "multi-head linear/softmax attention with merged key-query on in-context regression",
@@ -82,7 +82,7 @@ _DEVICES = {"attn-m": ("cpu", "cuda"), "attn-s": ("cpu", "cuda"), "mlp-cubic": (
 def param_targets(run: Any) -> dict[str, np.ndarray]:
     """The global minimum's eigen-projections e_dᵀΓ*e_d = 1 / (λ_d (1 + (1 + trΛ/λ_d)/N))
     (spec icl.md §4) from the stored data config, as the target of ``params/Gamma_eig``."""
-    from ..problems.icl import spectrum_eigenvalues
+    from .problem import spectrum_eigenvalues
 
     D, N = _spec.stored_value(run, "data.D"), _spec.stored_value(run, "data.N")
     if D is None or N is None:

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .._jit import PARALLEL, SERIAL
-from ..config.schema import ConfigError
-from ..config.task_families import FamilySource, uses_family
-from ..reduce import BLOCK, n_blocks
-from . import rng
+from ..._jit import PARALLEL, SERIAL
+from ...config.schema import ConfigError
+from ...problems import rng
+from ...reduce import BLOCK, n_blocks
+from .task_families import FamilySource, uses_family
 
 INIT_BALANCED = 0
 INIT_RANDOM = 1
@@ -243,7 +243,7 @@ def check_columns(path: str, a: int, cols: dict) -> None:
     """One-line ConfigError naming ``task.table``, the column and the row (1-based) of the first
     bad value among rows a+1 … of ``cols``: weights finite ≥ 0, strengths finite > 0, ψ whole
     numbers in [1, 1e9], counts whole numbers ≥ 0."""
-    from ..config.task_table import err
+    from .task_table import err
 
     rules = {
         "weight": (lambda v: np.isfinite(v) & (v >= 0), "a finite number ≥ 0"),
@@ -273,7 +273,7 @@ class MsfrProblem:
         self.d = int(task.d)
         self.source = None
         if getattr(task, "table", None) is not None:
-            from ..config.task_table import open_table
+            from .task_table import open_table
 
             self._init_table(open_table(task.table))
             return
@@ -299,10 +299,10 @@ class MsfrProblem:
 
     def _init_table(self, src) -> None:
         """One pass over ``task.table`` (or a named family's computed rows, ``src`` a
-        :class:`~fastdyn.config.task_families.FamilySource`): check every value, sum the weights
+        :class:`~fastdyn.models.msfr.task_families.FamilySource`): check every value, sum the weights
         per block (the normaliser Z in the built-in's order) and, with a counts column, the
         counts per block."""
-        from ..config.task_table import err
+        from .task_table import err
 
         task = self.task
         self.source = src

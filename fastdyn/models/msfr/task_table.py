@@ -26,8 +26,8 @@ import zipfile
 
 import numpy as np
 
-from .npz_shape import read_npy_header
-from .schema import ConfigError
+from ...config.npz_shape import read_npy_header
+from ...config.schema import ConfigError
 
 #: rows per CSV index entry (the problems' block size; chunks start on its multiples)
 ROW_BLOCK = 1024
@@ -277,7 +277,7 @@ def _check_compressed_size(path: str, zf: zipfile.ZipFile) -> None:
     """ConfigError naming task.table when the compressed columns, which are decompressed whole,
     would not fit in memory: their sizes come from each member's .npy header (read from the
     first bytes of its stream), before anything is decompressed."""
-    from .schema import check_memory
+    from ...config.schema import check_memory
 
     total = 0
     for info in zf.infolist():
