@@ -4,9 +4,9 @@ A job array, or a shared read-only install, then starts warm: every later run wi
 ``NUMBA_CACHE_DIR=D`` loads its kernels from D instead of compiling them (docs/hpc.md).
 
 What is compiled is whatever a run of each shipped preset (``fastdyn/presets/*.toml``) reaches,
-shrunk to a few steps (each model's ``warmup_sizes``), plus variants that reach the other
+shrunk to a few steps (each model's ``warmup.sizes``), plus variants that reach the other
 integrators, closed forms, optimisers, attention variants and data paths of the same models (each
-model's ``warmup_variants``), plus
+model's ``warmup.variants``), plus
 ``fastdyn fit`` on one output (the bootstrap kernels). The plan is built from the preset folder,
 so a new preset is warmed without a change here. The runs go through the ``simulate`` command
 itself (the same code a user's run goes through), into a temporary folder, in a child process
@@ -42,7 +42,7 @@ def _preset_model(name: str) -> str:
 def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]:
     """(label, preset, --set overrides) of every warm-up run, restricted to ``models`` if given:
     every shipped preset, a model no preset names (an installed plug-in) at its own defaults,
-    then each model's ``warmup_variants``, each shrunk by its model's ``warmup_sizes`` (a preset
+    then each model's ``warmup.variants``, each shrunk by its model's ``warmup.sizes`` (a preset
     of a model that declares none raises; a plug-in without them is warmed at its defaults)."""
     from ..config import presets
     from ..models.registry import get_model, model_names
@@ -55,15 +55,15 @@ def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]
         if model not in with_preset:  # a plug-in: its own defaults
             out.append((f"{model} defaults", "", (f'model="{model}"',), model))
         out += [
-            (label, name, sets, model) for label, name, sets in get_model(model).warmup_variants
+            (label, name, sets, model) for label, name, sets in get_model(model).warmup.variants
         ]
     runs = []
     for label, name, sets, model in out:
         if models and model not in models:
             continue
-        tiny = get_model(model).warmup_sizes
+        tiny = get_model(model).warmup.sizes
         if not tiny and name:
-            raise KeyError(f"model {model!r} declares no warmup_sizes (preset {name})")
+            raise KeyError(f"model {model!r} declares no warmup sizes (preset {name})")
         if "data.n_test=0" in sets or any(s.startswith("data.P") for s in sets):
             tiny = tuple(s for s in tiny if not s.startswith("data.P"))
         runs.append((label, name, (*tiny, *sets)))

@@ -95,11 +95,7 @@ def schema_for(model: str) -> type:
         known = ", ".join(repr(m) for m in plugins.names())
         why = "" if model not in plugins.broken() else f" ({e.args[0]})"
         raise ConfigError(f"model: must be one of {known}, got {model!r}{why}") from None
-    if entry.schema is None:
-        raise ConfigError(
-            f"model: {model!r} declares no config schema ({plugins.sources()[model]})"
-        )
-    return entry.schema
+    return entry.run.schema
 
 
 def model_names() -> list[str]:

@@ -2,7 +2,7 @@
 
 numba compiles one kernel at a time per process (its compiler lock), and a first run spends most
 of its time compiling: the quickstart preset compiles its closed form (≈ 12 s), then its integrator
-(≈ 7 s), while the second core idles. Where the model says how (``ModelEntry.compile_beside``,
+(≈ 7 s), while the second core idles. Where the model says how (``ModelEntry.warmup.compile_beside``,
 which also says whether those kernels are cached already), :func:`start` runs a small copy of
 the config (the model's ``--set`` overrides: few tasks, no closed form) in a second process that
 fills numba's cache with the integrator's kernels, while this process compiles the rest; the
@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from ..core.device import Device
 
 #: the environment variable that turns the second process off ("0")
 ENV = "FASTDYN_COMPILE_BESIDE"
@@ -70,18 +72,19 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def start(entry: Any, cfg: Any, device: str) -> Beside | None:
+def start(entry: Any, cfg: Any, device: Device) -> Beside | None:
     """Start the second process for a run of ``cfg`` on ``device`` where it helps (module
     docstring), else None."""
     import numba
 
     from ..config.load import to_toml
 
-    if entry.compile_beside is None or device != "cpu" or os.environ.get(ENV) == "0":
+    hook = entry.warmup.compile_beside
+    if hook is None or device is not Device.CPU or os.environ.get(ENV) == "0":
         return None
     if numba.config.DISABLE_JIT or _cores() < 2:
         return None
-    sets = entry.compile_beside(cfg)
+    sets = hook(cfg)
     if sets is None:
         return None
     try:  # an optimisation only: whatever fails here, the run compiles the kernels itself

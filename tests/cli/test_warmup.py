@@ -67,7 +67,7 @@ def shipped_models() -> list[str]:
 
 def test_tiny_sizes_for_every_shipped_model():
     assert "msfr" in shipped_models() and "attn-m" in shipped_models()
-    assert all(registry.get_model(m).warmup_sizes for m in shipped_models())
+    assert all(registry.get_model(m).warmup.sizes for m in shipped_models())
 
 
 def _config(name, sets):
@@ -85,7 +85,7 @@ def test_plan_runs_every_preset_and_every_model():
 
 def test_an_installed_plug_in_is_warmed_at_its_defaults_and_listed():
     """examples/logistic (installed by the test command) has no preset: it is warmed at its
-    own defaults, shrunk by its warmup_sizes, and --list shows that run."""
+    own defaults, shrunk by its warmup sizes, and --list shows that run."""
     assert "logistic" not in shipped_models()
     (run,) = [r for r in warmup.plan(("logistic",))]
     assert run[0] == "logistic defaults" and run[1] == ""

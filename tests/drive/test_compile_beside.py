@@ -110,7 +110,7 @@ def test_nothing_to_split(sets, monkeypatch):
     a run whose times the small run would not shrink."""
     monkeypatch.setattr(_cache, "has_cached", lambda d: False)
     cfg = load_config(presets.resolve("quickstart"), sets)
-    assert get_model("msfr").compile_beside(cfg) is None
+    assert get_model("msfr").warmup.compile_beside(cfg) is None
 
 
 def test_not_started_where_it_cannot_help(monkeypatch):
@@ -128,7 +128,7 @@ def test_not_started_where_it_cannot_help(monkeypatch):
     monkeypatch.setattr(cb, "_cores", lambda: 2)
     monkeypatch.setattr(_cache, "has_cached", lambda d: True)
     assert cb.start(entry, cfg, "cpu") is None
-    assert get_model("attn-m").compile_beside is None
+    assert get_model("attn-m").warmup.compile_beside is None
 
 
 def test_a_failed_or_slow_second_process_is_given_up(tmp_path, monkeypatch):

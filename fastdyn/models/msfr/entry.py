@@ -6,6 +6,7 @@ import numpy as np
 
 from ...config.msfr import MsfrConfig
 from ...config.schema import ConfigError
+from ...core.device import Device
 from .. import _spec
 from .fit_laws import SCALING
 from .setup import setup
@@ -48,55 +49,58 @@ def compile_beside(cfg: Any) -> tuple[str, ...] | None:
     return (*_TINY, 'theory.level="none"', f"time.t_max={t_max!r}")
 
 
+#: ``fastdyn warmup``: runs that reach the integrators, closed forms and paths the presets do not
+_VARIANTS = (
+    (
+        "msfr rk4, leading, random init",
+        "quickstart",
+        (
+            'solver.integrator="rk4"',
+            "solver.steps_per_timescale=8",
+            'theory.level="leading"',
+            'init.scheme="random"',
+            "time.t_max=1e4",
+        ),
+    ),
+    (
+        "msfr gd, exact",
+        "quickstart",
+        ('solver.integrator="gd"', "solver.lr=0.01", "time.t_max=1", 'theory.level="exact"'),
+    ),
+    (
+        "msfr dopri5, finite data, exact",
+        "quickstart",
+        ("task.n_samples=100000", 'theory.level="exact"', "task.model_size=1000"),
+    ),
+    (
+        "msfr task families (column path)",
+        "msfr_families",
+        ('task.strength_law="exponential"', "task.strength_decay=100"),
+    ),
+    (
+        "msfr theory only, first order",
+        "quickstart",
+        ('solver.integrator="none"', 'theory.level="first_order"'),
+    ),
+    (
+        "msfr theory only, leading, finite data",
+        "quickstart",
+        ('solver.integrator="none"', 'theory.level="leading"', "task.n_samples=100000"),
+    ),
+)  # fmt: skip
+
+
 ENTRY = _spec.ModelEntry(
     name="msfr",
     kind="ode",
     summary="multitask sparse feature regression: per-task v/w gradient flow and closed forms",
-    setup=setup,
-    schema=MsfrConfig,
-    devices=("cpu", "cuda"),
-    check_device=check_device,
-    warmup_sizes=_TINY,
-    compile_beside=compile_beside,
-    warmup_variants=(
-        (
-            "msfr rk4, leading, random init",
-            "quickstart",
-            (
-                'solver.integrator="rk4"',
-                "solver.steps_per_timescale=8",
-                'theory.level="leading"',
-                'init.scheme="random"',
-                "time.t_max=1e4",
-            ),
-        ),
-        (
-            "msfr gd, exact",
-            "quickstart",
-            ('solver.integrator="gd"', "solver.lr=0.01", "time.t_max=1", 'theory.level="exact"'),
-        ),
-        (
-            "msfr dopri5, finite data, exact",
-            "quickstart",
-            ("task.n_samples=100000", 'theory.level="exact"', "task.model_size=1000"),
-        ),
-        (
-            "msfr task families (column path)",
-            "msfr_families",
-            ('task.strength_law="exponential"', "task.strength_decay=100"),
-        ),
-        (
-            "msfr theory only, first order",
-            "quickstart",
-            ('solver.integrator="none"', 'theory.level="first_order"'),
-        ),
-        (
-            "msfr theory only, leading, finite data",
-            "quickstart",
-            ('solver.integrator="none"', 'theory.level="leading"', "task.n_samples=100000"),
-        ),
-    ),  # fmt: skip
-    task_strengths=task_strengths,
-    scaling=SCALING,
     default=True,
+    run=_spec.RunHooks(
+        setup=setup,
+        schema=MsfrConfig,
+        devices=(Device.CPU, Device.CUDA),
+        check_device=check_device,
+    ),
+    analysis=_spec.AnalysisHooks(task_strengths=task_strengths, scaling=SCALING),
+    warmup=_spec.WarmupHooks(sizes=_TINY, variants=_VARIANTS, compile_beside=compile_beside),
 )
