@@ -11,6 +11,14 @@ model's ``warmup.variants``), plus
 so a new preset is warmed without a change here. The runs go through the ``simulate`` command
 itself (the same code a user's run goes through), into a temporary folder, in a child process
 started with ``NUMBA_CACHE_DIR=D`` (numba reads it when it is imported).
+
+The kernels the models name with their argument types (each run's ``warmup.precompile``: the
+integrators MSFR reaches after its closed form) are compiled from those declarations, in a
+second process started first (:mod:`fastdyn._precompile`), while the runs compile the rest; a run
+that reaches them waits for it, then loads them. The small runs remain for every other kernel:
+the closed forms, the trained models' kernels and the generic integrators compiled for each
+model's maths (closures, cached under a fingerprint of that maths) are reached with argument
+types that depend on the config and are not declared by signature.
 """
 
 from __future__ import annotations
@@ -70,6 +78,28 @@ def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]
     return runs
 
 
+def declared(name: str, sets: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The (kernel, signature) pairs the model of a planned run (``name``, ``sets``: a preset and
+    its overrides) declares for that run's config (``warmup.precompile``)."""
+    from .._precompile import name_of
+    from ..config import load_config, presets
+    from ..models.registry import get_model
+
+    cfg = load_config(presets.resolve(name) if name else None, list(sets))
+    hook = get_model(cfg.model).warmup.precompile
+    return [
+        (k if isinstance(k, str) else name_of(k), sig) for k, sig in (hook(cfg) if hook else ())
+    ]
+
+
+def precompiles(runs: list[tuple[str, str, tuple[str, ...]]]) -> list[tuple[str, str]]:
+    """Every (kernel, signature) pair the planned ``runs`` declare, each once, in plan order."""
+    out: list[tuple[str, str]] = []
+    for _, name, sets in runs:
+        out += [p for p in declared(name, sets) if p not in out]
+    return out
+
+
 def _writable_dir(d: Path) -> str | None:
     """Why ``d`` cannot hold the cache, or None if it can (created if missing)."""
     try:
@@ -109,6 +139,8 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
         raise UserError(f"--model: unknown model {bad[0]!r}; models: {', '.join(known)}")
     runs = plan(tuple(models))
     if as_list:
+        for kernel, sig in precompiles(runs):
+            click.echo(f"precompile: {kernel} {sig}")
         for label, name, sets in runs:
             click.echo(
                 f"{label}: fastdyn simulate {name + ' ' if name else ''}"
@@ -132,6 +164,22 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
         sys.exit(r.returncode)
 
 
+def _reaches(name: str, sets: tuple[str, ...]) -> bool:
+    """Whether a planned run reaches declared kernels (True where that cannot be told)."""
+    try:
+        return bool(declared(name, sets))
+    except ValueError:  # the run itself reports its config
+        return True
+
+
+def _waited(beside, say) -> None:
+    """Wait for the second process and say how it went (if it failed, the runs compile them)."""
+    t = time.perf_counter()
+    ok = beside.wait()
+    how = "in the cache" if ok else "FAILED in the second process (the runs compile them)"
+    say(f"declared kernels: {how} (waited {time.perf_counter() - t:.1f} s)")
+
+
 def _child(argv: list[str]) -> int:
     """The warm-up runs, in a process started with NUMBA_CACHE_DIR set (progress on stderr)."""
     cache, level, rest = argv[0], int(argv[1]), argv[2:]
@@ -144,11 +192,25 @@ def _child(argv: list[str]) -> int:
         if level >= 0:
             click.echo(msg, err=True)
 
+    from .._precompile import pending
+    from ..drive.compile_beside import launch
+
     runs = plan(models)
     t0 = time.perf_counter()
     failed = []
+    try:
+        pairs = pending(precompiles(runs))  # those not in the cache yet
+    except ValueError as e:  # a model's declaration is wrong: the runs compile those kernels
+        pairs = []
+        say(f"declared kernels: {e}")
+    beside = launch(pairs) if pairs else None
+    if beside is not None:
+        say(f"compiling {len(pairs)} declared kernels in a second process")
     with tempfile.TemporaryDirectory(prefix="fastdyn-warmup-") as tmp:
         for i, (label, name, sets) in enumerate(runs, 1):
+            if beside is not None and _reaches(name, sets):  # load them, not compile them
+                _waited(beside, say)
+                beside = None
             t1 = time.perf_counter()
             out = str(Path(tmp) / f"run{i}.h5")
             todo = [["simulate", *([name] if name else []), "-o", out, "--quiet", *threads]]
@@ -167,6 +229,8 @@ def _child(argv: list[str]) -> int:
                 say(f"[{i}/{len(runs)}] {label}: FAILED: {why}")
                 continue
             say(f"[{i}/{len(runs)}] {label}: {time.perf_counter() - t1:.1f} s")
+    if beside is not None:  # no run reached them
+        _waited(beside, say)
     wall = time.perf_counter() - t0
     if failed:
         click.echo(f"fastdyn: failed: warmup: {len(failed)} of {len(runs)} runs failed ({', '.join(failed)})", err=True)  # fmt: skip

@@ -183,16 +183,17 @@ class WarmupHooks:
 
     - ``sizes``: ``--set`` overrides that shrink any preset of the model to a few steps;
     - ``variants``: (label, preset, overrides) runs that reach the kernels its presets do not.
-    - ``compile_beside(cfg)``: ``--set`` overrides of a small run of ``cfg`` that compiles the
-      kernels this run reaches last (an integrator after its closed form), for ``fastdyn
-      simulate`` to start in a second process while the run compiles the rest, on a cache where
-      they are not compiled yet; None when there is nothing to split (they are cached, or the run
-      has one phase).
+    - ``precompile(cfg)``: the kernels a run of ``cfg`` reaches last (an integrator after its
+      closed form), as (kernel, signature) pairs: an ``@njit(cache=True)`` dispatcher or its
+      dotted name ``"package.module:name"``, and numba's text of the argument types the run
+      passes it, ``"(float64[::1], int64, …)"`` (:mod:`fastdyn._precompile`). On a cold cache
+      ``fastdyn simulate`` compiles them in a second process while the run compiles the rest,
+      and ``fastdyn warmup`` beside its runs; empty when the run has one phase.
     """
 
     sizes: tuple[str, ...] = ()
     variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-    compile_beside: Callable[[Any], tuple[str, ...] | None] | None = None
+    precompile: Callable[[Any], Sequence[tuple[Any, str]]] | None = None
 
 
 class ModelEntry:
