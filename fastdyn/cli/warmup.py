@@ -13,12 +13,12 @@ itself (the same code a user's run goes through), into a temporary folder, in a 
 started with ``NUMBA_CACHE_DIR=D`` (numba reads it when it is imported).
 
 The kernels the models name with their argument types (each run's ``warmup.precompile``: the
-integrators MSFR reaches after its closed form) are compiled from those declarations, in a
-second process started first (:mod:`fastdyn._precompile`), while the runs compile the rest; a run
-that reaches them waits for it, then loads them. The small runs remain for every other kernel:
-the closed forms, the trained models' kernels and the generic integrators compiled for each
-model's maths (closures, cached under a fingerprint of that maths) are reached with argument
-types that depend on the config and are not declared by signature.
+integrators MSFR reaches after its closed form) are compiled from those declarations in a second
+process (:mod:`fastdyn._precompile`) beside the run that reaches them, while that run compiles
+the rest, as a first ``fastdyn simulate`` does (:mod:`fastdyn.drive.compile_beside`). The small
+runs remain for every other kernel: the closed forms, the trained models' kernels and the generic
+integrators compiled for each model's maths (closures, cached under a fingerprint of that maths)
+are reached with argument types that depend on the config and are not declared by signature.
 """
 
 from __future__ import annotations
@@ -155,29 +155,13 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
     why = _writable_dir(d)
     if why is not None:
         raise UserError(f"--cache-dir: {d} is not a writable directory ({why})")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(d), FASTDYN_COMPILE_BESIDE="0")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(d))
     child = "import sys; from fastdyn.cli.warmup import _child; sys.exit(_child(sys.argv[1:]))"
     args = [sys.executable, "-c", child, str(d), str(verbosity(ctx))]
     args += [f"--threads={threads}"] if threads else []
     r = subprocess.run([*args, *models], env=env)
     if r.returncode:
         sys.exit(r.returncode)
-
-
-def _reaches(name: str, sets: tuple[str, ...]) -> bool:
-    """Whether a planned run reaches declared kernels (True where that cannot be told)."""
-    try:
-        return bool(declared(name, sets))
-    except ValueError:  # the run itself reports its config
-        return True
-
-
-def _waited(beside, say) -> None:
-    """Wait for the second process and say how it went (if it failed, the runs compile them)."""
-    t = time.perf_counter()
-    ok = beside.wait()
-    how = "in the cache" if ok else "FAILED in the second process (the runs compile them)"
-    say(f"declared kernels: {how} (waited {time.perf_counter() - t:.1f} s)")
 
 
 def _child(argv: list[str]) -> int:
@@ -192,25 +176,11 @@ def _child(argv: list[str]) -> int:
         if level >= 0:
             click.echo(msg, err=True)
 
-    from .._precompile import pending
-    from ..drive.compile_beside import launch
-
     runs = plan(models)
     t0 = time.perf_counter()
     failed = []
-    try:
-        pairs = pending(precompiles(runs))  # those not in the cache yet
-    except ValueError as e:  # a model's declaration is wrong: the runs compile those kernels
-        pairs = []
-        say(f"declared kernels: {e}")
-    beside = launch(pairs) if pairs else None
-    if beside is not None:
-        say(f"compiling {len(pairs)} declared kernels in a second process")
     with tempfile.TemporaryDirectory(prefix="fastdyn-warmup-") as tmp:
         for i, (label, name, sets) in enumerate(runs, 1):
-            if beside is not None and _reaches(name, sets):  # load them, not compile them
-                _waited(beside, say)
-                beside = None
             t1 = time.perf_counter()
             out = str(Path(tmp) / f"run{i}.h5")
             todo = [["simulate", *([name] if name else []), "-o", out, "--quiet", *threads]]
@@ -229,8 +199,6 @@ def _child(argv: list[str]) -> int:
                 say(f"[{i}/{len(runs)}] {label}: FAILED: {why}")
                 continue
             say(f"[{i}/{len(runs)}] {label}: {time.perf_counter() - t1:.1f} s")
-    if beside is not None:  # no run reached them
-        _waited(beside, say)
     wall = time.perf_counter() - t0
     if failed:
         click.echo(f"fastdyn: failed: warmup: {len(failed)} of {len(runs)} runs failed ({', '.join(failed)})", err=True)  # fmt: skip
