@@ -116,7 +116,7 @@ def _other_models(section: str, data: dict) -> str:
     model = data.get("model") or plugins.default()
     owners = []
     for name in plugins.names():
-        schema = getattr(plugins.get(name), "schema", None)
+        schema = getattr(getattr(plugins.get(name), "run", None), "schema", None)
         if schema is not None and section in {f.name for f in dataclasses.fields(schema)}:
             owners.append(name)
     if not owners:
