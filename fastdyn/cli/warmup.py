@@ -12,8 +12,8 @@ so a new preset is warmed without a change here. The runs go through the ``simul
 itself (the same code a user's run goes through), into a temporary folder, in a child process
 started with ``NUMBA_CACHE_DIR=D`` (numba reads it when it is imported).
 
-The kernels the models name with their argument types (each run's ``warmup.precompile``: the
-integrators MSFR reaches after its closed form) are compiled from those declarations in a second
+The kernels the models name with their argument types (each run's ``warmup.precompile``: e.g.
+an integrator reached after a closed form) are compiled from those declarations in a second
 process (:mod:`fastdyn._precompile`) beside the run that reaches them, while that run compiles
 the rest, as a first ``fastdyn simulate`` does (:mod:`fastdyn.drive.compile_beside`). The small
 runs remain for every other kernel: the closed forms, the trained models' kernels and the generic

@@ -244,7 +244,9 @@ class ModelEntry:
             )
         for key, group in (("run", RunHooks), ("analysis", AnalysisHooks), ("warmup", WarmupHooks)):
             if not isinstance(getattr(self, key), group):
-                raise TypeError(f"ModelEntry {self.name!r}: {key} must be a {group.__name__}")
+                raise TypeError(
+                    f"ModelEntry {self.name!r}: {key} must be given as {group.__name__}(…)"
+                )
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"ModelEntry {self.name!r} is read-only ({key})")

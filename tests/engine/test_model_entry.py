@@ -66,7 +66,7 @@ def test_a_wrong_declaration_is_refused_naming_the_part():
         ModelEntry(name="x", kind="ode", summary="s")
     with pytest.raises(ValueError, match="kind must be 'ode' or 'trained', got 'closed'"):
         ModelEntry(name="x", kind="closed", summary="s", run=run)
-    with pytest.raises(TypeError, match="analysis must be a AnalysisHooks"):
+    with pytest.raises(TypeError, match=r"analysis must be given as AnalysisHooks\(…\)"):
         ModelEntry(name="x", kind="ode", summary="s", run=run, analysis={"fit_note": "n"})
     with pytest.raises(AttributeError, match="read-only"):
         _Sub().kind = "trained"
