@@ -32,11 +32,10 @@ WAIT_S = 300.0
 
 
 class Beside:
-    """The second process and the (kernel, signature) pairs it compiles."""
+    """The second process."""
 
-    def __init__(self, proc: subprocess.Popen, pairs: list[tuple[str, str]] | None = None) -> None:
+    def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
-        self.pairs = pairs or []
 
     def wait(self, stop: Any = None) -> bool:
         """Wait for the second process (at most :data:`WAIT_S`, and no longer than a stop
@@ -80,7 +79,7 @@ def launch(pairs: list[tuple[str, str]]) -> Beside | None:
         )  # fmt: skip
     except OSError:
         return None
-    return Beside(proc, pairs)
+    return Beside(proc)
 
 
 def start(entry: Any, cfg: Any, device: Device) -> Beside | None:
