@@ -61,21 +61,21 @@ FLAT_P = 0.05
 
 
 def _fit_note(run: Run) -> str | None:
-    """The model's warning for power-law fits of its runs (``ModelEntry.fit_note``), if any."""
+    """The model's warning for power-law fits of its runs (``ModelEntry.analysis.fit_note``), if any."""
     from ..models.registry import get_model
 
     try:
-        return get_model(run.model).fit_note
+        return get_model(run.model).analysis.fit_note
     except KeyError:
         return None
 
 
 def _scaling(run: Run) -> ScalingTheory | None:
-    """The run's model's scaling laws (``ModelEntry.scaling``), None without them."""
+    """The run's model's scaling laws (``ModelEntry.analysis.scaling``), None without them."""
     from ..models.registry import get_model
 
     try:
-        return get_model(run.model).scaling
+        return get_model(run.model).analysis.scaling
     except KeyError:
         return None
 

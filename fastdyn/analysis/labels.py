@@ -2,7 +2,7 @@
 convention stated in ``/time``'s attributes, axis labels with units, run labels.
 
 The analysis never names a model: the defaults come from the model registry
-(:class:`fastdyn.models._spec.ModelEntry` ``default_series`` and ``loss_levels``).
+(:class:`fastdyn.models._spec.AnalysisHooks` ``default_series`` and ``loss_levels``).
 """
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ def default_series(run: Run) -> str:
     a simulated loss (a theory-only run, ``solver.integrator = "none"``), the first whose closed
     form ``theory/<series>`` it has; KeyError if none."""
     entry = _entry(run)
-    prefs = tuple(dict.fromkeys((*(entry.default_series if entry is not None else ()), *_FALLBACK)))
+    prefs = tuple(
+        dict.fromkeys((*(entry.analysis.default_series if entry is not None else ()), *_FALLBACK))
+    )
     for s in (*prefs, *(f"theory/{p}" for p in prefs)):
         if s in run:
             return s
@@ -68,15 +70,15 @@ def is_theory_series(series: str) -> bool:
 def loss_levels(run: Run) -> list[tuple[str, np.ndarray]]:
     """The reference levels of ``run``'s model present in the file: ``[(dataset, values)]``."""
     entry = _entry(run)
-    names = entry.loss_levels if entry is not None else ()
+    names = entry.analysis.loss_levels if entry is not None else ()
     return [(n, np.atleast_1d(np.asarray(run[n], float))) for n in names if n in run]
 
 
 def predicted_drops(run: Run) -> np.ndarray | None:
-    """The model's predicted drop times in the file (``ModelEntry.drop_times``; entry m: the drop
+    """The model's predicted drop times in the file (``ModelEntry.analysis.drop_times``; entry m: the drop
     onto level m + 1 of its first level dataset), or None."""
     entry = _entry(run)
-    name = entry.drop_times if entry is not None else None
+    name = entry.analysis.drop_times if entry is not None else None
     return np.atleast_1d(np.asarray(run[name], float)) if name and name in run else None
 
 

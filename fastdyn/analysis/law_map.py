@@ -212,7 +212,7 @@ def validate(
     with_laws = []
     for m in models:
         try:
-            with_laws.append(get_model(m).scaling is not None)
+            with_laws.append(get_model(m).analysis.scaling is not None)
         except KeyError:
             with_laws.append(False)
     if not any(with_laws):

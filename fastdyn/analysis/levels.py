@@ -4,7 +4,7 @@
   (:func:`fastdyn.analysis.plateaus.find_shape`: a plateau is where |d ln L/d ln t| stays ≤ 0.05
   for at least 5 % of its time; a drop is the fall between two plateaus, at its midpoint crossing
   L = √(L_a L_b)), set against the reference levels the model declares
-  (``ModelEntry.loss_levels``: datasets of the file such as the saddle losses L(M_m), the
+  (``ModelEntry.analysis.loss_levels``: datasets of the file such as the saddle losses L(M_m), the
   global minimum L* and a finite train set's own minimum). A plateau within ``tol`` of a level
   is named by it; a level the curve only crosses is reported as crossed, with no plateau. Where
   the model predicts a drop's time (paper Eq. 21), it is set beside the measured drop from one

@@ -503,7 +503,7 @@ def _task_strengths(run: Run, index: np.ndarray) -> np.ndarray | None:
     from ..models.registry import get_model
 
     try:
-        hook = get_model(run.model).task_strengths
+        hook = get_model(run.model).analysis.task_strengths
     except KeyError:
         return None
     return hook(run, index) if hook is not None else None
@@ -563,7 +563,7 @@ def _param_targets(run: Run) -> dict[str, np.ndarray]:
     from ..models.registry import get_model
 
     try:
-        hook = get_model(run.model).param_targets
+        hook = get_model(run.model).analysis.param_targets
     except KeyError:
         return {}
     return hook(run) if hook is not None else {}

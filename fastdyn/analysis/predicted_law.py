@@ -49,7 +49,7 @@ def predicted_time_law(run: Run, window: tuple[float, float]) -> PredictedLaw:
     from ..models.registry import get_model
 
     try:
-        laws = get_model(run.model).scaling
+        laws = get_model(run.model).analysis.scaling
     except KeyError:
         laws = None
     if laws is None or "time" not in laws.resources:

@@ -43,7 +43,7 @@ def models_cmd() -> None:
 
     for name, source in plugins.sources().items():
         e = plugins.get(name)
-        click.echo(f"{name}  [{e.kind}; {', '.join(e.devices)}]  {e.summary}")
+        click.echo(f"{name}  [{e.kind}; {', '.join(e.run.devices)}]  {e.summary}")
         click.echo(f"    from {source}")
     for name, why in plugins.broken().items():
         click.echo(f"{name}  [not loaded]  {why}")

@@ -4,13 +4,21 @@ A job array, or a shared read-only install, then starts warm: every later run wi
 ``NUMBA_CACHE_DIR=D`` loads its kernels from D instead of compiling them (docs/hpc.md).
 
 What is compiled is whatever a run of each shipped preset (``fastdyn/presets/*.toml``) reaches,
-shrunk to a few steps (each model's ``warmup_sizes``), plus variants that reach the other
+shrunk to a few steps (each model's ``warmup.sizes``), plus variants that reach the other
 integrators, closed forms, optimisers, attention variants and data paths of the same models (each
-model's ``warmup_variants``), plus
+model's ``warmup.variants``), plus
 ``fastdyn fit`` on one output (the bootstrap kernels). The plan is built from the preset folder,
 so a new preset is warmed without a change here. The runs go through the ``simulate`` command
 itself (the same code a user's run goes through), into a temporary folder, in a child process
 started with ``NUMBA_CACHE_DIR=D`` (numba reads it when it is imported).
+
+The kernels the models name with their argument types (each run's ``warmup.precompile``: e.g.
+an integrator reached after a closed form) are compiled from those declarations in a second
+process (:mod:`fastdyn._precompile`) beside the run that reaches them, while that run compiles
+the rest, as a first ``fastdyn simulate`` does (:mod:`fastdyn.drive.compile_beside`). The small
+runs remain for every other kernel: the closed forms, the trained models' kernels and the generic
+integrators compiled for each model's maths (closures, cached under a fingerprint of that maths)
+are reached with argument types that depend on the config and are not declared by signature.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ def _preset_model(name: str) -> str:
 def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]:
     """(label, preset, --set overrides) of every warm-up run, restricted to ``models`` if given:
     every shipped preset, a model no preset names (an installed plug-in) at its own defaults,
-    then each model's ``warmup_variants``, each shrunk by its model's ``warmup_sizes`` (a preset
+    then each model's ``warmup.variants``, each shrunk by its model's ``warmup.sizes`` (a preset
     of a model that declares none raises; a plug-in without them is warmed at its defaults)."""
     from ..config import presets
     from ..models.registry import get_model, model_names
@@ -55,19 +63,41 @@ def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]
         if model not in with_preset:  # a plug-in: its own defaults
             out.append((f"{model} defaults", "", (f'model="{model}"',), model))
         out += [
-            (label, name, sets, model) for label, name, sets in get_model(model).warmup_variants
+            (label, name, sets, model) for label, name, sets in get_model(model).warmup.variants
         ]
     runs = []
     for label, name, sets, model in out:
         if models and model not in models:
             continue
-        tiny = get_model(model).warmup_sizes
+        tiny = get_model(model).warmup.sizes
         if not tiny and name:
-            raise KeyError(f"model {model!r} declares no warmup_sizes (preset {name})")
+            raise KeyError(f"model {model!r} declares no warmup sizes (preset {name})")
         if "data.n_test=0" in sets or any(s.startswith("data.P") for s in sets):
             tiny = tuple(s for s in tiny if not s.startswith("data.P"))
         runs.append((label, name, (*tiny, *sets)))
     return runs
+
+
+def declared(name: str, sets: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The (kernel, signature) pairs the model of a planned run (``name``, ``sets``: a preset and
+    its overrides) declares for that run's config (``warmup.precompile``)."""
+    from .._precompile import name_of
+    from ..config import load_config, presets
+    from ..models.registry import get_model
+
+    cfg = load_config(presets.resolve(name) if name else None, list(sets))
+    hook = get_model(cfg.model).warmup.precompile
+    return [
+        (k if isinstance(k, str) else name_of(k), sig) for k, sig in (hook(cfg) if hook else ())
+    ]
+
+
+def precompiles(runs: list[tuple[str, str, tuple[str, ...]]]) -> list[tuple[str, str]]:
+    """Every (kernel, signature) pair the planned ``runs`` declare, each once, in plan order."""
+    out: list[tuple[str, str]] = []
+    for _, name, sets in runs:
+        out += [p for p in declared(name, sets) if p not in out]
+    return out
 
 
 def _writable_dir(d: Path) -> str | None:
@@ -109,6 +139,8 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
         raise UserError(f"--model: unknown model {bad[0]!r}; models: {', '.join(known)}")
     runs = plan(tuple(models))
     if as_list:
+        for kernel, sig in precompiles(runs):
+            click.echo(f"precompile: {kernel} {sig}")
         for label, name, sets in runs:
             click.echo(
                 f"{label}: fastdyn simulate {name + ' ' if name else ''}"
@@ -123,7 +155,7 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
     why = _writable_dir(d)
     if why is not None:
         raise UserError(f"--cache-dir: {d} is not a writable directory ({why})")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(d), FASTDYN_COMPILE_BESIDE="0")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(d))
     child = "import sys; from fastdyn.cli.warmup import _child; sys.exit(_child(sys.argv[1:]))"
     args = [sys.executable, "-c", child, str(d), str(verbosity(ctx))]
     args += [f"--threads={threads}"] if threads else []

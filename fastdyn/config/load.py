@@ -95,11 +95,7 @@ def schema_for(model: str) -> type:
         known = ", ".join(repr(m) for m in plugins.names())
         why = "" if model not in plugins.broken() else f" ({e.args[0]})"
         raise ConfigError(f"model: must be one of {known}, got {model!r}{why}") from None
-    if entry.schema is None:
-        raise ConfigError(
-            f"model: {model!r} declares no config schema ({plugins.sources()[model]})"
-        )
-    return entry.schema
+    return entry.run.schema
 
 
 def model_names() -> list[str]:
@@ -120,7 +116,7 @@ def _other_models(section: str, data: dict) -> str:
     model = data.get("model") or plugins.default()
     owners = []
     for name in plugins.names():
-        schema = getattr(plugins.get(name), "schema", None)
+        schema = getattr(getattr(plugins.get(name), "run", None), "schema", None)
         if schema is not None and section in {f.name for f in dataclasses.fields(schema)}:
             owners.append(name)
     if not owners:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.device import Device
+
 if TYPE_CHECKING:  # annotations only: importing the model interface loads no numpy
     import numpy as np
 
@@ -125,62 +127,136 @@ class ScalingTheory(Protocol):
 
 
 @dataclass(frozen=True)
-class ModelEntry:
-    """One model, as its package declares it (the ``fastdyn.models`` entry point's object).
+class RunHooks:
+    """What the drivers and the config loader ask of a model.
 
-    - ``kind``: ``"ode"`` or ``"trained"``; ``setup(cfg, tools)`` returns the :class:`OdeSetup` or
-      :class:`TrainedSetup` that the driver of that kind runs (``tools`` carries the device and the
-      time grids; models never import ``drive``); a per-task ODE model returns
-      :class:`OdeMaths` instead, its maths only, and the driver builds the rest.
+    - ``setup(cfg, tools)``: the :class:`OdeSetup` or :class:`TrainedSetup` that the driver of the
+      entry's ``kind`` runs (``tools`` carries the device and the time grids; models never import
+      ``drive``); a per-task ODE model returns :class:`OdeMaths` instead, its maths only, and the
+      driver builds the rest.
     - ``schema``: the root config dataclass (its fields declared with :mod:`fastdyn.config.schema`
-      rules), validated by :func:`fastdyn.config.load.from_dict` when ``model`` names this entry.
-    - ``devices``: where it runs (``("cpu",)`` or ``("cpu", "cuda")``); ``check_device(cfg)``
-      raises a ConfigError for a config path that has no CUDA kernel.
-    - ``warmup_sizes``: ``--set`` overrides that shrink any preset of the model to a few steps
-      (``fastdyn warmup``); ``warmup_variants``: (label, preset, overrides) runs that reach the
-      kernels its presets do not.
-    - ``compile_beside(cfg)``: ``--set`` overrides of a small run of ``cfg`` that compiles the
-      kernels this run reaches last (an integrator after its closed form), for ``fastdyn
-      simulate`` to start in a second process while the run compiles the rest, on a cache where
-      they are not compiled yet; None when there is nothing to split (they are cached, or the run
-      has one phase).
-    - analysis hooks: ``default_series`` (what ``fit``/``plot`` use by default), ``loss_levels``
-      (reference levels on loss plots), ``task_strengths(run, index)`` (Λ_s of tracked tasks, for
-      ``plot --kind tasks``; None when the model has none), ``scaling`` (the
-      :class:`ScalingTheory` beside ``fit``), ``param_targets(run)`` (the values ``params/``
-      series approach, dashed on ``plot --kind weights``), ``fit_note``.
-    - ``fastdyn theory`` commands are not entry fields: a package declares them in the
-      ``fastdyn.theory`` entry-point group (name → click command), so ``--help`` loads no model.
-    - ``default``: this is the model of a config without a ``model`` key (fastdyn's own declare one).
-    - ``extras``: model-specific callables (kernels, theory functions) that tests and benchmarks
-      reach by name.
+      rules), validated by :func:`fastdyn.config.load.from_dict` when ``model`` names the entry.
+    - ``devices``: where it runs (:class:`~fastdyn.core.device.Device` values; names such as
+      ``"cuda"`` are taken as their Device); ``check_device(cfg)`` raises a ConfigError for a
+      config path that has no CUDA kernel (None: every path has one).
     """
 
-    name: str
-    kind: str
-    summary: str
-    run: Callable[..., Any] | None = None
-    setup: Callable[..., TrainedSetup | OdeSetup | OdeMaths] | None = None
-    schema: type | None = None
-    devices: tuple[str, ...] = ("cpu",)
+    setup: Callable[..., TrainedSetup | OdeSetup | OdeMaths]
+    schema: type
+    devices: tuple[Device, ...] = (Device.CPU,)
     check_device: Callable[[Any], None] | None = None
-    warmup_sizes: tuple[str, ...] = ()
-    warmup_variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-    compile_beside: Callable[[Any], tuple[str, ...] | None] | None = None
-    extras: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "devices", tuple(Device.of(d) for d in self.devices))
+
+
+@dataclass(frozen=True)
+class AnalysisHooks:
+    """What ``fit`` and ``plot`` ask of a model about its runs (runs as read from files).
+
+    - ``default_series``: what ``fit``/``plot`` use without ``--y``; ``loss_levels``: datasets of
+      reference levels drawn on loss plots; ``drop_times``: a dataset of the predicted times of
+      the drops between the levels of ``loss_levels[0]`` (entry m: the drop onto level m + 1;
+      ``fit`` prints it beside each measured drop).
+    - ``task_strengths(run, index)``: Λ_s of the tracked tasks ``index`` (1-based), for ``plot
+      --kind tasks`` (None when the model has none).
+    - ``scaling``: the :class:`ScalingTheory` shown beside ``fit``.
+    - ``param_targets(run)``: the values the ``params/`` series approach, dashed on ``plot --kind
+      weights``.
+    - ``fit_note``: a warning shown with every ``fit`` of the model's runs, where a power law is
+      not what its losses follow (e.g. plateaus and drops).
+    """
+
     default_series: tuple[str, ...] = ("loss/test",)
     loss_levels: tuple[str, ...] = ()
-    #: a dataset of the predicted times of the drops between the levels of ``loss_levels[0]``:
-    #: entry m is the drop onto level m + 1; ``fit`` prints it beside each measured drop
     drop_times: str | None = None
     task_strengths: Callable[[Any, np.ndarray], np.ndarray | None] | None = None
     scaling: ScalingTheory | None = None
     param_targets: Callable[[Any], dict[str, np.ndarray]] | None = None
-    #: the model of a config that names none (one built-in model declares it)
-    default: bool = False
-    #: a warning shown with every ``fit`` of this model's runs, when a power law is not what its
-    #: losses follow (e.g. plateaus and drops)
     fit_note: str | None = None
+
+
+@dataclass(frozen=True)
+class WarmupHooks:
+    """What ``fastdyn warmup`` (and a first ``fastdyn simulate``) asks of a model to fill numba's
+    cache.
+
+    - ``sizes``: ``--set`` overrides that shrink any preset of the model to a few steps;
+    - ``variants``: (label, preset, overrides) runs that reach the kernels its presets do not.
+    - ``precompile(cfg)``: the kernels a run of ``cfg`` reaches last (an integrator after its
+      closed form), as (kernel, signature) pairs: an ``@njit(cache=True)`` dispatcher or its
+      dotted name ``"package.module:name"``, and numba's text of the argument types the run
+      passes it, ``"(float64[::1], int64, …)"`` (:mod:`fastdyn._precompile`). On a cold cache
+      ``fastdyn simulate`` compiles them in a second process while the run compiles the rest,
+      and ``fastdyn warmup`` beside its runs; empty when the run has one phase.
+    """
+
+    sizes: tuple[str, ...] = ()
+    variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    precompile: Callable[[Any], Sequence[tuple[Any, str]]] | None = None
+
+
+class ModelEntry:
+    """One model, as its package declares it (the ``fastdyn.models`` entry point's object).
+
+    A small base class with grouped defaults (as xarray's ``BackendEntrypoint``): a model either
+    instantiates it with the parts it has, ``ModelEntry(name=…, kind=…, summary=…,
+    run=RunHooks(…), analysis=AnalysisHooks(…))``, or subclasses it and sets them as class
+    attributes. Whatever is not given keeps the default of its group.
+
+    - ``name``: the config's ``model``; ``kind``: ``"ode"`` or ``"trained"`` (which driver runs
+      it); ``summary``: one line for ``fastdyn config models``; ``default``: the model of a config
+      without a ``model`` key (one built-in model declares it).
+    - ``run`` (:class:`RunHooks`, required): setup, config schema, devices.
+    - ``analysis`` (:class:`AnalysisHooks`): default series, levels and laws for ``fit``/``plot``.
+    - ``warmup`` (:class:`WarmupHooks`): what ``fastdyn warmup`` runs, and what a first
+      ``fastdyn simulate`` compiles beside the run.
+
+    ``fastdyn theory`` commands are not entry fields: a package declares them in the
+    ``fastdyn.theory`` entry-point group (name → click command), so ``--help`` loads no model.
+    """
+
+    KINDS = ("ode", "trained")
+
+    name: str
+    kind: str
+    summary: str
+    default: bool = False
+    run: RunHooks
+    analysis: AnalysisHooks = AnalysisHooks()
+    warmup: WarmupHooks = WarmupHooks()
+
+    def __init__(self, **parts: Any) -> None:
+        known = {"name", "kind", "summary", "default", "run", "analysis", "warmup"}
+        unknown = sorted(set(parts) - known)
+        if unknown:
+            raise TypeError(
+                f"ModelEntry: unknown part {unknown[0]!r}; parts: {', '.join(sorted(known))}"
+            )
+        for key, value in parts.items():
+            object.__setattr__(self, key, value)
+        missing = [k for k in ("name", "kind", "summary", "run") if not hasattr(self, k)]
+        if missing:
+            raise TypeError(f"ModelEntry: {missing[0]!r} is required")
+        if self.kind not in self.KINDS:
+            raise ValueError(
+                f"ModelEntry {self.name!r}: kind must be 'ode' or 'trained', got {self.kind!r}"
+            )
+        for key, group in (("run", RunHooks), ("analysis", AnalysisHooks), ("warmup", WarmupHooks)):
+            if not isinstance(getattr(self, key), group):
+                raise TypeError(
+                    f"ModelEntry {self.name!r}: {key} must be given as {group.__name__}(…)"
+                )
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"ModelEntry {self.name!r} is read-only ({key})")
+
+    def __repr__(self) -> str:
+        return f"<ModelEntry {self.name!r} ({self.kind})>"
+
+    def setup(self, cfg: Any, tools: Any) -> TrainedSetup | OdeSetup | OdeMaths:
+        """What the driver of this entry's ``kind`` runs for ``cfg`` (``run.setup``)."""
+        return self.run.setup(cfg, tools)
 
 
 @dataclass

@@ -104,7 +104,7 @@ def test_no_power_law_range_reports_the_agreement_with_theory(tmp_path):
 
 def _reduced(config: Path) -> list[str]:
     model = tomllib.loads(config.read_text()).get("model", "msfr")
-    return [a for s in get_model(model).warmup_sizes for a in ("--set", s)]
+    return [a for s in get_model(model).warmup.sizes for a in ("--set", s)]
 
 
 @pytest.mark.parametrize(

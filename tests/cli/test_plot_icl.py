@@ -178,7 +178,7 @@ def test_time_label_names_the_steps_only_for_runs_that_have_them(tmp_path):
 
 
 def test_fit_of_an_icl_run_warns_that_its_losses_are_not_a_power_law(tmp_path):
-    """The model declares what a power-law fit of its losses means (``ModelEntry.fit_note``); the
+    """The model declares what a power-law fit of its losses means (``ModelEntry.analysis.fit_note``); the
     MSFR models declare nothing and print no such line."""
     p = tmp_path / "icl.h5"
     r = CliRunner().invoke(

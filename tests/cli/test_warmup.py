@@ -67,7 +67,7 @@ def shipped_models() -> list[str]:
 
 def test_tiny_sizes_for_every_shipped_model():
     assert "msfr" in shipped_models() and "attn-m" in shipped_models()
-    assert all(registry.get_model(m).warmup_sizes for m in shipped_models())
+    assert all(registry.get_model(m).warmup.sizes for m in shipped_models())
 
 
 def _config(name, sets):
@@ -85,7 +85,7 @@ def test_plan_runs_every_preset_and_every_model():
 
 def test_an_installed_plug_in_is_warmed_at_its_defaults_and_listed():
     """examples/logistic (installed by the test command) has no preset: it is warmed at its
-    own defaults, shrunk by its warmup_sizes, and --list shows that run."""
+    own defaults, shrunk by its warmup sizes, and --list shows that run."""
     assert "logistic" not in shipped_models()
     (run,) = [r for r in warmup.plan(("logistic",))]
     assert run[0] == "logistic defaults" and run[1] == ""
@@ -98,6 +98,16 @@ def test_an_installed_plug_in_is_warmed_at_its_defaults_and_listed():
     )
 
 
+def test_declared_kernels_come_from_the_models_of_the_plan():
+    """The pairs compiled beside the runs are those the planned runs' models declare: MSFR's
+    two integrator kernels (dopri5's, the lane kernel of rk4 and gd), none for a model that
+    declares none; each pair once."""
+    msfr = warmup.precompiles(warmup.plan(("msfr",)))
+    assert [k.rsplit(":", 1)[1] for k, _ in msfr] == ["dopri5_kernel", "lanes_kernel"]
+    assert warmup.precompiles(warmup.plan(("attn-m", "logistic"))) == []
+    assert warmup.precompiles(warmup.plan()) == msfr
+
+
 def test_plan_configs_are_valid_and_restricted_by_model():
     """Every planned run's config loads (a variant that no longer validates fails here, not in a
     user's warm-up); --model keeps exactly the runs of that model."""
@@ -107,13 +117,18 @@ def test_plan_configs_are_valid_and_restricted_by_model():
     assert only and all(_config(n, s).model == "msfr-h" for _, n, s in only)
 
 
-def test_list_prints_one_line_per_run(tmp_path):
+def test_list_prints_the_declared_kernels_then_one_line_per_run(tmp_path):
+    """--list: one ``precompile:`` line per declared (kernel, signature) pair, then one line
+    per run."""
+    runs, pairs = warmup.plan(), warmup.precompiles(warmup.plan())
+    expect = [f"precompile: {k} {s}" for k, s in pairs]
     r = CliRunner().invoke(main, ["warmup", "--cache-dir", str(tmp_path), "--list"])
     assert r.exit_code == 0
-    assert len(r.output.strip().splitlines()) == len(warmup.plan())
+    lines = r.output.strip().splitlines()
+    assert lines[: len(pairs)] == expect and len(lines) == len(pairs) + len(runs)
     assert not any(tmp_path.iterdir())  # --list writes nothing
     r = CliRunner().invoke(main, ["warmup", "--list"])  # docs/hpc.md: no directory needed
-    assert r.exit_code == 0 and len(r.output.strip().splitlines()) == len(warmup.plan())
+    assert r.exit_code == 0 and r.output.strip().splitlines() == lines
     r = CliRunner().invoke(main, ["warmup"])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "--cache-dir: required" in r.output
 

@@ -73,7 +73,7 @@ def test_registry_entries():
     for name in ("attn-m", "attn-s", "mlp-cubic"):
         e = _spec.get(name)
         assert e.kind == "trained"
-        assert e.setup is not None and e.run is None
+        assert e.run.setup is not None and e.run.schema is not None
 
 
 def test_divergence_names_step_and_cause():

@@ -2,7 +2,7 @@
 what their ``fastdyn.models`` entry points name).
 
 Each entry's ``setup`` is :func:`fastdyn.models.icl.setup.setup` (config → what the trained-model
-driver runs); ``extras`` reach the model classes and theory functions.
+driver runs).
 """
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ from typing import Any
 import numpy as np
 
 from ...config.schema import ConfigError
+from ...core.device import Device
 from .. import _spec
-from .attn_m import AttnM
 from .attn_m import theory as attn_m_theory
-from .attn_s import AttnS
-from .attn_s import theory as attn_s_theory
 from .config import IclConfig
-from .mlp_cubic import MLPCubic
 from .setup import setup
 
 _SUMMARIES = {
@@ -26,8 +23,6 @@ _SUMMARIES = {
     "attn-s": "multi-head linear/softmax attention with separate rank-R key and query",
     "mlp-cubic": "two-layer linear network on the cubic features vec(beta x_q^T)",
 }
-_CLASSES = {"attn-m": AttnM, "attn-s": AttnS, "mlp-cubic": MLPCubic}
-_THEORY = {"attn-m": attn_m_theory, "attn-s": attn_s_theory, "mlp-cubic": attn_m_theory}
 
 #: reference levels on loss plots: ATTN_S visits every saddle M_m (plateau losses L(M_m)), the
 #: others go from M_0 straight to the global minimum L* (spec icl.md §4); a finite train set
@@ -76,7 +71,6 @@ _VARIANTS = {
         ("mlp-cubic cumulative loss", "icl_variants", ('model="mlp-cubic"', 'attention.loss="cumulative"')),
     ),
 }  # fmt: skip
-_DEVICES = {"attn-m": ("cpu", "cuda"), "attn-s": ("cpu", "cuda"), "mlp-cubic": ("cpu",)}
 
 
 def param_targets(run: Any) -> dict[str, np.ndarray]:
@@ -100,29 +94,31 @@ def param_targets(run: Any) -> dict[str, np.ndarray]:
 
 
 def _entry(name: str) -> _spec.ModelEntry:
-    th = _THEORY[name]
+    cuda = name != "mlp-cubic"  # the attention models have CUDA kernels (docs/cuda.md)
     return _spec.ModelEntry(
         name=name,
         kind="trained",
         summary=_SUMMARIES[name],
-        setup=setup,
-        schema=IclConfig,
-        devices=_DEVICES[name],
-        check_device=check_device if "cuda" in _DEVICES[name] else None,
-        warmup_sizes=_TINY,
-        warmup_variants=_VARIANTS[name],
-        extras={"model": _CLASSES[name], **{f: getattr(th, f) for f in th.__all__}},
-        default_series=("loss/train",),
-        loss_levels=_LEVELS[name],
-        drop_times="theory/eq21/drop_time"
-        if name == "attn-s"
-        else None,  # Eq. 21's half-rise times
-        param_targets=param_targets,
-        fit_note=(
-            f"{name} losses go through plateaus and drops (saddle to saddle), not a power law: the "
-            "exponent only describes the window fitted; compare the plateaus with `fastdyn theory "
-            "plateaus` and `fastdyn plot`"
+        run=_spec.RunHooks(
+            setup=setup,
+            schema=IclConfig,
+            devices=(Device.CPU, Device.CUDA) if cuda else (Device.CPU,),
+            check_device=check_device if cuda else None,
         ),
+        analysis=_spec.AnalysisHooks(
+            default_series=("loss/train",),
+            loss_levels=_LEVELS[name],
+            drop_times="theory/eq21/drop_time"
+            if name == "attn-s"
+            else None,  # Eq. 21's half-rise times
+            param_targets=param_targets,
+            fit_note=(
+                f"{name} losses go through plateaus and drops (saddle to saddle), not a power law: "
+                "the exponent only describes the window fitted; compare the plateaus with "
+                "`fastdyn theory plateaus` and `fastdyn plot`"
+            ),
+        ),
+        warmup=_spec.WarmupHooks(sizes=_TINY, variants=_VARIANTS[name]),
     )
 
 

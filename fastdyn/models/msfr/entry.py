@@ -5,6 +5,7 @@ from typing import Any
 import numpy as np
 
 from ...config.schema import ConfigError
+from ...core.device import Device
 from .. import _spec
 from .config import MsfrConfig
 from .fit_laws import SCALING
@@ -28,75 +29,82 @@ def task_strengths(run: Any, index: np.ndarray) -> np.ndarray:
 
 _TINY = ("task.n_tasks=3000", "time.n_times=6", "output.track=[1, 2]")
 
+#: the argument types :func:`fastdyn.models.msfr.integrate.integrate` passes the CPU kernels
+#: (:mod:`fastdyn.models.msfr.integrate_kernels`), as numba's signature text
+_STATE = ", ".join(["float64[::1]"] * 10) + ", int8[::1], int64[::1]"  # lam … rprev, status, steps
+_TAIL = "float64, int64, int64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], int64[::1], int64"  # fmt: skip
+#: dopri5_kernel(lam … steps, rejected, q, t0, times, rtol, atol, settle_tol, max_steps, tpos,
+#: test_part, train_part, f_track, stop, bins)
+DOPRI5_ARGS = f"({_STATE}, int64[::1], float64, float64, float64[::1], float64, float64, {_TAIL})"
+#: lanes_kernel(is_gd, lam … steps, q, mark0, marks, spt, eta, settle_tol, max_steps, tpos,
+#: test_part, train_part, f_track, stop, bins): rk4 and gd
+LANES_ARGS = f"(boolean, {_STATE}, float64, float64, float64[::1], float64, float64, {_TAIL})"
+_KERNELS = "fastdyn.models.msfr.integrate_kernels"
 
-def compile_beside(cfg: Any) -> tuple[str, ...] | None:
-    """A closed form beside an integrator, the integrator not compiled yet: a small
-    run without the closed form compiles it (≈ 7 s of dopri5's kernels) while this run compiles
-    the closed form, which it computes first (≈ 12 s). The small run integrates its 3000 tasks
-    only to 10 t_min, so it lasts about as long as its compiling whatever the solver settings. A
-    task table (its length fixes n_tasks) or an explicit time grid is not shrunk: None."""
+
+def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
+    """The integrator's kernel when a closed form comes first (dopri5's, or the lane kernel of
+    rk4 and gd: ≈ 7 s to compile, while the closed form takes ≈ 12 s); nothing for a run with
+    one phase (no closed form, or no integrator)."""
     if cfg.theory.level == "none" or cfg.solver.integrator == "none":
-        return None
-    if cfg.task.table is not None or cfg.time.grid == "explicit":
-        return None
-    from ..._cache import has_cached
-    from .integrate_kernels import dopri5_kernel, lanes_kernel
+        return ()
+    if cfg.solver.integrator == "dopri5":
+        return ((f"{_KERNELS}:dopri5_kernel", DOPRI5_ARGS),)
+    return ((f"{_KERNELS}:lanes_kernel", LANES_ARGS),)
 
-    if has_cached(dopri5_kernel if cfg.solver.integrator == "dopri5" else lanes_kernel):
-        return None
-    t_max = min(cfg.time.t_max, 10.0 * cfg.time.t_min)
-    return (*_TINY, 'theory.level="none"', f"time.t_max={t_max!r}")
+
+#: ``fastdyn warmup``: runs that reach the integrators, closed forms and paths the presets do not
+_VARIANTS = (
+    (
+        "msfr rk4, leading, random init",
+        "quickstart",
+        (
+            'solver.integrator="rk4"',
+            "solver.steps_per_timescale=8",
+            'theory.level="leading"',
+            'init.scheme="random"',
+            "time.t_max=1e4",
+        ),
+    ),
+    (
+        "msfr gd, exact",
+        "quickstart",
+        ('solver.integrator="gd"', "solver.lr=0.01", "time.t_max=1", 'theory.level="exact"'),
+    ),
+    (
+        "msfr dopri5, finite data, exact",
+        "quickstart",
+        ("task.n_samples=100000", 'theory.level="exact"', "task.model_size=1000"),
+    ),
+    (
+        "msfr task families (column path)",
+        "msfr_families",
+        ('task.strength_law="exponential"', "task.strength_decay=100"),
+    ),
+    (
+        "msfr theory only, first order",
+        "quickstart",
+        ('solver.integrator="none"', 'theory.level="first_order"'),
+    ),
+    (
+        "msfr theory only, leading, finite data",
+        "quickstart",
+        ('solver.integrator="none"', 'theory.level="leading"', "task.n_samples=100000"),
+    ),
+)  # fmt: skip
 
 
 ENTRY = _spec.ModelEntry(
     name="msfr",
     kind="ode",
     summary="multitask sparse feature regression: per-task v/w gradient flow and closed forms",
-    setup=setup,
-    schema=MsfrConfig,
-    devices=("cpu", "cuda"),
-    check_device=check_device,
-    warmup_sizes=_TINY,
-    compile_beside=compile_beside,
-    warmup_variants=(
-        (
-            "msfr rk4, leading, random init",
-            "quickstart",
-            (
-                'solver.integrator="rk4"',
-                "solver.steps_per_timescale=8",
-                'theory.level="leading"',
-                'init.scheme="random"',
-                "time.t_max=1e4",
-            ),
-        ),
-        (
-            "msfr gd, exact",
-            "quickstart",
-            ('solver.integrator="gd"', "solver.lr=0.01", "time.t_max=1", 'theory.level="exact"'),
-        ),
-        (
-            "msfr dopri5, finite data, exact",
-            "quickstart",
-            ("task.n_samples=100000", 'theory.level="exact"', "task.model_size=1000"),
-        ),
-        (
-            "msfr task families (column path)",
-            "msfr_families",
-            ('task.strength_law="exponential"', "task.strength_decay=100"),
-        ),
-        (
-            "msfr theory only, first order",
-            "quickstart",
-            ('solver.integrator="none"', 'theory.level="first_order"'),
-        ),
-        (
-            "msfr theory only, leading, finite data",
-            "quickstart",
-            ('solver.integrator="none"', 'theory.level="leading"', "task.n_samples=100000"),
-        ),
-    ),  # fmt: skip
-    task_strengths=task_strengths,
-    scaling=SCALING,
     default=True,
+    run=_spec.RunHooks(
+        setup=setup,
+        schema=MsfrConfig,
+        devices=(Device.CPU, Device.CUDA),
+        check_device=check_device,
+    ),
+    analysis=_spec.AnalysisHooks(task_strengths=task_strengths, scaling=SCALING),
+    warmup=_spec.WarmupHooks(sizes=_TINY, variants=_VARIANTS, precompile=precompile),
 )

@@ -5,6 +5,7 @@ beside the Riccati closed form with μ, Π from H_s's eigen-decomposition.
 ``ENTRY`` is what the ``fastdyn.models`` entry point ``msfr-h`` names.
 """
 
+from ...core.device import Device
 from .. import _spec
 from .config import MsfrHConfig
 from .setup import setup
@@ -13,9 +14,14 @@ ENTRY = _spec.ModelEntry(
     name="msfr-h",
     kind="ode",
     summary="MSFR tasks with a general d×d H_s per task: (v, w) flow in R^d and the Riccati closed form",
-    setup=setup,
-    schema=MsfrHConfig,
-    devices=("cpu", "cuda"),  # the engine compiles its integrators and these kernels for the GPU
-    warmup_sizes=("time.n_times=6", "time.t_max=10"),
-    warmup_variants=(("msfr-h dopri5-free theory", "msfr_h", ('solver.integrator="none"',)),),
+    run=_spec.RunHooks(
+        setup=setup,
+        schema=MsfrHConfig,
+        # the engine compiles its integrators and these kernels for the GPU
+        devices=(Device.CPU, Device.CUDA),
+    ),
+    warmup=_spec.WarmupHooks(
+        sizes=("time.n_times=6", "time.t_max=10"),
+        variants=(("msfr-h dopri5-free theory", "msfr_h", ('solver.integrator="none"',)),),
+    ),
 )

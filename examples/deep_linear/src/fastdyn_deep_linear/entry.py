@@ -6,7 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from fastdyn.models import ModelEntry, OdeMaths, stored_value
+from fastdyn.core.device import Device
+from fastdyn.models import (
+    AnalysisHooks,
+    ModelEntry,
+    OdeMaths,
+    RunHooks,
+    WarmupHooks,
+    stored_value,
+)
 
 from . import kernels
 from .config import DeepLinearConfig
@@ -70,13 +78,18 @@ ENTRY = ModelEntry(
     name="deep-linear",
     kind="ode",
     summary="example plug-in: two-layer linear networks (W1, W2 per task) beside Saxe et al.'s mode solution",
-    setup=setup,
-    schema=DeepLinearConfig,
-    devices=("cpu", "cuda"),  # fastdyn compiles the integrators and these kernels for the GPU
-    warmup_sizes=("task.n_tasks=1024", "time.n_times=8"),
-    task_strengths=task_strengths,
-    fit_note=(
-        "deep-linear: the loss is a sum of sigmoidal mode transitions (Saxe et al. 2014); "
-        "no power law is derived for it"
+    run=RunHooks(
+        setup=setup,
+        schema=DeepLinearConfig,
+        # fastdyn compiles the integrators and these kernels for the GPU
+        devices=(Device.CPU, Device.CUDA),
     ),
+    analysis=AnalysisHooks(
+        task_strengths=task_strengths,
+        fit_note=(
+            "deep-linear: the loss is a sum of sigmoidal mode transitions (Saxe et al. 2014); "
+            "no power law is derived for it"
+        ),
+    ),
+    warmup=WarmupHooks(sizes=("task.n_tasks=1024", "time.n_times=8")),
 )

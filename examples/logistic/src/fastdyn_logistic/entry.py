@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from fastdyn.models import ModelEntry, OdeMaths
+from fastdyn.core.device import Device
+from fastdyn.models import AnalysisHooks, ModelEntry, OdeMaths, RunHooks, WarmupHooks
 
 from . import kernels
 from .config import LogisticConfig
@@ -54,9 +55,12 @@ ENTRY = ModelEntry(
     name="logistic",
     kind="ode",
     summary="example plug-in: per-task logistic flow df/dt = r f (K − f) beside its closed form",
-    setup=setup,
-    schema=LogisticConfig,
-    devices=("cpu", "cuda"),  # fastdyn compiles the integrators and these kernels for the GPU
-    warmup_sizes=("task.n_tasks=2000", "time.n_times=8"),
-    scaling=SCALING,  # the law `fastdyn fit` shows beside its fits
+    run=RunHooks(
+        setup=setup,
+        schema=LogisticConfig,
+        # fastdyn compiles the integrators and these kernels for the GPU
+        devices=(Device.CPU, Device.CUDA),
+    ),
+    analysis=AnalysisHooks(scaling=SCALING),  # the law `fastdyn fit` shows beside its fits
+    warmup=WarmupHooks(sizes=("task.n_tasks=2000", "time.n_times=8")),
 )
