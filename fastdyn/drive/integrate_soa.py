@@ -17,12 +17,16 @@ bit-identical output. :func:`advance_dopri5` does the same with adaptive Dormand
 each task with its own step size and step counters in caller-owned arrays (the controller and
 output-time clipping of the lane-vectorised dopri5, so segments and resumes continue the same step
 sequence).
+:func:`advance_fixed` is fixed steps with the solver's options: rk4 at each task's own step
+h_s = 1/(steps_per_timescale·σ_s) (the model's ``rate_scale``), discrete gd (y ← y + η·rhs(y),
+t = η·step) and the settling rule (the model's ``residual``), with each task's record (step,
+steps taken, |r|, status) in a caller-owned array.
 
 The kernels are specialised per model (the model's functions are compile-time arguments): numba's
 own cache cannot key them (``cache=False`` here), so :mod:`fastdyn.drive._kernel_cache` keeps each
 model's kernel in numba's cache directory under a fingerprint of the model's functions, and a new
 process loads it instead of compiling it again. A model may bring its own cached, lane-vectorised
-integrators as its fast path instead (an ``OdeSetup`` of its own).
+integrators as its fast path instead (a :class:`fastdyn.models.FastPath`).
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ _F1, _F2, _I2 = types.float64[:], types.float64[:, :], types.int64[:, :]
 _F1C, _I1C, _F8, _I8 = types.float64[::1], types.int64[::1], types.float64, types.int64
 _RK4_SIG = types.void(_F2, _F2, _F8, _F1C, _F8, _I1C, _F2, _F2, _F2, _I1C)
 _DOPRI5_SIG = types.void(_F2, _F2, _F1, _I2, _F8, _F1C, _F8, _F8, _I8, _I1C, _F2, _F2, _F2, _I1C)
+_FIXED_SIG = types.void(
+    _F2, _F2, _F2, _F8, _F1C, _F8, _F8, _F8, _F8, _I8, _I1C, _F2, _F2, _F2, _I1C
+)
 
 
 @njit(inline="always", **_FLAGS)
@@ -239,4 +246,90 @@ def advance_dopri5(
     _dopri5_kernel_for(rhs, observe, loss)(
         params, y, h, counts, float(t0), times, float(rtol), float(atol),
         np.int64(max_steps), tpos, test_partials, train_partials, f_track, stop_flag.FLAG,
+    )  # fmt: skip
+
+
+# ---- fixed steps with options: per-task step sizes, gd, settling ------------------------------------
+
+
+def _fixed_kernel_for(rhs: Any, observe: Any, loss: Any, rate: Any, residual: Any, gd: bool) -> Any:
+    """The parallel CPU kernel of :func:`fastdyn.drive.soa_tasks.fixed_task` for one model and
+    set of options (compiled here, once per process, and kept in numba's cache)."""
+    key = ("fixed", rhs, observe, loss, rate, residual, bool(gd))
+    if key in _KERNELS:
+        return _KERNELS[key]
+    task = soa_tasks.fixed_task(rhs, observe, loss, rate, residual, bool(gd), _njit)
+    NR = soa_tasks.FIXED_ROWS
+
+    def kernel(
+        params, y, rec, mark0, marks, spt, h, eta, settle_tol, max_steps, tpos, test_part,
+        train_part, f_track, stop,
+    ):  # fmt: skip
+        n, ns, kp, T = y.shape[1], y.shape[0], params.shape[0], marks.shape[0]
+        for b in prange((n + BLOCK - 1) // BLOCK):
+            lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
+            p, yy, yt = np.empty(kp), np.empty(ns), np.empty(ns)
+            k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
+            st = np.empty(NR)
+            te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
+            for i in range(lo, hi):
+                _load(params, y, i, p, yy)
+                for r in range(NR):
+                    st[r] = rec[r, i]
+                tracked = tpos[i] >= 0
+                f = f_track[tpos[i]] if tracked else fdummy
+                code = task(
+                    p, yy, yt, k1, k2, k3, k4, st, mark0, marks, spt, h, eta, settle_tol,
+                    max_steps, te, tr, f, tracked, stop,
+                )  # fmt: skip
+                if code != soa_tasks.DONE:
+                    break  # a stop request: the block's outputs stay incomplete
+                _add_terms(test_part, train_part, b, te, tr)
+                for r in range(ns):
+                    y[r, i] = yy[r]
+                for r in range(NR):
+                    rec[r, i] = st[r]
+
+    _KERNELS[key] = kernel = jit_cached(kernel, _FIXED_SIG, parallel=True, **_FLAGS)
+    return kernel
+
+
+def fixed_record(n: int) -> np.ndarray:
+    """A fresh (FIXED_ROWS, n) record of :func:`advance_fixed`: no step chosen, none taken,
+    |r| before the first step +inf, every task running."""
+    rec = np.zeros((soa_tasks.FIXED_ROWS, n))
+    rec[soa_tasks.FIX_H] = np.nan
+    rec[soa_tasks.FIX_RPREV] = np.inf
+    return rec
+
+
+def advance_fixed(
+    rhs, observe, loss, params: np.ndarray, y: np.ndarray, rec: np.ndarray, mark0: float,
+    marks: np.ndarray, local_track: np.ndarray, test_partials: np.ndarray,
+    train_partials: np.ndarray, f_track: np.ndarray, *, rate: Any = None, residual: Any = None,
+    gd: bool = False, steps_per_timescale: float = 0.0, h: float = 0.0, eta: float = 0.0,
+    settle_tol: float = 0.0, max_steps: int = 1 << 62,
+) -> None:  # fmt: skip
+    """Advance ``y`` (n_state, n; in place) through the output ``marks`` with fixed steps and
+    the generic solver's options (:func:`fastdyn.drive.soa_tasks.fixed_task`): rk4 (marks are
+    times, from ``mark0``) at h_s = 1/(steps_per_timescale·σ_s), σ_s = ``rate(p, y)`` (or one
+    nominal step ``h`` without ``rate``), or gd (``gd``: marks are step indices, from step
+    ``mark0``; y ← y + η·rhs(y)); settling with ``residual(p, y) -> (r, scale)`` and
+    ``settle_tol``. ``rec`` (:data:`~fastdyn.drive.soa_tasks.FIXED_ROWS`, n) float64 is each
+    task's record (:func:`fixed_record`), updated in place, so a run cut into segments is
+    bit-identical to one call. Loss partials and tracked f as :func:`advance_rk4`."""
+    marks = np.ascontiguousarray(marks, dtype=np.float64)
+    if marks.size and (marks[0] < mark0 or np.any(np.diff(marks) <= 0)):
+        raise ValueError("marks: must be increasing and ≥ mark0")
+    n = y.shape[1]
+    if rec.shape != (soa_tasks.FIXED_ROWS, n) or rec.dtype != np.float64:
+        raise ValueError(
+            f"rec: must be float64 ({soa_tasks.FIXED_ROWS}, {n}), got {rec.dtype} {rec.shape}"
+        )
+    tpos = np.full(n, -1, dtype=np.int64)
+    tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
+    _fixed_kernel_for(rhs, observe, loss, rate, residual, gd)(
+        params, y, rec, float(mark0), marks, float(steps_per_timescale), float(h), float(eta),
+        float(settle_tol), np.int64(max_steps), tpos, test_partials, train_partials, f_track,
+        stop_flag.FLAG,
     )  # fmt: skip

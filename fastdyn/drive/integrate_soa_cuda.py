@@ -152,3 +152,84 @@ def advance_dopri5(
     stop_flag.clear_halt()
     extra = (h, counts, float(t0), float(rtol), float(atol), np.int64(max_steps))
     _launch("dopri5", rhs, observe, loss, params, y, extra, times, local_track, test_partials, train_partials, f_track)  # fmt: skip
+
+
+def _fixed_kernel(rhs, observe, loss, rate, residual, gd: bool, ns: int, kp: int) -> Any:
+    """The CUDA kernel of :func:`fastdyn.drive.soa_tasks.fixed_task` for one model, set of
+    options and state/parameter size."""
+    key = ("fixed", rhs, observe, loss, rate, residual, bool(gd), ns, kp)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    dev = cuda.jit(device=True)
+    load = dev(_load)
+    NS, KP, NR = int(ns), int(kp), soa_tasks.FIXED_ROWS
+    task = soa_tasks.fixed_task(
+        _device(rhs), _device(observe), _device(loss),
+        None if rate is None else _device(rate), None if residual is None else _device(residual),
+        bool(gd), dev,
+    )  # fmt: skip
+
+    @cuda.jit
+    def kernel(params, y, rec, mark0, marks, spt, h, eta, settle_tol, max_steps, tpos, te, tr, f_track, stop):  # fmt: skip
+        i = cuda.grid(1)
+        if i >= y.shape[1]:
+            return
+        p, yy, yt = (
+            cuda.local.array(KP, float64),
+            cuda.local.array(NS, float64),
+            cuda.local.array(NS, float64),
+        )
+        k1, k2 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+        k3, k4 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+        st = cuda.local.array(NR, float64)
+        load(params, y, i, p, yy)
+        for r in range(NR):
+            st[r] = rec[r, i]
+        tracked = tpos[i] >= 0
+        f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
+        code = task(
+            p, yy, yt, k1, k2, k3, k4, st, mark0, marks, spt, h, eta, settle_tol, max_steps,
+            te[i], tr[i], f, tracked, stop,
+        )  # fmt: skip
+        if code == 0:
+            for r in range(NS):
+                y[r, i] = yy[r]
+            for r in range(NR):
+                rec[r, i] = st[r]
+
+    _KERNELS[key] = kernel
+    return kernel
+
+
+def fixed_record(n: int) -> np.ndarray:
+    """:func:`fastdyn.drive.integrate_soa.fixed_record` (host arrays on both devices)."""
+    from .integrate_soa import fixed_record as on_host
+
+    return on_host(n)
+
+
+def advance_fixed(
+    rhs, observe, loss, params, y, rec, mark0, marks, local_track, test_partials,
+    train_partials, f_track, *, rate=None, residual=None, gd=False, steps_per_timescale=0.0,
+    h=0.0, eta=0.0, settle_tol=0.0, max_steps=1 << 62,
+) -> None:  # fmt: skip
+    """:func:`fastdyn.drive.integrate_soa.advance_fixed` on the GPU (same arguments, host arrays)."""
+    n, T = y.shape[1], len(marks)
+    tpos = np.full(n, -1, dtype=np.int64)
+    tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
+    d_y, d_rec = cuda.to_device(np.ascontiguousarray(y)), cuda.to_device(np.ascontiguousarray(rec))
+    d_te, d_tr = cuda.device_array((n, T)), cuda.device_array((n, T))
+    d_f = cuda.to_device(np.ascontiguousarray(f_track) if f_track.size else np.zeros((1, T)))
+    kernel = _fixed_kernel(rhs, observe, loss, rate, residual, gd, y.shape[0], params.shape[0])
+    kernel[(n + _THREADS - 1) // _THREADS, _THREADS](
+        cuda.to_device(np.ascontiguousarray(params)), d_y, d_rec, float(mark0),
+        cuda.to_device(np.ascontiguousarray(marks, dtype=np.float64)), float(steps_per_timescale),
+        float(h), float(eta), float(settle_tol), np.int64(max_steps), cuda.to_device(tpos), d_te,
+        d_tr, d_f, cuda.to_device(stop_flag.FLAG),
+    )  # fmt: skip
+    y[...] = d_y.copy_to_host()
+    rec[...] = d_rec.copy_to_host()
+    if f_track.size:
+        f_track[...] = d_f.copy_to_host()
+    add_block_sums(d_te.copy_to_host(), test_partials)
+    add_block_sums(d_tr.copy_to_host(), train_partials)

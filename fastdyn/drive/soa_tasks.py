@@ -220,3 +220,134 @@ def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
         return DONE, hs, nacc, nrej, failed
 
     return jit(task)
+
+
+#: rows of a task's fixed-step solver record (:func:`fixed_task`; a (FIXED_ROWS, n) float64 array
+#: of the caller): nominal step (≤ 0 or NaN: not chosen yet), steps taken, |r| after the last
+#: step (settling), status code (:mod:`fastdyn.core.task_status`)
+FIX_H, FIX_STEPS, FIX_RPREV, FIX_STATUS = 0, 1, 2, 3
+FIXED_ROWS = 4
+
+
+def _no_rate(p, y):
+    return 0.0
+
+
+def _no_residual(p, y):
+    return 0.0, 0.0
+
+
+def fixed_task(
+    rhs: Any, observe: Any, loss: Any, rate: Any, residual: Any, gd: bool, jit: Callable
+) -> Any:
+    """``task(p, yy, yt, k1, k2, k3, k4, st, mark0, marks, spt, h, eta, settle_tol, max_steps,
+    te, tr, f, track, stop) -> code``: one task through the output marks with fixed steps and
+    the options of :func:`fastdyn.drive.integrate_soa.advance_fixed`; ``st`` the task's record
+    (rows :data:`FIX_H` …), ``yy`` its state, both in and out.
+
+    - rk4 (``gd`` false): marks are times; each interval [t_{j−1}, t_j] is cut into
+      n = ⌈Δt/h_s⌉ equal steps. h_s = 1/(spt·σ_s) with σ_s = ``rate(p, y)`` at the task's
+      first call (``rate`` None: the one nominal step ``h``); kept in ``st``, so segments and
+      resumes continue the same steps.
+    - gd (``gd`` true): marks are step indices; y ← y + η·rhs(y) once per step (t = η·step).
+    - settling (``residual`` not None, ``settle_tol`` > 0): after every step, with
+      (r, scale) = ``residual(p, y)``, the task is frozen when |r| ≤ settle_tol·|scale| and
+      |r| ≤ |r| after its previous step; it keeps its state for the later outputs.
+    - a task whose σ is not positive and finite never moves (frozen); one whose steps reach
+      ``max_steps`` stops there (step limit); a non-finite state stops it (diverged).
+    """
+    from ..core.task_status import (
+        STATUS_DIVERGED,
+        STATUS_FROZEN,
+        STATUS_RUNNING,
+        STATUS_SETTLED,
+        STATUS_STEP_LIMIT,
+    )
+
+    has_rate, settling = rate is not None, residual is not None
+    rate_fn = rate if has_rate else jit(_no_rate)  # (never called without the option)
+    resid_fn = residual if settling else jit(_no_residual)
+
+    def task(
+        p, yy, yt, k1, k2, k3, k4, st, mark0, marks, spt, h, eta, settle_tol, max_steps, te, tr,
+        f, track, stop,
+    ):  # fmt: skip
+        ns = yy.shape[0]
+        status = int(st[FIX_STATUS])
+        alive = status == STATUS_RUNNING
+        if alive and has_rate:
+            sig = rate_fn(p, yy)
+            if not (sig > 0.0 and math.isfinite(sig)):
+                alive = False
+                status = STATUS_FROZEN
+            elif not (st[FIX_H] > 0.0):
+                st[FIX_H] = eta if gd else 1.0 / (spt * sig)
+        if alive and not (st[FIX_H] > 0.0):
+            st[FIX_H] = eta if gd else h
+        thr = -1.0
+        if settling and settle_tol > 0.0:
+            _r0, sc0 = resid_fn(p, yy)
+            thr = settle_tol * abs(sc0)
+        fmax = float(max_steps)
+        prev = mark0
+        for j in range(marks.shape[0]):
+            if stop[0] != 0:
+                st[FIX_STATUS] = status
+                return STOPPED
+            dt = marks[j] - prev
+            prev = marks[j]
+            if alive and dt > 0.0:
+                nf = dt if gd else math.ceil(dt / st[FIX_H])
+                hh = eta if gd else dt / nf
+                budget = fmax - st[FIX_STEPS]
+                limit = nf > budget
+                if limit:
+                    nf = budget
+                    hh = eta if gd else st[FIX_H]
+                for _ in range(int(nf)):
+                    rhs(p, yy, k1)
+                    if gd:
+                        for r in range(ns):
+                            yy[r] = yy[r] + hh * k1[r]
+                    else:
+                        for r in range(ns):
+                            yt[r] = yy[r] + 0.5 * hh * k1[r]
+                        rhs(p, yt, k2)
+                        for r in range(ns):
+                            yt[r] = yy[r] + 0.5 * hh * k2[r]
+                        rhs(p, yt, k3)
+                        for r in range(ns):
+                            yt[r] = yy[r] + hh * k3[r]
+                        rhs(p, yt, k4)
+                        for r in range(ns):
+                            yy[r] = yy[r] + hh / 6.0 * (k1[r] + 2.0 * k2[r] + 2.0 * k3[r] + k4[r])
+                    st[FIX_STEPS] += 1.0
+                    if settling:
+                        rn, _sc = resid_fn(p, yy)
+                        ra = abs(rn)
+                        settle = (ra <= thr) and (ra <= st[FIX_RPREV])
+                        st[FIX_RPREV] = ra
+                        if settle:
+                            alive = False
+                            break
+                finite = True
+                for r in range(ns):
+                    if not math.isfinite(yy[r]):
+                        finite = False
+                if not finite:
+                    alive = False
+                    status = STATUS_DIVERGED
+                elif alive and limit:
+                    alive = False
+                    status = STATUS_STEP_LIMIT
+                elif not alive and status == STATUS_RUNNING:
+                    status = STATUS_SETTLED
+            a, b = loss(p, yy)
+            te[j] = a
+            tr[j] = b
+            if track:
+                f[j] = observe(p, yy)
+        st[FIX_STATUS] = status
+        return DONE
+
+    return jit(task)

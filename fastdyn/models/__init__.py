@@ -3,10 +3,10 @@ as maths only, :class:`OdeMaths`; the registry of every model by name (``registr
 
 from ._spec import (
     Cutoff,
+    FastPath,
     ModelEntry,
     NoLaw,
     OdeMaths,
-    OdeSetup,
     ScalingTheory,
     Theory,
     TrainedSetup,
@@ -17,8 +17,8 @@ __all__ = [
     "Cutoff",
     "ModelEntry",
     "NoLaw",
+    "FastPath",
     "OdeMaths",
-    "OdeSetup",
     "ScalingTheory",
     "Theory",
     "TrainedSetup",
