@@ -95,13 +95,13 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
         for b in prange((n + BLOCK - 1) // BLOCK):
             lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
             p, yy, yt = np.empty(kp), np.empty(ns), np.empty(ns)
-            k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
+            yn, K = np.empty(ns), np.empty((4, ns))
             te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
             for i in range(lo, hi):
                 _load(params, y, i, p, yy)
                 tracked = tpos[i] >= 0
                 f = f_track[tpos[i]] if tracked else fdummy
-                if task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te, tr, f, tracked, stop) != 0:
+                if task(p, yy, yt, yn, K, t0, times, h, te, tr, f, tracked, stop) != 0:
                     break  # a stop request: the block's outputs stay incomplete
                 _add_terms(test_part, train_part, b, te, tr)
                 for r in range(ns):
@@ -126,15 +126,14 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
         for b in prange((n + BLOCK - 1) // BLOCK):
             lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
             p, yy, yt, yn, er = np.empty(kp), np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
-            k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
-            k5, k6, k7 = np.empty(ns), np.empty(ns), np.empty(ns)
+            K = np.empty((7, ns))
             te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
             for i in range(lo, hi):
                 _load(params, y, i, p, yy)
                 tracked = tpos[i] >= 0
                 f = f_track[tpos[i]] if tracked else fdummy
                 code, hs, nacc, nrej, failed = task(
-                    p, yy, yt, yn, er, k1, k2, k3, k4, k5, k6, k7, h[i],
+                    p, yy, yt, yn, er, K, h[i],
                     counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i], counts[COUNT_FAILED, i],
                     t0, times, rtol, atol, max_steps, te, tr, f, tracked, stop,
                 )  # fmt: skip
@@ -269,7 +268,7 @@ def _fixed_kernel_for(rhs: Any, observe: Any, loss: Any, rate: Any, residual: An
         for b in prange((n + BLOCK - 1) // BLOCK):
             lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
             p, yy, yt = np.empty(kp), np.empty(ns), np.empty(ns)
-            k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
+            yn, K = np.empty(ns), np.empty((4, ns))
             st = np.empty(NR)
             te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
             for i in range(lo, hi):
@@ -279,8 +278,8 @@ def _fixed_kernel_for(rhs: Any, observe: Any, loss: Any, rate: Any, residual: An
                 tracked = tpos[i] >= 0
                 f = f_track[tpos[i]] if tracked else fdummy
                 code = task(
-                    p, yy, yt, k1, k2, k3, k4, st, mark0, marks, spt, h, eta, settle_tol,
-                    max_steps, te, tr, f, tracked, stop,
+                    p, yy, yt, yn, K, st, mark0, marks, spt, h, eta, settle_tol, max_steps, te,
+                    tr, f, tracked, stop,
                 )  # fmt: skip
                 if code != soa_tasks.DONE:
                     break  # a stop request: the block's outputs stay incomplete

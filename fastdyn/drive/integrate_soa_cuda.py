@@ -61,12 +61,11 @@ def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> A
                 cuda.local.array(NS, float64),
                 cuda.local.array(NS, float64),
             )
-            k1, k2 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
-            k3, k4 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+            yn, K = cuda.local.array(NS, float64), cuda.local.array((4, NS), float64)
             load(params, y, i, p, yy)
             tracked = tpos[i] >= 0
             f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
-            if task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te[i], tr[i], f, tracked, stop) == 0:
+            if task(p, yy, yt, yn, K, t0, times, h, te[i], tr[i], f, tracked, stop) == 0:
                 for r in range(NS):
                     y[r, i] = yy[r]
 
@@ -81,15 +80,12 @@ def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> A
             p = cuda.local.array(KP, float64)
             yy, yt = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
             yn, er = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
-            k1, k2 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
-            k3, k4 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
-            k5, k6 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
-            k7 = cuda.local.array(NS, float64)
+            K = cuda.local.array((7, NS), float64)
             load(params, y, i, p, yy)
             tracked = tpos[i] >= 0
             f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
             code, hs, nacc, nrej, failed = task(
-                p, yy, yt, yn, er, k1, k2, k3, k4, k5, k6, k7, h[i], counts[0, i], counts[1, i],
+                p, yy, yt, yn, er, K, h[i], counts[0, i], counts[1, i],
                 counts[2, i], t0, times, rtol, atol, max_steps, te[i], tr[i], f, tracked, stop,
             )  # fmt: skip
             if code == 0 or code == 2:
@@ -179,8 +175,7 @@ def _fixed_kernel(rhs, observe, loss, rate, residual, gd: bool, ns: int, kp: int
             cuda.local.array(NS, float64),
             cuda.local.array(NS, float64),
         )
-        k1, k2 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
-        k3, k4 = cuda.local.array(NS, float64), cuda.local.array(NS, float64)
+        yn, K = cuda.local.array(NS, float64), cuda.local.array((4, NS), float64)
         st = cuda.local.array(NR, float64)
         load(params, y, i, p, yy)
         for r in range(NR):
@@ -188,8 +183,8 @@ def _fixed_kernel(rhs, observe, loss, rate, residual, gd: bool, ns: int, kp: int
         tracked = tpos[i] >= 0
         f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
         code = task(
-            p, yy, yt, k1, k2, k3, k4, st, mark0, marks, spt, h, eta, settle_tol, max_steps,
-            te[i], tr[i], f, tracked, stop,
+            p, yy, yt, yn, K, st, mark0, marks, spt, h, eta, settle_tol, max_steps, te[i],
+            tr[i], f, tracked, stop,
         )  # fmt: skip
         if code == 0:
             for r in range(NS):

@@ -1,15 +1,17 @@
 """④ One task of the generic integrators, written once and compiled for the CPU and for CUDA.
 
-:func:`rk4_task` and :func:`dopri5_task` are factories: given a model's three functions of one
-task (``rhs(p, y, dy)``, ``observe(p, y) -> f``, ``loss(p, y) -> (test, train)``) and a compiler
-(``numba.njit`` for the CPU blocks of :mod:`fastdyn.drive.integrate_soa`, ``cuda.jit(device=True)``
-for the threads of :mod:`fastdyn.drive.integrate_soa_cuda`, with the model's functions compiled
-the same way from their Python source, ``py_func``), they return the compiled step loop of one
-task over a segment of output times. The arithmetic is the same source on both targets, so
-nothing is retyped; the callers only load a task's column into scratch arrays (NumPy arrays on
-the CPU, thread-local arrays on the GPU) and store the results.
+:func:`rk_step` is the one Runge–Kutta loop: given a tableau (:mod:`fastdyn.drive.tableaux`:
+rk4, dopri5, gd's Euler step), a model's ``rhs(p, y, dy)`` and a compiler (``numba.njit`` for the
+CPU blocks of :mod:`fastdyn.drive.integrate_soa`, ``cuda.jit(device=True)`` for the threads of
+:mod:`fastdyn.drive.integrate_soa_cuda`, with the model's functions compiled the same way from
+their Python source, ``py_func``), it returns the compiled step of one task. :func:`rk4_task`,
+:func:`dopri5_task` (with the one controller, :func:`fastdyn.core.steppers.step_factor`) and
+:func:`fixed_task` (per-task steps, gd, settling) are the step loops of one task over a segment of
+output times, built on it. The arithmetic is the same source on both targets, so nothing is
+retyped; the callers only load a task's column into scratch arrays (NumPy arrays on the CPU,
+thread-local arrays on the GPU) and store the results.
 
-Both write the task's loss terms at each output time into ``te``/``tr`` (length T) and, when
+Each writes the task's loss terms at each output time into ``te``/``tr`` (length T) and, when
 ``track``, observe's value into ``f``; they return early, with a code, when ``stop[0]`` (a signal)
 or ``stop[1]`` (another task used up its step budget) is set.
 """
@@ -20,45 +22,78 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..core.steppers import (
-    DP_A21,
-    DP_A31,
-    DP_A32,
-    DP_A41,
-    DP_A42,
-    DP_A43,
-    DP_A51,
-    DP_A52,
-    DP_A53,
-    DP_A54,
-    DP_A61,
-    DP_A62,
-    DP_A63,
-    DP_A64,
-    DP_A65,
-    DP_B,
-    DP_E,
-    DP_ORDER_EST,
-    MAX_FACTOR,
-    MIN_FACTOR,
-    SAFETY,
-)
+import numpy as np
+
+from ..core.steppers import CONTROL_EXPONENT, error_norm_of_rms, step_factor
+from .tableaux import DOPRI5, EULER, RK4, Tableau
 
 #: return codes of a task: finished the segment, stopped by a signal, used up its step budget
 DONE, STOPPED, BUDGET = 0, 1, 2
 
-# plain floats, so that both targets see compile-time constants
-_B0, _B2, _B3, _B4, _B5 = (float(DP_B[i]) for i in (0, 2, 3, 4, 5))
-_E0, _E2, _E3, _E4, _E5, _E6 = (float(DP_E[i]) for i in (0, 2, 3, 4, 5, 6))
-_EXPO = -1.0 / (DP_ORDER_EST + 1)
+
+def rk_step(tab: Tableau, rhs: Any, jit: Callable) -> Any:
+    """The one Runge–Kutta loop, for tableau ``tab``: ``step(p, yy, hh, K, yt, yn, er)`` takes
+    ``K[0] = rhs(p, yy)`` and writes the other stages into the rows of ``K`` (stages, n_state),
+    the new state y + (h/b_den) Σ b_j k_j into ``yn`` and, for an embedded pair, h Σ e_j k_j into
+    ``er``; with FSAL the last stage is rhs(p, yn). Every sum runs over the nonzero coefficients
+    in stage order and starts from its first term (no added zero), so the rounding is the
+    textbook formula's written out term by term."""
+    A = np.ascontiguousarray(tab.a, dtype=np.float64)
+    B = np.ascontiguousarray(tab.b, dtype=np.float64)
+    has_e = tab.e is not None
+    E = np.ascontiguousarray(tab.e if has_e else np.zeros(tab.stages), dtype=np.float64)
+    S, b_den, fsal = tab.stages, float(tab.b_den), bool(tab.fsal)
+    last = S - 1 if fsal else S  # stages built from A before the new state
+
+    def step(p, yy, hh, K, yt, yn, er):
+        ns = yy.shape[0]
+        for i in range(1, last):
+            for r in range(ns):
+                acc = 0.0
+                started = False
+                for j in range(i):
+                    a = A[i, j]
+                    if a != 0.0:
+                        t = a * K[j, r]
+                        acc = acc + t if started else t
+                        started = True
+                yt[r] = yy[r] + hh * acc
+            rhs(p, yt, K[i])
+        for r in range(ns):
+            acc = 0.0
+            started = False
+            for j in range(S):
+                w = B[j]
+                if w != 0.0:
+                    t = w * K[j, r]
+                    acc = acc + t if started else t
+                    started = True
+            yn[r] = yy[r] + hh / b_den * acc
+        if fsal:
+            rhs(p, yn, K[S - 1])
+        if has_e:
+            for r in range(ns):
+                acc = 0.0
+                started = False
+                for j in range(S):
+                    w = E[j]
+                    if w != 0.0:
+                        t = w * K[j, r]
+                        acc = acc + t if started else t
+                        started = True
+                er[r] = hh * acc
+
+    return jit(step)
 
 
 def rk4_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
-    """``task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te, tr, f, track, stop) -> code``:
-    classical RK4, each interval [t_{j−1}, t_j] cut into ⌈Δt/h⌉ equal steps (so a run cut into
-    segments is bit-identical to an uncut one); ``yy`` holds the state, in and out."""
+    """``task(p, yy, yt, yn, K, t0, times, h, te, tr, f, track, stop) -> code``: classical RK4
+    (:data:`fastdyn.drive.tableaux.RK4` by :func:`rk_step`), each interval [t_{j−1}, t_j] cut
+    into ⌈Δt/h⌉ equal steps (so a run cut into segments is bit-identical to an uncut one);
+    ``yy`` holds the state, in and out; ``K`` (4, n_state) the stages."""
+    step = rk_step(RK4, rhs, jit)
 
-    def task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te, tr, f, track, stop):
+    def task(p, yy, yt, yn, K, t0, times, h, te, tr, f, track, stop):
         ns = yy.shape[0]
         prev = t0
         for j in range(times.shape[0]):
@@ -70,18 +105,10 @@ def rk4_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
                 m = math.ceil(dt / h)
                 hh = dt / m
                 for _ in range(int(m)):
-                    rhs(p, yy, k1)
+                    rhs(p, yy, K[0])
+                    step(p, yy, hh, K, yt, yn, yn)
                     for r in range(ns):
-                        yt[r] = yy[r] + 0.5 * hh * k1[r]
-                    rhs(p, yt, k2)
-                    for r in range(ns):
-                        yt[r] = yy[r] + 0.5 * hh * k2[r]
-                    rhs(p, yt, k3)
-                    for r in range(ns):
-                        yt[r] = yy[r] + hh * k3[r]
-                    rhs(p, yt, k4)
-                    for r in range(ns):
-                        yy[r] = yy[r] + hh / 6.0 * (k1[r] + 2.0 * k2[r] + 2.0 * k3[r] + k4[r])
+                        yy[r] = yn[r]
             a, b = loss(p, yy)
             te[j] = a
             tr[j] = b
@@ -93,9 +120,10 @@ def rk4_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
 
 
 def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
-    """``task(p, yy, yt, yn, er, k1, …, k7, hs, nacc, nrej, failed, t0, times, rtol, atol,
-    max_steps, te, tr, f, track, stop) -> (code, hs, nacc, nrej, failed)``: adaptive
-    Dormand–Prince 5(4) for one task (see :func:`fastdyn.drive.integrate_soa.advance_dopri5`);
+    """``task(p, yy, yt, yn, er, K, hs, nacc, nrej, failed, t0, times, rtol, atol, max_steps,
+    te, tr, f, track, stop) -> (code, hs, nacc, nrej, failed)``: adaptive Dormand–Prince 5(4)
+    (:data:`fastdyn.drive.tableaux.DOPRI5` by :func:`rk_step`, the controller
+    :func:`fastdyn.core.steppers.step_factor`) for one task (see :func:`fastdyn.drive.integrate_soa.advance_dopri5`);
     ``hs`` its next step (≤ 0 or NaN: Hairer's starting step), ``nacc``/``nrej``/``failed`` its
     counters, all returned updated; ``yy`` holds the state, in and out."""
 
@@ -125,21 +153,23 @@ def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
             s += e * e
         d2 = math.sqrt(s / y.shape[0]) / (sc * h0) if sc > 0.0 else 0.0
         dm = max(d1, d2)
-        h1 = max(1e-6, 1e-3 * h0) if not (dm > 1e-15) else (0.01 / dm) ** (1.0 / (DP_ORDER_EST + 1))
+        h1 = max(1e-6, 1e-3 * h0) if not (dm > 1e-15) else (0.01 / dm) ** (-CONTROL_EXPONENT)
         return min(100.0 * h0, h1)
 
     initial_step = jit(initial_step)
 
+    step = rk_step(DOPRI5, rhs, jit)
+
     def task(
-        p, yy, yt, yn, er, k1, k2, k3, k4, k5, k6, k7, hs, nacc, nrej, failed, t0, times, rtol,
-        atol, max_steps, te, tr, f, track, stop,
+        p, yy, yt, yn, er, K, hs, nacc, nrej, failed, t0, times, rtol, atol, max_steps, te, tr,
+        f, track, stop,
     ):  # fmt: skip
         ns = yy.shape[0]
         t = t0
         rej_before = False
-        rhs(p, yy, k1)
+        rhs(p, yy, K[0])
         if failed == 0 and not (hs > 0.0):
-            hs = initial_step(p, yy, k1, yt, k2, rtol, atol)
+            hs = initial_step(p, yy, K[0], yt, K[1], rtol, atol)
         rmsy = rms(yy)
         for j in range(times.shape[0]):
             if stop[0] != 0 or stop[1] != 0:  # a signal / another task's step limit: give up
@@ -156,60 +186,25 @@ def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
                 if t + hh == t:  # the step is below the resolution of t
                     failed = 1
                     break
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (DP_A21 * k1[r])
-                rhs(p, yt, k2)
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (DP_A31 * k1[r] + DP_A32 * k2[r])
-                rhs(p, yt, k3)
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (DP_A41 * k1[r] + DP_A42 * k2[r] + DP_A43 * k3[r])
-                rhs(p, yt, k4)
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (
-                        DP_A51 * k1[r] + DP_A52 * k2[r] + DP_A53 * k3[r] + DP_A54 * k4[r]
-                    )
-                rhs(p, yt, k5)
-                for r in range(ns):
-                    yt[r] = yy[r] + hh * (
-                        DP_A61 * k1[r] + DP_A62 * k2[r] + DP_A63 * k3[r] + DP_A64 * k4[r]
-                        + DP_A65 * k5[r]
-                    )  # fmt: skip
-                rhs(p, yt, k6)
-                for r in range(ns):
-                    yn[r] = yy[r] + hh * (
-                        _B0 * k1[r] + _B2 * k3[r] + _B3 * k4[r] + _B4 * k5[r] + _B5 * k6[r]
-                    )
-                rhs(p, yn, k7)
-                for r in range(ns):
-                    er[r] = hh * (
-                        _E0 * k1[r] + _E2 * k3[r] + _E3 * k4[r] + _E4 * k5[r] + _E5 * k6[r]
-                        + _E6 * k7[r]
-                    )  # fmt: skip
+                step(p, yy, hh, K, yt, yn, er)
                 rmsn = rms(yn)
-                e = rms(er)
-                sc = atol + rtol * max(rmsy, rmsn)
-                err = 0.0 if e == 0.0 else (math.inf if sc == 0.0 else e / sc)
+                err = error_norm_of_rms(rms(er), rmsy, rmsn, atol, rtol)
+                pw = err**CONTROL_EXPONENT if (err > 0.0 and err < math.inf) else 1.0
+                fac = step_factor(err, pw, rej_before)
                 if err <= 1.0:
-                    fac = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, SAFETY * err**_EXPO)
-                    if rej_before:
-                        fac = min(1.0, fac)
                     hnew = hh * fac
                     t = tj if clipped else t + hh
                     # a step shortened to land on t_j keeps the larger of its own proposal and
                     # the step it replaced: outputs do not shrink the steps
                     hs = max(hnew, hs) if clipped else hnew
-                    for r in range(ns):  # FSAL: the new state, and k7 = rhs(y_new) is next k1
+                    for r in range(ns):  # FSAL: the new state, and its stage is the next first
                         yy[r] = yn[r]
-                        k1[r] = k7[r]
+                        K[0, r] = K[6, r]
                     rmsy = rmsn
                     rej_before = False
                     nacc += 1
                 else:
-                    fr = (
-                        MIN_FACTOR if not (err < math.inf) else max(MIN_FACTOR, SAFETY * err**_EXPO)
-                    )
-                    hs = hh * fr
+                    hs = hh * fac
                     rej_before = True
                     nrej += 1
             a, b = loss(p, yy)
@@ -240,8 +235,8 @@ def _no_residual(p, y):
 def fixed_task(
     rhs: Any, observe: Any, loss: Any, rate: Any, residual: Any, gd: bool, jit: Callable
 ) -> Any:
-    """``task(p, yy, yt, k1, k2, k3, k4, st, mark0, marks, spt, h, eta, settle_tol, max_steps,
-    te, tr, f, track, stop) -> code``: one task through the output marks with fixed steps and
+    """``task(p, yy, yt, yn, K, st, mark0, marks, spt, h, eta, settle_tol, max_steps, te, tr,
+    f, track, stop) -> code``: one task through the output marks with fixed steps and
     the options of :func:`fastdyn.drive.integrate_soa.advance_fixed`; ``st`` the task's record
     (rows :data:`FIX_H` …), ``yy`` its state, both in and out.
 
@@ -267,10 +262,11 @@ def fixed_task(
     has_rate, settling = rate is not None, residual is not None
     rate_fn = rate if has_rate else jit(_no_rate)  # (never called without the option)
     resid_fn = residual if settling else jit(_no_residual)
+    step = rk_step(EULER if gd else RK4, rhs, jit)  # gd: y ← y + η·rhs(y), Euler's tableau
 
     def task(
-        p, yy, yt, k1, k2, k3, k4, st, mark0, marks, spt, h, eta, settle_tol, max_steps, te, tr,
-        f, track, stop,
+        p, yy, yt, yn, K, st, mark0, marks, spt, h, eta, settle_tol, max_steps, te, tr, f,
+        track, stop,
     ):  # fmt: skip
         ns = yy.shape[0]
         status = int(st[FIX_STATUS])
@@ -305,22 +301,10 @@ def fixed_task(
                     nf = budget
                     hh = eta if gd else st[FIX_H]
                 for _ in range(int(nf)):
-                    rhs(p, yy, k1)
-                    if gd:
-                        for r in range(ns):
-                            yy[r] = yy[r] + hh * k1[r]
-                    else:
-                        for r in range(ns):
-                            yt[r] = yy[r] + 0.5 * hh * k1[r]
-                        rhs(p, yt, k2)
-                        for r in range(ns):
-                            yt[r] = yy[r] + 0.5 * hh * k2[r]
-                        rhs(p, yt, k3)
-                        for r in range(ns):
-                            yt[r] = yy[r] + hh * k3[r]
-                        rhs(p, yt, k4)
-                        for r in range(ns):
-                            yy[r] = yy[r] + hh / 6.0 * (k1[r] + 2.0 * k2[r] + 2.0 * k3[r] + k4[r])
+                    rhs(p, yy, K[0])
+                    step(p, yy, hh, K, yt, yn, yn)
+                    for r in range(ns):
+                        yy[r] = yn[r]
                     st[FIX_STEPS] += 1.0
                     if settling:
                         rn, _sc = resid_fn(p, yy)
