@@ -23,7 +23,8 @@ class SoaState:
     ``h`` (0: not chosen yet) and its counters ``counts`` (3, n): accepted, rejected steps,
     failed 0/1; with the fixed-step options (per-task steps, gd, settling) each task's record
     ``fixed`` (4, n): nominal step, steps taken, |r| after the last step, status code
-    (:func:`fastdyn.drive.soa_tasks.fixed_task`)."""
+    (:func:`fastdyn.drive.soa_tasks.fixed_task`); with dopri5's settling rule each task's |r|
+    after its last step ``rprev`` (and counts[2] = 2 for a settled task)."""
 
     y: np.ndarray
     t_at: dict[int, float] = field(default_factory=dict)
@@ -31,15 +32,19 @@ class SoaState:
     counts: np.ndarray | None = None
     fixed: np.ndarray | None = None
     k_at: dict[int, int] = field(default_factory=dict)
+    rprev: np.ndarray | None = None
 
     @classmethod
-    def start(cls, y: np.ndarray, adaptive: bool, fixed: np.ndarray | None = None) -> SoaState:
-        """The state at the start: ``y``, and with ``adaptive`` no step chosen and no step taken;
-        ``fixed``: the fresh record of the fixed-step options."""
+    def start(
+        cls, y: np.ndarray, adaptive: bool, fixed: np.ndarray | None = None, settle: bool = False
+    ) -> SoaState:
+        """The state at the start: ``y``, and with ``adaptive`` no step chosen and no step taken
+        (``settle``: no |r| yet, +inf); ``fixed``: the fresh record of the fixed-step options."""
         if not adaptive:
             return cls(y, fixed=fixed)
         n = y.shape[1]
-        return cls(y, {}, np.zeros(n), np.zeros((3, n), dtype=np.int64), fixed)
+        rprev = np.full(n, np.inf) if settle else None
+        return cls(y, {}, np.zeros(n), np.zeros((3, n), dtype=np.int64), fixed, rprev=rprev)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """What a checkpoint stores (:func:`soa_checkpoint`): y, with dopri5 h and counts, with
@@ -49,6 +54,8 @@ class SoaState:
             out |= {"h": self.h, "counts": self.counts}
         if self.fixed is not None:
             out["solver"] = self.fixed
+        if self.rprev is not None:
+            out["rprev"] = self.rprev
         return out
 
     def restore(
@@ -69,8 +76,11 @@ class SoaState:
         fixed-step options steps and the tasks per status (``running``, ``settled`` …)."""
         out = {"tasks": int(self.y.shape[1])}
         if self.counts is not None:
-            acc, rej, failed = (int(x) for x in self.counts.sum(axis=1))
+            acc, rej = (int(x) for x in self.counts[:2].sum(axis=1))
+            failed = int(np.count_nonzero(self.counts[2] == 1))
             out |= {"steps": acc, "rejected": rej, "failed": failed}
+            if self.rprev is not None:
+                out["settled"] = int(np.count_nonzero(self.counts[2] == 2))
         if self.fixed is not None:
             from .task_status import STATUS_NAMES
 
@@ -81,7 +91,7 @@ class SoaState:
 
 
 def soa_checkpoint(
-    n_state: int, n_tasks: int, adaptive: bool, fixed: bool = False
+    n_state: int, n_tasks: int, adaptive: bool, fixed: bool = False, settle: bool = False
 ) -> dict[str, tuple[tuple[int, ...], str]]:
     """The checkpoint arrays of :meth:`SoaState.arrays` as ``{name: (shape, dtype)}`` for
     ``n_tasks`` tasks (0 when the run only writes the closed form)."""
@@ -90,4 +100,6 @@ def soa_checkpoint(
         out |= {"h": ((n_tasks,), "f8"), "counts": ((3, n_tasks), "i8")}
     if fixed:
         out["solver"] = ((4, n_tasks), "f8")
+    if adaptive and settle:
+        out["rprev"] = ((n_tasks,), "f8")
     return out

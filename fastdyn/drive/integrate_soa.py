@@ -59,7 +59,9 @@ _KERNELS: dict[tuple, Any] = {}
 _F1, _F2, _I2 = types.float64[:], types.float64[:, :], types.int64[:, :]
 _F1C, _I1C, _F8, _I8 = types.float64[::1], types.int64[::1], types.float64, types.int64
 _RK4_SIG = types.void(_F2, _F2, _F8, _F1C, _F8, _I1C, _F2, _F2, _F2, _I1C)
-_DOPRI5_SIG = types.void(_F2, _F2, _F1, _I2, _F8, _F1C, _F8, _F8, _I8, _I1C, _F2, _F2, _F2, _I1C)
+_DOPRI5_SIG = types.void(
+    _F2, _F2, _F1, _I2, _F1, _F8, _F1C, _F8, _F8, _I8, _F8, _I1C, _F2, _F2, _F2, _I1C
+)
 _FIXED_SIG = types.void(
     _F2, _F2, _F2, _F8, _F1C, _F8, _F8, _F8, _F8, _I8, _I1C, _F2, _F2, _F2, _I1C
 )
@@ -111,16 +113,17 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
     return kernel
 
 
-def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
-    """The parallel CPU kernel of dopri5 for one model (compiled here, once per process and model)."""
-    key = ("dopri5", rhs, observe, loss)
+def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any, residual: Any = None) -> Any:
+    """The parallel CPU kernel of dopri5 for one model (compiled here, once per process and model;
+    ``residual``: with the settling rule)."""
+    key = ("dopri5", rhs, observe, loss, residual)
     if key in _KERNELS:
         return _KERNELS[key]
-    task = soa_tasks.dopri5_task(rhs, observe, loss, _njit)
+    task = soa_tasks.dopri5_task(rhs, observe, loss, _njit, residual)
 
     def kernel(
-        params, y, h, counts, t0, times, rtol, atol, max_steps, tpos, test_part, train_part,
-        f_track, stop,
+        params, y, h, counts, rprev, t0, times, rtol, atol, max_steps, settle_tol, tpos,
+        test_part, train_part, f_track, stop,
     ):  # fmt: skip
         n, ns, kp, T = y.shape[1], y.shape[0], params.shape[0], times.shape[0]
         for b in prange((n + BLOCK - 1) // BLOCK):
@@ -132,10 +135,11 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
                 _load(params, y, i, p, yy)
                 tracked = tpos[i] >= 0
                 f = f_track[tpos[i]] if tracked else fdummy
-                code, hs, nacc, nrej, failed = task(
+                code, hs, nacc, nrej, failed, rp = task(
                     p, yy, yt, yn, er, K, h[i],
                     counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i], counts[COUNT_FAILED, i],
-                    t0, times, rtol, atol, max_steps, te, tr, f, tracked, stop,
+                    rprev[i], t0, times, rtol, atol, max_steps, settle_tol, te, tr, f, tracked,
+                    stop,
                 )  # fmt: skip
                 if code == soa_tasks.BUDGET:  # its counters are kept, for the message
                     counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
@@ -149,6 +153,7 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
                 h[i] = hs
                 counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
                 counts[COUNT_FAILED, i] = failed
+                rprev[i] = rp
 
     _KERNELS[key] = kernel = jit_cached(kernel, _DOPRI5_SIG, parallel=True, **_FLAGS)
     return kernel
@@ -190,11 +195,15 @@ def advance_dopri5(
     rhs, observe, loss, params: np.ndarray, y: np.ndarray, h: np.ndarray, counts: np.ndarray,
     t0: float, times: np.ndarray, rtol: float, atol: float, max_steps: int,
     local_track: np.ndarray, test_partials: np.ndarray, train_partials: np.ndarray,
-    f_track: np.ndarray,
+    f_track: np.ndarray, *, residual: Any = None, rprev: np.ndarray | None = None,
+    settle_tol: float = 0.0,
 ) -> None:  # fmt: skip
     """Advance ``y`` (n_state, n; in place) from ``t0`` through ``times`` with adaptive
     Dormand–Prince 5(4), each task with its own steps; loss partials and tracked f as
-    :func:`advance_rk4`.
+    :func:`advance_rk4`. With ``residual`` (the model's ``residual(p, y) -> (r, scale)``) and
+    ``settle_tol`` > 0 the settling rule stops a task (failed = 2 in its counters: settled) after
+    an accepted step with |r| ≤ max(settle_tol, rtol)·|scale| and |r| ≤ ``rprev`` (n,), the
+    caller-owned |r| after each task's previous step (+inf at the start).
 
     Per task: the 5th-order solution is propagated (FSAL: k7 = rhs(y_new) is the next k1), the
     error estimate is err = h Σ_i E_i k_i (E = B − B̂) with the norm-wise scaled norm
@@ -209,7 +218,7 @@ def advance_dopri5(
     starting at the last one's final time) is bit-identical to one call: ``h`` (n,) float64, the
     next step (≤ 0 or NaN: choose one, Hairer's heuristic, :func:`fastdyn.drive.soa_tasks.dopri5_task`); ``counts``
     (3, n) int64, rows :data:`COUNT_ACCEPTED`, :data:`COUNT_REJECTED` (steps, cumulative) and
-    :data:`COUNT_FAILED` (1 for a task that failed, else 0).
+    :data:`COUNT_FAILED` (1 for a task that failed, 2 for one the settling rule stopped, else 0).
 
     A task that has made ``max_steps`` accepted steps (cumulative) with an output time still
     ahead fails the run at once, as the lane-vectorised dopri5: its counters are stored (failed = 1),
@@ -241,10 +250,13 @@ def advance_dopri5(
         )
     tpos = np.full(n, -1, dtype=np.int64)
     tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
+    if rprev is None:
+        rprev = np.full(n, np.inf)  # (read only by the settling rule)
     stop_flag.clear_halt()
-    _dopri5_kernel_for(rhs, observe, loss)(
-        params, y, h, counts, float(t0), times, float(rtol), float(atol),
-        np.int64(max_steps), tpos, test_partials, train_partials, f_track, stop_flag.FLAG,
+    _dopri5_kernel_for(rhs, observe, loss, residual)(
+        params, y, h, counts, rprev, float(t0), times, float(rtol), float(atol),
+        np.int64(max_steps), float(settle_tol), tpos, test_partials, train_partials, f_track,
+        stop_flag.FLAG,
     )  # fmt: skip
 
 

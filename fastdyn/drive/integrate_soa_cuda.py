@@ -40,9 +40,12 @@ def _load(params: Any, y: Any, i: int, p: Any, yy: Any) -> None:
         yy[r] = y[r, i]
 
 
-def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> Any:
-    """The CUDA kernel of ``kind`` ("rk4", "dopri5") for one model and state/parameter size."""
-    key = (kind, rhs, observe, loss, ns, kp)
+def _kernel(
+    kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int, residual: Any = None
+) -> Any:
+    """The CUDA kernel of ``kind`` ("rk4", "dopri5") for one model and state/parameter size
+    (``residual``: dopri5 with the settling rule)."""
+    key = (kind, rhs, observe, loss, ns, kp, residual)
     if key in _KERNELS:
         return _KERNELS[key]
     dev = cuda.jit(device=True)
@@ -70,10 +73,11 @@ def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> A
                     y[r, i] = yy[r]
 
     else:
-        task = soa_tasks.dopri5_task(_device(rhs), _device(observe), _device(loss), dev)
+        res = None if residual is None else _device(residual)
+        task = soa_tasks.dopri5_task(_device(rhs), _device(observe), _device(loss), dev, res)
 
         @cuda.jit
-        def kernel(params, y, h, counts, t0, times, rtol, atol, max_steps, tpos, te, tr, f_track, stop):  # fmt: skip
+        def kernel(params, y, h, counts, rprev, t0, times, rtol, atol, max_steps, settle_tol, tpos, te, tr, f_track, stop):  # fmt: skip
             i = cuda.grid(1)
             if i >= y.shape[1]:
                 return
@@ -84,13 +88,14 @@ def _kernel(kind: str, rhs: Any, observe: Any, loss: Any, ns: int, kp: int) -> A
             load(params, y, i, p, yy)
             tracked = tpos[i] >= 0
             f = f_track[tpos[i]] if tracked else te[i]  # written only when tracked
-            code, hs, nacc, nrej, failed = task(
-                p, yy, yt, yn, er, K, h[i], counts[0, i], counts[1, i],
-                counts[2, i], t0, times, rtol, atol, max_steps, te[i], tr[i], f, tracked, stop,
+            code, hs, nacc, nrej, failed, rp = task(
+                p, yy, yt, yn, er, K, h[i], counts[0, i], counts[1, i], counts[2, i], rprev[i],
+                t0, times, rtol, atol, max_steps, settle_tol, te[i], tr[i], f, tracked, stop,
             )  # fmt: skip
             if code == 0 or code == 2:
                 h[i] = hs
                 counts[0, i], counts[1, i], counts[2, i] = nacc, nrej, failed
+                rprev[i] = rp
             if code == 0:
                 for r in range(NS):
                     y[r, i] = yy[r]
@@ -113,20 +118,23 @@ def _launch(kind: str, rhs, observe, loss, params, y, extra, times, local_track,
         "f": cuda.to_device(np.ascontiguousarray(f_track) if f_track.size else np.zeros((1, T))),
         "stop": cuda.to_device(stop_flag.FLAG),
     }
-    kernel = _kernel(kind, rhs, observe, loss, y.shape[0], params.shape[0])
+    residual = extra[-1] if kind == "dopri5" else None
+    kernel = _kernel(kind, rhs, observe, loss, y.shape[0], params.shape[0], residual)
     blocks = (n + _THREADS - 1) // _THREADS
     if kind == "rk4":
         t0, h = extra
         kernel[blocks, _THREADS](d["params"], d["y"], t0, d["times"], h, d["tpos"], d["te"], d["tr"], d["f"], d["stop"])  # fmt: skip
     else:
-        h, counts, t0, rtol, atol, max_steps = extra
+        h, counts, rprev, t0, rtol, atol, max_steps, settle_tol, _res = extra
         dh, dc = cuda.to_device(h), cuda.to_device(np.ascontiguousarray(counts))
+        dr = cuda.to_device(np.ascontiguousarray(rprev))
         kernel[blocks, _THREADS](
-            d["params"], d["y"], dh, dc, t0, d["times"], rtol, atol, max_steps, d["tpos"],
-            d["te"], d["tr"], d["f"], d["stop"],
+            d["params"], d["y"], dh, dc, dr, t0, d["times"], rtol, atol, max_steps, settle_tol,
+            d["tpos"], d["te"], d["tr"], d["f"], d["stop"],
         )  # fmt: skip
         h[...] = dh.copy_to_host()
         counts[...] = dc.copy_to_host()
+        rprev[...] = dr.copy_to_host()
     y[...] = d["y"].copy_to_host()
     stop_flag.FLAG[1] = max(int(stop_flag.FLAG[1]), int(d["stop"].copy_to_host()[1]))
     if f_track.size:
@@ -142,11 +150,15 @@ def advance_rk4(rhs, observe, loss, params, y, t0, times, h, local_track, test_p
 
 def advance_dopri5(
     rhs, observe, loss, params, y, h, counts, t0, times, rtol, atol, max_steps, local_track,
-    test_partials, train_partials, f_track,
+    test_partials, train_partials, f_track, *, residual=None, rprev=None, settle_tol=0.0,
 ) -> None:  # fmt: skip
     """:func:`fastdyn.drive.integrate_soa.advance_dopri5` on the GPU (same arguments, host arrays)."""
     stop_flag.clear_halt()
-    extra = (h, counts, float(t0), float(rtol), float(atol), np.int64(max_steps))
+    rprev = np.full(y.shape[1], np.inf) if rprev is None else rprev
+    extra = (
+        h, counts, rprev, float(t0), float(rtol), float(atol), np.int64(max_steps),
+        float(settle_tol), residual,
+    )  # fmt: skip
     _launch("dopri5", rhs, observe, loss, params, y, extra, times, local_track, test_partials, train_partials, f_track)  # fmt: skip
 
 

@@ -198,7 +198,8 @@ def generic_job(m: OdeMaths, device: Device = Device.CPU) -> OdeJob:
         y = np.zeros((ns, size))
         for ch in chunks:
             y[:, ch.first : ch.first + ch.n] = ch.y0
-        return SoaState.start(y, adaptive, integrators.fixed_record(size) if fixed else None)
+        rec = integrators.fixed_record(size) if fixed else None
+        return SoaState.start(y, adaptive, rec, settle=adaptive and settle)
 
     def advance(ch: Chunk, state: SoaState, tt, steps, loc, pt, pr, ft) -> None:
         a, b = ch.first, ch.first + ch.n
@@ -220,9 +221,15 @@ def generic_job(m: OdeMaths, device: Device = Device.CPU) -> OdeJob:
             if gd:
                 state.k_at[ch.first] = int(steps[-1])
         elif adaptive:
+            extra = {}
+            if settle:  # the settling rule (a model's residual, solver.settle_tol)
+                extra = {
+                    "residual": m.residual, "rprev": state.rprev[a:b],
+                    "settle_tol": float(s.settle_tol),
+                }  # fmt: skip
             integrators.advance_dopri5(
                 m.rhs, m.observe, m.loss, ch.params, y, state.h[a:b], state.counts[:, a:b], t0, tt,
-                float(s.rtol), float(s.atol), int(s.max_steps), loc, pt, pr, ft,
+                float(s.rtol), float(s.atol), int(s.max_steps), loc, pt, pr, ft, **extra,
             )  # fmt: skip
         else:
             integrators.advance_rk4(
@@ -267,7 +274,7 @@ def generic_job(m: OdeMaths, device: Device = Device.CPU) -> OdeJob:
         simulate=sim, advance=advance, new_state=new_state, save_state=SoaState.arrays,
         restore=restore, summary=SoaState.summary, failure=failure,
         zero_loss=lambda ch: float(_test_loss_sum(m.loss, ch.params, ch.y0)),
-        cause=cause, checkpoint=soa_checkpoint(ns, n if sim else 0, adaptive, fixed),
+        cause=cause, checkpoint=soa_checkpoint(ns, n if sim else 0, adaptive, fixed, settle),
         theory=_theory(m, lambda ch: ch.params),
         static=dict(m.static), extra_attrs=attrs,
         times_per_segment=int(m.output.times_per_segment),

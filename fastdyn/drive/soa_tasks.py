@@ -119,13 +119,19 @@ def rk4_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
     return jit(task)
 
 
-def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
-    """``task(p, yy, yt, yn, er, K, hs, nacc, nrej, failed, t0, times, rtol, atol, max_steps,
-    te, tr, f, track, stop) -> (code, hs, nacc, nrej, failed)``: adaptive Dormand–Prince 5(4)
+def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable, residual: Any = None) -> Any:
+    """``task(p, yy, yt, yn, er, K, hs, nacc, nrej, failed, rprev, t0, times, rtol, atol,
+    max_steps, settle_tol, te, tr, f, track, stop) -> (code, hs, nacc, nrej, failed, rprev)``:
+    adaptive Dormand–Prince 5(4)
     (:data:`fastdyn.drive.tableaux.DOPRI5` by :func:`rk_step`, the controller
     :func:`fastdyn.core.steppers.step_factor`) for one task (see :func:`fastdyn.drive.integrate_soa.advance_dopri5`);
     ``hs`` its next step (≤ 0 or NaN: Hairer's starting step), ``nacc``/``nrej``/``failed`` its
-    counters, all returned updated; ``yy`` holds the state, in and out."""
+    counters, all returned updated; ``yy`` holds the state, in and out. Settling (``residual``
+    given, ``settle_tol`` > 0): after an accepted step with |r| ≤ max(settle_tol, rtol)·|scale|
+    (below rtol the solution is not resolved) and |r| ≤ ``rprev`` (|r| after the previous
+    step), the task stops for good with ``failed`` = 2 (settled, not a failure)."""
+    settling = residual is not None
+    resid_fn = residual if settling else jit(_no_residual)
 
     def rms(a):
         s = 0.0
@@ -161,8 +167,8 @@ def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
     step = rk_step(DOPRI5, rhs, jit)
 
     def task(
-        p, yy, yt, yn, er, K, hs, nacc, nrej, failed, t0, times, rtol, atol, max_steps, te, tr,
-        f, track, stop,
+        p, yy, yt, yn, er, K, hs, nacc, nrej, failed, rprev, t0, times, rtol, atol, max_steps,
+        settle_tol, te, tr, f, track, stop,
     ):  # fmt: skip
         ns = yy.shape[0]
         t = t0
@@ -171,16 +177,20 @@ def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
         if failed == 0 and not (hs > 0.0):
             hs = initial_step(p, yy, K[0], yt, K[1], rtol, atol)
         rmsy = rms(yy)
+        thr = -1.0
+        if settling and settle_tol > 0.0:
+            _r0, sc0 = resid_fn(p, yy)
+            thr = max(settle_tol, rtol) * abs(sc0)
         for j in range(times.shape[0]):
             if stop[0] != 0 or stop[1] != 0:  # a signal / another task's step limit: give up
-                return STOPPED, hs, nacc, nrej, failed
+                return STOPPED, hs, nacc, nrej, failed, rprev
             tj = times[j]
             while failed == 0 and t < tj:
                 if stop[0] != 0 or stop[1] != 0:
-                    return STOPPED, hs, nacc, nrej, failed
+                    return STOPPED, hs, nacc, nrej, failed, rprev
                 if nacc >= max_steps:  # the budget is used up with an output time ahead
                     stop[1] = 1  # the run fails at once: every block gives up
-                    return BUDGET, hs, nacc, nrej, 1
+                    return BUDGET, hs, nacc, nrej, 1, rprev
                 clipped = hs >= tj - t
                 hh = tj - t if clipped else hs
                 if t + hh == t:  # the step is below the resolution of t
@@ -203,6 +213,13 @@ def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
                     rmsy = rmsn
                     rej_before = False
                     nacc += 1
+                    if settling:
+                        rn, _sc = resid_fn(p, yy)
+                        ra = abs(rn)
+                        settle = (ra <= thr) and (ra <= rprev)
+                        rprev = ra
+                        if settle:
+                            failed = 2
                 else:
                     hs = hh * fac
                     rej_before = True
@@ -212,7 +229,7 @@ def dopri5_task(rhs: Any, observe: Any, loss: Any, jit: Callable) -> Any:
             tr[j] = b
             if track:
                 f[j] = observe(p, yy)
-        return DONE, hs, nacc, nrej, failed
+        return DONE, hs, nacc, nrej, failed, rprev
 
     return jit(task)
 

@@ -9,10 +9,9 @@ time with the textbook RK4 step), so their agreement checks both. Runs: the quic
 tasks and 12 log-spaced times.
 
 Settled tasks: both freeze a task once |r| ≤ thr·|Λ| (thr = settle_tol for rk4 and gd,
-max(settle_tol, rtol) for the fast dopri5; the generic dopri5 does not settle), where r is a few
-rounding errors apart, so a settled task's loss terms (≤ wtest·(thr·Λ)²/2) may differ by up to
-themselves: the comparisons allow thr²·L(0) beside the relative bound (L(0) = Σ wtest Λ²/2 with
-f(0) ≈ 0, the small init).
+max(settle_tol, rtol) for dopri5), where r is a few rounding errors apart, so a settled task's
+loss terms (≤ wtest·(thr·Λ)²/2) may differ by up to themselves: the comparisons allow thr²·L(0)
+beside the relative bound (L(0) = Σ wtest Λ²/2 with f(0) ≈ 0, the small init).
 """
 
 from __future__ import annotations
@@ -88,25 +87,28 @@ def test_gd_fast_path_equals_the_generic_solver(tmp_path):
 
 
 def test_dopri5_fast_path_agrees_within_its_tolerance(tmp_path):
-    """dopri5 at rtol = 1e-8: the two differ in their starting steps (MSFR's 0.01·‖y‖/‖k‖ ≤ 0.01/σ,
-    Hairer's), so each is within its own error of the flow: allowed rtol relative (the error
-    control's per-step target), plus rtol²·L(0) for the fast path's settled tasks. Measured:
-    1.3e-11 relative in the loss before the tasks settle (0.0013 of the bound), 1.3e-8 in a
-    settled tracked task's f (|r| ≤ rtol·Λ, within the floor's f counterpart rtol·Λ)."""
+    """dopri5 at rtol = 1e-8, to t = 1e4: the two differ in their starting steps (MSFR's
+    0.01·‖y‖/‖k‖ ≤ 0.01/σ, Hairer's), so each is within its own error of the flow: allowed rtol
+    relative (the error control's per-step target), plus rtol²·L(0) for settled tasks (both
+    settle at |r| ≤ max(settle_tol, rtol)·|Λ|); f within 2·rtol (Λ = 1). Measured: 8.3e-12
+    relative in the loss (0.0008 of the bound), 6.8e-12 in the tracked f; to t = 1e6, where every
+    task has settled, 1.1e-7 relative at the last time (a loss of 1.9e-17, far below the floor
+    5e-17)."""
     rtol = 1e-8
-    fast_run, generic = _pair(tmp_path, ["time.t_max=1e6", f"solver.rtol={rtol}"])
+    fast_run, generic = _pair(tmp_path, ["time.t_max=1e4", f"solver.rtol={rtol}"])
     l0 = float(fast_run["loss/test"][0])
     for k in ("loss/test", "loss/train"):
         a, b = fast_run[k], generic[k]
         assert np.max(np.abs(a - b) / (rtol**2 * l0 + rtol * np.abs(a))) <= 1.0, k
     f_a, f_b = fast_run["tasks/f"], generic["tasks/f"]
-    assert np.max(np.abs(f_a - f_b)) <= 2 * rtol  # Λ = 1: a settled task's |r| ≤ rtol each
+    assert np.max(np.abs(f_a - f_b)) <= 2 * rtol
+    assert "solver_settled" in generic.attrs and generic.attrs["solver_failed"] == 0
 
 
-@pytest.mark.parametrize("integrator", ["rk4", "gd"])
+@pytest.mark.parametrize("integrator", ["rk4", "gd", "dopri5"])
 def test_generic_options_resume_bit_identical(tmp_path, integrator, monkeypatch):
-    """The generic solver's per-task record (step, steps taken, |r|, status) and gd's step are
-    checkpointed: a run stopped by SIGTERM after its 2nd segment and resumed equals the
+    """The generic solver's per-task record (step, steps taken, |r|, status; dopri5: step,
+    counters and |r|) and gd's step are checkpointed: a run stopped by SIGTERM after its 2nd segment and resumed equals the
     uninterrupted run bit for bit, its step counts included."""
     sets = [*SMALL, "time.t_max=1e2", f"solver.integrator={integrator}", "solver.lr=0.01"]
     sets += ["solver.fast_path=false", "output.times_per_segment=3", "output.checkpoint_every=0"]
@@ -130,5 +132,5 @@ def test_generic_options_resume_bit_identical(tmp_path, integrator, monkeypatch)
     assert _invoke("-q", "simulate", "--resume", str(p)).exit_code == 0
     ref, got = fastdyn.load(whole), fastdyn.load(p)
     assert_same_series(ref, got)
-    for k in ("solver_steps", "solver_settled", "solver_running"):
-        assert got.attrs[k] == ref.attrs[k], k
+    counts = {k: v for k, v in ref.attrs.items() if k.startswith("solver_")}
+    assert "solver_settled" in counts and counts == {k: got.attrs[k] for k in counts}
