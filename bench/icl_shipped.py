@@ -58,7 +58,7 @@ def export_files(h5: Path, d: Path) -> list[str]:
     from fastdyn.models.registry import get_model
 
     cfg = load_config(PRESET)
-    job = get_model(cfg.model).setup(cfg, None)
+    job = get_model(cfg.model).setup(cfg)
     tok, lab = job.prep["tokens"], job.prep["labels"]  # tokens carry the label column last
     np.savez(d / "data.npz", x=tok[:, :, : cfg.data.D], y=lab)
     np.savez(d / "init.npz", **job.model.to_arrays(job.theta))
@@ -73,7 +73,7 @@ def per_epoch_in_process(epochs: int) -> float:
     from fastdyn.models.registry import get_model
 
     cfg = load_config(PRESET)
-    job = get_model(cfg.model).setup(cfg, None)
+    job = get_model(cfg.model).setup(cfg)
     theta = job.theta.copy()
     grad = np.zeros(job.model.n_params)
     opt = make_optimizer("gd", job.model.n_params, cfg.optim.lr)
@@ -94,7 +94,7 @@ def per_epoch_driver(epochs: int) -> float:
     from fastdyn.models.registry import get_model
 
     cfg = load_config(PRESET)
-    job = get_model(cfg.model).setup(cfg, None)
+    job = get_model(cfg.model).setup(cfg)
     theta = job.theta.copy()
     opt = make_optimizer("gd", job.model.n_params, cfg.optim.lr)
     nothing = lambda th: ({}, {})  # noqa: E731

@@ -30,7 +30,7 @@ def test_no_import_cycle_through_a_cuda_twin():
 
 # --- the device is an argument -------------------------------------------------------------------
 # ``device`` is resolved once, from the config (``fastdyn.drive.device.resolve`` at the driver's
-# entry, ``--device`` in ``simulate``), and passed down: ``tools(device)`` → ``advance(...,
+# entry, ``--device`` in ``simulate``), and passed down: ``setup(cfg, device)`` → ``advance(...,
 # device=)``, ``loss_partials(..., device=)``, the attention model's ``device`` field. The
 # regression to guard against is a second, hidden channel: a module-level setting that the CLI
 # or the driver sets and a kernel or model reads (``drive.device.CURRENT = "cuda"``), an

@@ -97,6 +97,14 @@ def beta2() -> Any:
     return number(0.999, 0.0, 1.0, hi_open=True, help="adam β2")
 
 
+def fast_path() -> Any:
+    """``solver.fast_path``: run a model's registered fast path for its integrator."""
+    return flag(
+        True,
+        help="use the model's specialised integrator for solver.integrator where it has one; false: the generic solver on the same maths",
+    )
+
+
 def rtol() -> Any:
     """``solver.rtol`` of dopri5."""
     return number(1e-8, 1e-14, 1e-2, help="dopri5 relative tolerance")

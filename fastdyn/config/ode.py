@@ -35,6 +35,7 @@ class OdeSolverSection:
     max_steps: int = integer(
         10_000_000, 1, 10**12, help="steps allowed per task (rk4: t_max/h, checked before the run; dopri5: the run fails when a task uses them up)"
     )  # fmt: skip
+    fast_path: bool = common.fast_path()
 
 
 @dataclass(frozen=True)

@@ -209,20 +209,27 @@ def error_norm_of_rms(e, ry, ryn, atol, rtol):
     return e / sc
 
 
+#: the controller's exponent −1/(q + 1), q the order of the embedded error estimate
+CONTROL_EXPONENT = -1.0 / (DP_ORDER_EST + 1)
+
+
+@njit(**_INLINE)
+def step_factor(err, pw, rejected_before):
+    """The one step-size controller (Hairer, Nørsett & Wanner I, §II.4), h_new = h · factor:
+    accepted (err ≤ 1): min(MAX_FACTOR, SAFETY·pw) (MAX_FACTOR for err = 0), at most 1 right
+    after a rejection; rejected: max(MIN_FACTOR, SAFETY·pw) (MIN_FACTOR for a non-finite err).
+    ``pw`` = err^CONTROL_EXPONENT, computed by the caller (``err**CONTROL_EXPONENT``, or MSFR's
+    vectorised lanes' exp/log), used only for 0 < err < inf. Branch-free (selects), so lane
+    loops calling it still vectorise; the generic solver, MSFR's lanes and their CUDA twins all
+    call it."""
+    fa = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, SAFETY * pw)
+    fa = min(1.0, fa) if rejected_before else fa
+    fr = MIN_FACTOR if not (err < math.inf) else max(MIN_FACTOR, SAFETY * pw)
+    return fa if err <= 1.0 else fr
+
+
 @njit(**_INLINE)
 def dopri5_controller(err, h, rejected_before):
-    """Standard step-size control: accept iff err ≤ 1; h_new = h · clip(SAFETY·err^(−1/5),
-    MIN_FACTOR, MAX_FACTOR), no growth right after a rejection. Returns (accept, h_new).
-    A non-finite err counts as a rejection with the smallest factor."""
-    expo = -1.0 / (DP_ORDER_EST + 1)
-    if err <= 1.0:
-        if err == 0.0:
-            fac = MAX_FACTOR
-        else:
-            fac = min(MAX_FACTOR, SAFETY * err**expo)
-        if rejected_before:
-            fac = min(1.0, fac)
-        return True, h * fac
-    if not (err < math.inf):
-        return False, h * MIN_FACTOR
-    return False, h * max(MIN_FACTOR, SAFETY * err**expo)
+    """:func:`step_factor` with pw = err^(−1/5): returns (accept iff err ≤ 1, h_new)."""
+    pw = err**CONTROL_EXPONENT if (err > 0.0 and err < math.inf) else 1.0
+    return err <= 1.0, h * step_factor(err, pw, rejected_before)

@@ -17,12 +17,16 @@ bit-identical output. :func:`advance_dopri5` does the same with adaptive Dormand
 each task with its own step size and step counters in caller-owned arrays (the controller and
 output-time clipping of the lane-vectorised dopri5, so segments and resumes continue the same step
 sequence).
+:func:`advance_fixed` is fixed steps with the solver's options: rk4 at each task's own step
+h_s = 1/(steps_per_timescale·σ_s) (the model's ``rate_scale``), discrete gd (y ← y + η·rhs(y),
+t = η·step) and the settling rule (the model's ``residual``), with each task's record (step,
+steps taken, |r|, status) in a caller-owned array.
 
 The kernels are specialised per model (the model's functions are compile-time arguments): numba's
 own cache cannot key them (``cache=False`` here), so :mod:`fastdyn.drive._kernel_cache` keeps each
 model's kernel in numba's cache directory under a fingerprint of the model's functions, and a new
 process loads it instead of compiling it again. A model may bring its own cached, lane-vectorised
-integrators as its fast path instead (an ``OdeSetup`` of its own).
+integrators as its fast path instead (a :class:`fastdyn.models.FastPath`).
 """
 
 from __future__ import annotations
@@ -55,7 +59,12 @@ _KERNELS: dict[tuple, Any] = {}
 _F1, _F2, _I2 = types.float64[:], types.float64[:, :], types.int64[:, :]
 _F1C, _I1C, _F8, _I8 = types.float64[::1], types.int64[::1], types.float64, types.int64
 _RK4_SIG = types.void(_F2, _F2, _F8, _F1C, _F8, _I1C, _F2, _F2, _F2, _I1C)
-_DOPRI5_SIG = types.void(_F2, _F2, _F1, _I2, _F8, _F1C, _F8, _F8, _I8, _I1C, _F2, _F2, _F2, _I1C)
+_DOPRI5_SIG = types.void(
+    _F2, _F2, _F1, _I2, _F1, _F8, _F1C, _F8, _F8, _I8, _F8, _I1C, _F2, _F2, _F2, _I1C
+)
+_FIXED_SIG = types.void(
+    _F2, _F2, _F2, _F8, _F1C, _F8, _F8, _F8, _F8, _I8, _I1C, _F2, _F2, _F2, _I1C
+)
 
 
 @njit(inline="always", **_FLAGS)
@@ -88,13 +97,13 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
         for b in prange((n + BLOCK - 1) // BLOCK):
             lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
             p, yy, yt = np.empty(kp), np.empty(ns), np.empty(ns)
-            k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
+            yn, K = np.empty(ns), np.empty((4, ns))
             te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
             for i in range(lo, hi):
                 _load(params, y, i, p, yy)
                 tracked = tpos[i] >= 0
                 f = f_track[tpos[i]] if tracked else fdummy
-                if task(p, yy, yt, k1, k2, k3, k4, t0, times, h, te, tr, f, tracked, stop) != 0:
+                if task(p, yy, yt, yn, K, t0, times, h, te, tr, f, tracked, stop) != 0:
                     break  # a stop request: the block's outputs stay incomplete
                 _add_terms(test_part, train_part, b, te, tr)
                 for r in range(ns):
@@ -104,32 +113,33 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
     return kernel
 
 
-def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
-    """The parallel CPU kernel of dopri5 for one model (compiled here, once per process and model)."""
-    key = ("dopri5", rhs, observe, loss)
+def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any, residual: Any = None) -> Any:
+    """The parallel CPU kernel of dopri5 for one model (compiled here, once per process and model;
+    ``residual``: with the settling rule)."""
+    key = ("dopri5", rhs, observe, loss, residual)
     if key in _KERNELS:
         return _KERNELS[key]
-    task = soa_tasks.dopri5_task(rhs, observe, loss, _njit)
+    task = soa_tasks.dopri5_task(rhs, observe, loss, _njit, residual)
 
     def kernel(
-        params, y, h, counts, t0, times, rtol, atol, max_steps, tpos, test_part, train_part,
-        f_track, stop,
+        params, y, h, counts, rprev, t0, times, rtol, atol, max_steps, settle_tol, tpos,
+        test_part, train_part, f_track, stop,
     ):  # fmt: skip
         n, ns, kp, T = y.shape[1], y.shape[0], params.shape[0], times.shape[0]
         for b in prange((n + BLOCK - 1) // BLOCK):
             lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
             p, yy, yt, yn, er = np.empty(kp), np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
-            k1, k2, k3, k4 = np.empty(ns), np.empty(ns), np.empty(ns), np.empty(ns)
-            k5, k6, k7 = np.empty(ns), np.empty(ns), np.empty(ns)
+            K = np.empty((7, ns))
             te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
             for i in range(lo, hi):
                 _load(params, y, i, p, yy)
                 tracked = tpos[i] >= 0
                 f = f_track[tpos[i]] if tracked else fdummy
-                code, hs, nacc, nrej, failed = task(
-                    p, yy, yt, yn, er, k1, k2, k3, k4, k5, k6, k7, h[i],
+                code, hs, nacc, nrej, failed, rp = task(
+                    p, yy, yt, yn, er, K, h[i],
                     counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i], counts[COUNT_FAILED, i],
-                    t0, times, rtol, atol, max_steps, te, tr, f, tracked, stop,
+                    rprev[i], t0, times, rtol, atol, max_steps, settle_tol, te, tr, f, tracked,
+                    stop,
                 )  # fmt: skip
                 if code == soa_tasks.BUDGET:  # its counters are kept, for the message
                     counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
@@ -143,6 +153,7 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
                 h[i] = hs
                 counts[COUNT_ACCEPTED, i], counts[COUNT_REJECTED, i] = nacc, nrej
                 counts[COUNT_FAILED, i] = failed
+                rprev[i] = rp
 
     _KERNELS[key] = kernel = jit_cached(kernel, _DOPRI5_SIG, parallel=True, **_FLAGS)
     return kernel
@@ -184,11 +195,15 @@ def advance_dopri5(
     rhs, observe, loss, params: np.ndarray, y: np.ndarray, h: np.ndarray, counts: np.ndarray,
     t0: float, times: np.ndarray, rtol: float, atol: float, max_steps: int,
     local_track: np.ndarray, test_partials: np.ndarray, train_partials: np.ndarray,
-    f_track: np.ndarray,
+    f_track: np.ndarray, *, residual: Any = None, rprev: np.ndarray | None = None,
+    settle_tol: float = 0.0,
 ) -> None:  # fmt: skip
     """Advance ``y`` (n_state, n; in place) from ``t0`` through ``times`` with adaptive
     Dormand–Prince 5(4), each task with its own steps; loss partials and tracked f as
-    :func:`advance_rk4`.
+    :func:`advance_rk4`. With ``residual`` (the model's ``residual(p, y) -> (r, scale)``) and
+    ``settle_tol`` > 0 the settling rule stops a task (failed = 2 in its counters: settled) after
+    an accepted step with |r| ≤ max(settle_tol, rtol)·|scale| and |r| ≤ ``rprev`` (n,), the
+    caller-owned |r| after each task's previous step (+inf at the start).
 
     Per task: the 5th-order solution is propagated (FSAL: k7 = rhs(y_new) is the next k1), the
     error estimate is err = h Σ_i E_i k_i (E = B − B̂) with the norm-wise scaled norm
@@ -203,7 +218,7 @@ def advance_dopri5(
     starting at the last one's final time) is bit-identical to one call: ``h`` (n,) float64, the
     next step (≤ 0 or NaN: choose one, Hairer's heuristic, :func:`fastdyn.drive.soa_tasks.dopri5_task`); ``counts``
     (3, n) int64, rows :data:`COUNT_ACCEPTED`, :data:`COUNT_REJECTED` (steps, cumulative) and
-    :data:`COUNT_FAILED` (1 for a task that failed, else 0).
+    :data:`COUNT_FAILED` (1 for a task that failed, 2 for one the settling rule stopped, else 0).
 
     A task that has made ``max_steps`` accepted steps (cumulative) with an output time still
     ahead fails the run at once, as the lane-vectorised dopri5: its counters are stored (failed = 1),
@@ -235,8 +250,97 @@ def advance_dopri5(
         )
     tpos = np.full(n, -1, dtype=np.int64)
     tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
+    if rprev is None:
+        rprev = np.full(n, np.inf)  # (read only by the settling rule)
     stop_flag.clear_halt()
-    _dopri5_kernel_for(rhs, observe, loss)(
-        params, y, h, counts, float(t0), times, float(rtol), float(atol),
-        np.int64(max_steps), tpos, test_partials, train_partials, f_track, stop_flag.FLAG,
+    _dopri5_kernel_for(rhs, observe, loss, residual)(
+        params, y, h, counts, rprev, float(t0), times, float(rtol), float(atol),
+        np.int64(max_steps), float(settle_tol), tpos, test_partials, train_partials, f_track,
+        stop_flag.FLAG,
+    )  # fmt: skip
+
+
+# ---- fixed steps with options: per-task step sizes, gd, settling ------------------------------------
+
+
+def _fixed_kernel_for(rhs: Any, observe: Any, loss: Any, rate: Any, residual: Any, gd: bool) -> Any:
+    """The parallel CPU kernel of :func:`fastdyn.drive.soa_tasks.fixed_task` for one model and
+    set of options (compiled here, once per process, and kept in numba's cache)."""
+    key = ("fixed", rhs, observe, loss, rate, residual, bool(gd))
+    if key in _KERNELS:
+        return _KERNELS[key]
+    task = soa_tasks.fixed_task(rhs, observe, loss, rate, residual, bool(gd), _njit)
+    NR = soa_tasks.FIXED_ROWS
+
+    def kernel(
+        params, y, rec, mark0, marks, spt, h, eta, settle_tol, max_steps, tpos, test_part,
+        train_part, f_track, stop,
+    ):  # fmt: skip
+        n, ns, kp, T = y.shape[1], y.shape[0], params.shape[0], marks.shape[0]
+        for b in prange((n + BLOCK - 1) // BLOCK):
+            lo, hi = b * BLOCK, min(b * BLOCK + BLOCK, n)
+            p, yy, yt = np.empty(kp), np.empty(ns), np.empty(ns)
+            yn, K = np.empty(ns), np.empty((4, ns))
+            st = np.empty(NR)
+            te, tr, fdummy = np.empty(T), np.empty(T), np.empty(T)
+            for i in range(lo, hi):
+                _load(params, y, i, p, yy)
+                for r in range(NR):
+                    st[r] = rec[r, i]
+                tracked = tpos[i] >= 0
+                f = f_track[tpos[i]] if tracked else fdummy
+                code = task(
+                    p, yy, yt, yn, K, st, mark0, marks, spt, h, eta, settle_tol, max_steps, te,
+                    tr, f, tracked, stop,
+                )  # fmt: skip
+                if code != soa_tasks.DONE:
+                    break  # a stop request: the block's outputs stay incomplete
+                _add_terms(test_part, train_part, b, te, tr)
+                for r in range(ns):
+                    y[r, i] = yy[r]
+                for r in range(NR):
+                    rec[r, i] = st[r]
+
+    _KERNELS[key] = kernel = jit_cached(kernel, _FIXED_SIG, parallel=True, **_FLAGS)
+    return kernel
+
+
+def fixed_record(n: int) -> np.ndarray:
+    """A fresh (FIXED_ROWS, n) record of :func:`advance_fixed`: no step chosen, none taken,
+    |r| before the first step +inf, every task running."""
+    rec = np.zeros((soa_tasks.FIXED_ROWS, n))
+    rec[soa_tasks.FIX_H] = np.nan
+    rec[soa_tasks.FIX_RPREV] = np.inf
+    return rec
+
+
+def advance_fixed(
+    rhs, observe, loss, params: np.ndarray, y: np.ndarray, rec: np.ndarray, mark0: float,
+    marks: np.ndarray, local_track: np.ndarray, test_partials: np.ndarray,
+    train_partials: np.ndarray, f_track: np.ndarray, *, rate: Any = None, residual: Any = None,
+    gd: bool = False, steps_per_timescale: float = 0.0, h: float = 0.0, eta: float = 0.0,
+    settle_tol: float = 0.0, max_steps: int = 1 << 62,
+) -> None:  # fmt: skip
+    """Advance ``y`` (n_state, n; in place) through the output ``marks`` with fixed steps and
+    the generic solver's options (:func:`fastdyn.drive.soa_tasks.fixed_task`): rk4 (marks are
+    times, from ``mark0``) at h_s = 1/(steps_per_timescale·σ_s), σ_s = ``rate(p, y)`` (or one
+    nominal step ``h`` without ``rate``), or gd (``gd``: marks are step indices, from step
+    ``mark0``; y ← y + η·rhs(y)); settling with ``residual(p, y) -> (r, scale)`` and
+    ``settle_tol``. ``rec`` (:data:`~fastdyn.drive.soa_tasks.FIXED_ROWS`, n) float64 is each
+    task's record (:func:`fixed_record`), updated in place, so a run cut into segments is
+    bit-identical to one call. Loss partials and tracked f as :func:`advance_rk4`."""
+    marks = np.ascontiguousarray(marks, dtype=np.float64)
+    if marks.size and (marks[0] < mark0 or np.any(np.diff(marks) <= 0)):
+        raise ValueError("marks: must be increasing and ≥ mark0")
+    n = y.shape[1]
+    if rec.shape != (soa_tasks.FIXED_ROWS, n) or rec.dtype != np.float64:
+        raise ValueError(
+            f"rec: must be float64 ({soa_tasks.FIXED_ROWS}, {n}), got {rec.dtype} {rec.shape}"
+        )
+    tpos = np.full(n, -1, dtype=np.int64)
+    tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
+    _fixed_kernel_for(rhs, observe, loss, rate, residual, gd)(
+        params, y, rec, float(mark0), marks, float(steps_per_timescale), float(h), float(eta),
+        float(settle_tol), np.int64(max_steps), tpos, test_partials, train_partials, f_track,
+        stop_flag.FLAG,
     )  # fmt: skip

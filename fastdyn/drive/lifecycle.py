@@ -39,8 +39,8 @@ class RunRequest:
     """One run as :func:`fastdyn.drive.run.simulate` hands it to a driver (every driver takes it):
     the validated config ``cfg`` of the registered model ``entry``, written to ``output``
     (with ``resume``: that file continued from its checkpoint, its config checked by the caller);
-    ``progress`` as :class:`~fastdyn.drive.progress.Progress` takes it; ``tools``: what the
-    model's ``setup`` receives (the device and the drive-level functions); ``beside``: the
+    ``progress`` as :class:`~fastdyn.drive.progress.Progress` takes it; ``device``: the
+    :class:`~fastdyn.core.device.Device` the model's ``setup`` receives; ``beside``: the
     process compiling the kernels the run reaches last
     (:class:`~fastdyn.drive.compile_beside.Beside`, waited for before they are called), or None;
     ``grown``: a resume whose config adds steps or output times after the file's (the caller
@@ -51,7 +51,7 @@ class RunRequest:
     output: Path
     progress: bool | float = False
     resume: bool = False
-    tools: Any = None
+    device: Any = "cpu"
     beside: Any = None
     grown: bool = False
 

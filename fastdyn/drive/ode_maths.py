@@ -1,9 +1,9 @@
-"""④ A model given as maths only (:class:`fastdyn.models._spec.OdeMaths`) made into a run.
+"""④ A model given as maths (:class:`fastdyn.models.OdeMaths`, the one ODE contract) made into a run.
 
 The model supplies ``rhs``, ``observe``, ``loss`` (``@njit`` functions of one task), its parameter
 and initial-state tables by task range, and its closed form. This module owns the rest, so that
-every such model gets the same machinery (and :mod:`fastdyn.drive.ode_run` the same
-:class:`~fastdyn.models._spec.OdeSetup` it runs for every ODE model):
+every ODE model gets the same machinery (and :mod:`fastdyn.drive.ode_run` the same
+:class:`~fastdyn.drive.ode_job.OdeJob` it runs for every ODE model):
 
 - the state array y (n_state × n_tasks), the per-task dopri5 step sizes and counters, and each
   chunk's clock (the time of its last output row);
@@ -13,6 +13,11 @@ every such model gets the same machinery (and :mod:`fastdyn.drive.ode_run` the s
   ``--resume`` and the split run are bit-identical to an uninterrupted run;
 - the closed form's block partials (per-task terms added in task order within a block);
 - the divergence reference (the test loss at the start) and the integrator counts of the file.
+
+A model may register a fast path for an integrator (:class:`fastdyn.models.FastPath`, e.g.
+a model's lane-vectorised kernels): with ``solver.fast_path`` true (the default) the run uses it for
+``solver.integrator`` instead of the generic solver, with the same output grid, tables' tail,
+statics and attributes; ``solver.fast_path = false`` runs the generic solver on the same maths.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ import numpy as np
 from numba import types
 
 from ..config.schema import ConfigError
+from ..core.device import Device
 from ..core.soa_state import SoaState, soa_checkpoint
-from ..models._spec import OdeMaths, OdeSetup
+from ..models._spec import FastPath, OdeMaths
 from ..reduce import BLOCK, add_block_sums, block_partials
 from . import integrate_soa
 from ._kernel_cache import jit_cached
+from .ode_job import OdeJob
 
 #: chunks' tables are cached when every chunk's parameters and initial state fit in this many bytes
 TABLE_CACHE_BYTES = 1 << 30
@@ -87,24 +94,88 @@ def _check(m: OdeMaths, integrator: str) -> None:
         raise ConfigError(f"solver.integrator: the model has no state (n_state = {m.n_state})")
 
 
-def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
-    """The :class:`OdeSetup` the ODE driver runs for the model ``m`` on ``device`` ("cuda": the
+def spans_of(m: OdeMaths) -> list[tuple[int, int]]:
+    """(first, n) of every chunk: ``output.chunk_tasks`` rounded down to whole blocks (≥ one)."""
+    n = int(m.n_tasks)
+    step = max(BLOCK, int(m.output.chunk_tasks) // BLOCK * BLOCK)
+    return [(a, min(step, n - a)) for a in range(0, n, step)]
+
+
+def _track(m: OdeMaths) -> np.ndarray:
+    track = np.asarray(m.track, dtype=np.int64)
+    return track[(track >= 1) & (track <= int(m.n_tasks))]
+
+
+def _theory(m: OdeMaths, params_of: Any) -> Any:
+    """The closed form's block partials of a chunk from ``m.theory``'s per-task terms (None when
+    the model has none); ``params_of(chunk)``: the chunk's parameter block (k, n)."""
+    if m.theory is None:
+        return None
+
+    def theory(ch: Any, tt: np.ndarray, loc: np.ndarray):
+        p = np.ascontiguousarray(params_of(ch), dtype=np.float64)
+        te, tr, f = m.theory(p, np.ascontiguousarray(tt, dtype=np.float64))
+        return _block_sums(np.asarray(te)), _block_sums(np.asarray(tr)), np.asarray(f)[loc]
+
+    return theory
+
+
+def _tables(m: OdeMaths, ch: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(parameters (k, n), initial state (n_state, n)) of a chunk of a fast path."""
+    p = np.ascontiguousarray(m.params(ch.first, ch.n), dtype=np.float64)
+    y0 = np.ascontiguousarray(m.init(ch.first, ch.n), dtype=np.float64)
+    return p, y0.reshape(int(m.n_state), ch.n)
+
+
+def fast_job(m: OdeMaths, fp: FastPath) -> OdeJob:
+    """The :class:`OdeJob` of the model's fast path ``fp`` for ``m``'s integrator: its chunks,
+    state, kernels and closed form, on the grid and with the outputs ``m`` declares."""
+    integrator = str(m.solver.integrator)
+    sim = integrator != "none"
+    generic = (
+        (lambda _chunks: m.cause())
+        if m.cause is not None
+        else (lambda _chunks: f"the {integrator} integrator lost accuracy")
+    )
+    return OdeJob(
+        n_tasks=int(m.n_tasks), spans=spans_of(m), chunk=fp.chunk,
+        times=np.ascontiguousarray(m.times, dtype=np.float64), steps=m.steps, track=_track(m),
+        tail=m.tail, simulate=sim, advance=fp.advance, new_state=fp.new_state,
+        save_state=fp.save_state, restore=fp.restore, summary=fp.summary, failure=fp.failure,
+        zero_loss=fp.zero_loss or (lambda ch: _test_loss_sum(m.loss, *_tables(m, ch))),
+        cause=generic, checkpoint=fp.checkpoint,
+        theory=fp.theory or _theory(m, lambda ch: m.params(ch.first, ch.n)),
+        static=dict(m.static), extra_attrs=dict(m.extra_attrs),
+        times_per_segment=int(m.output.times_per_segment),
+        checkpoint_every=m.output.checkpoint_every, resident=fp.resident, to_host=fp.to_host,
+        integrator=integrator, descriptions=dict(m.descriptions),
+    )  # fmt: skip
+
+
+def generic_job(m: OdeMaths, device: Device = Device.CPU) -> OdeJob:
+    """The :class:`OdeJob` of the generic solver for the model ``m`` on ``device`` (CUDA: the
     integrators' CUDA twins, :mod:`fastdyn.drive.integrate_soa_cuda`, built from the same source
     and the model's own functions)."""
-    if device == "cuda":
+    if device == Device.CUDA:
         from . import integrate_soa_cuda as integrators
     else:
         integrators = integrate_soa
     integrator = str(m.solver.integrator)
-    _check(m, integrator)
+    s = m.solver
+    gd = integrator == "gd"
+    per_task = m.rate_scale is not None and hasattr(s, "steps_per_timescale")
+    settle = m.residual is not None and float(getattr(s, "settle_tol", 0.0)) > 0.0
+    fixed = gd or (integrator == "rk4" and (per_task or settle))
+    if not fixed:
+        _check(m, integrator)
+    if gd and m.steps is None:
+        raise ConfigError("solver.integrator: gd needs the model's output steps (OdeMaths.steps)")
     sim = integrator != "none"
     adaptive = integrator == "dopri5"
     n, ns = int(m.n_tasks), int(m.n_state)
     times = np.ascontiguousarray(m.times, dtype=np.float64)
-    step = max(BLOCK, int(m.output.chunk_tasks) // BLOCK * BLOCK)
-    spans = [(a, min(step, n - a)) for a in range(0, n, step)]
-    track = np.asarray(m.track, dtype=np.int64)
-    track = track[(track >= 1) & (track <= n)]
+    spans = spans_of(m)
+    track = _track(m)
     cache: dict | None = {}
 
     def chunk(first: int, k: int) -> Chunk:
@@ -127,17 +198,38 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
         y = np.zeros((ns, size))
         for ch in chunks:
             y[:, ch.first : ch.first + ch.n] = ch.y0
-        return SoaState.start(y, adaptive)
+        rec = integrators.fixed_record(size) if fixed else None
+        return SoaState.start(y, adaptive, rec, settle=adaptive and settle)
 
-    def advance(ch: Chunk, state: SoaState, tt, _steps, loc, pt, pr, ft) -> None:
+    def advance(ch: Chunk, state: SoaState, tt, steps, loc, pt, pr, ft) -> None:
         a, b = ch.first, ch.first + ch.n
         y = state.y[:, a:b]
         t0 = state.t_at.get(ch.first, 0.0)
-        s = m.solver
-        if adaptive:
+        if fixed:
+            rec = state.fixed[:, a:b]
+            marks = np.asarray(steps, dtype=np.float64) if gd else tt
+            mark0 = float(state.k_at.get(ch.first, 0)) if gd else t0
+            integrators.advance_fixed(
+                m.rhs, m.observe, m.loss, ch.params, y, rec, mark0, marks, loc, pt, pr, ft,
+                rate=m.rate_scale if per_task and not gd else None,
+                residual=m.residual if settle else None, gd=gd,
+                steps_per_timescale=float(getattr(s, "steps_per_timescale", 0.0)),
+                h=float(getattr(s, "h", 0.0)) if not per_task else 0.0,
+                eta=float(s.lr) if gd else 0.0, settle_tol=float(getattr(s, "settle_tol", 0.0)),
+                max_steps=int(s.max_steps),
+            )  # fmt: skip
+            if gd:
+                state.k_at[ch.first] = int(steps[-1])
+        elif adaptive:
+            extra = {}
+            if settle:  # the settling rule (a model's residual, solver.settle_tol)
+                extra = {
+                    "residual": m.residual, "rprev": state.rprev[a:b],
+                    "settle_tol": float(s.settle_tol),
+                }  # fmt: skip
             integrators.advance_dopri5(
                 m.rhs, m.observe, m.loss, ch.params, y, state.h[a:b], state.counts[:, a:b], t0, tt,
-                float(s.rtol), float(s.atol), int(s.max_steps), loc, pt, pr, ft,
+                float(s.rtol), float(s.atol), int(s.max_steps), loc, pt, pr, ft, **extra,
             )  # fmt: skip
         else:
             integrators.advance_rk4(
@@ -145,14 +237,16 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
             )
         state.t_at[ch.first] = float(tt[-1])
 
-    def theory(ch: Chunk, tt, loc):
-        te, tr, f = m.theory(ch.params, np.ascontiguousarray(tt, dtype=np.float64))
-        return _block_sums(np.asarray(te)), _block_sums(np.asarray(tr)), np.asarray(f)[loc]
-
-    def restore(state: SoaState, ck: dict, chunks: Any, rows: int, _last_step: int) -> None:
-        state.restore(ck, chunks.spans, times, rows)
+    def restore(state: SoaState, ck: dict, chunks: Any, rows: int, last_step: int) -> None:
+        state.restore(ck, chunks.spans, times, rows, last_step if gd else None)
 
     def failure(counts: dict[str, int]) -> str | None:
+        bad = counts.get("step_limit", 0) + counts.get("diverged", 0)
+        if bad:
+            return (
+                f"{bad} tasks did not finish (step limit {counts.get('step_limit', 0)}, diverged {counts.get('diverged', 0)}): "
+                f"raise solver.max_steps ({m.solver.max_steps}), or lower the step"
+            )
         if counts.get("failed", 0):
             return (
                 f"{counts['failed']} tasks did not finish (dopri5 used up solver.max_steps = {m.solver.max_steps} "
@@ -161,22 +255,27 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
         return None
 
     def cause(_chunks: Any) -> str:
+        if m.cause is not None:
+            return m.cause()
         if adaptive:
             return "dopri5 did not control the error; lower solver.rtol or solver.atol"
         return f"the rk4 step h = {m.solver.h:g} is too large for the fastest task; lower solver.h or use solver.integrator = 'dopri5'"
 
     attrs = dict(m.extra_attrs)
-    if integrator == "rk4":
+    if fixed:
+        pass  # per-task steps: the config's keys say what they were
+    elif integrator == "rk4":
         attrs["rk4_h"] = float(m.solver.h)
     elif adaptive:
         attrs |= {"dopri5_rtol": float(m.solver.rtol), "dopri5_atol": float(m.solver.atol)}
-    return OdeSetup(
-        n_tasks=n, spans=spans, chunk=chunk, times=times, steps=None, track=track, tail=m.tail,
+    return OdeJob(
+        n_tasks=n, spans=spans, chunk=chunk, times=times, steps=m.steps if gd else None,
+        track=track, tail=m.tail,
         simulate=sim, advance=advance, new_state=new_state, save_state=SoaState.arrays,
         restore=restore, summary=SoaState.summary, failure=failure,
         zero_loss=lambda ch: float(_test_loss_sum(m.loss, ch.params, ch.y0)),
-        cause=cause, checkpoint=soa_checkpoint(ns, n if sim else 0, adaptive),
-        theory=theory if m.theory is not None else None,
+        cause=cause, checkpoint=soa_checkpoint(ns, n if sim else 0, adaptive, fixed, settle),
+        theory=_theory(m, lambda ch: ch.params),
         static=dict(m.static), extra_attrs=attrs,
         times_per_segment=int(m.output.times_per_segment),
         checkpoint_every=m.output.checkpoint_every,
@@ -184,10 +283,19 @@ def setup_from_maths(m: OdeMaths, device: str = "cpu") -> OdeSetup:
     )  # fmt: skip
 
 
-def ode_setup(entry: Any, cfg: Any, tools: Any) -> OdeSetup:
-    """What the ODE driver runs for ``cfg``: the model's own :class:`OdeSetup`, or one built here
-    from its :class:`OdeMaths`."""
-    job = entry.setup(cfg, tools)
-    if isinstance(job, OdeMaths):
-        return setup_from_maths(job, getattr(tools, "device", "cpu"))
-    return job
+def job_of(m: OdeMaths, device: Device = Device.CPU) -> OdeJob:
+    """The run of ``m``: its fast path for ``solver.integrator`` when it registered one and
+    ``solver.fast_path`` is true (the default), else the generic solver."""
+    fp = m.fast_paths.get(str(m.solver.integrator))
+    if fp is not None and bool(getattr(m.solver, "fast_path", True)):
+        return fast_job(m, fp)
+    return generic_job(m, device)
+
+
+def ode_job(entry: Any, cfg: Any, device: Device = Device.CPU) -> OdeJob:
+    """What the ODE driver runs for ``cfg``: the :class:`OdeMaths` of the model's ``setup``,
+    made into a run by :func:`job_of` (TypeError if the setup returns anything else)."""
+    m = entry.setup(cfg, device)
+    if not isinstance(m, OdeMaths):
+        raise TypeError(f"{entry.name}: setup must return OdeMaths, got {type(m).__name__}")
+    return job_of(m, device)

@@ -1,6 +1,6 @@
 """④ The ODE / closed-form driver: output times in segments, tasks in chunks, the model's kernels.
 
-The model's :class:`fastdyn.models._spec.OdeSetup` says what the tasks are and how to advance and
+The model's :class:`fastdyn.drive.ode_job.OdeJob` says what the tasks are and how to advance and
 evaluate them; this module owns everything else, once, for every ODE model:
 
 - the closed form (stateless) first, on the whole output grid in one pass over the tasks;
@@ -24,11 +24,11 @@ import numpy as np
 from ..core import stop_flag
 from ..h5.layout import time_long_name
 from ..h5.writer import RunWriter
-from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
 from .checkpoint import StopSignals, with_stop_signals
 from .lifecycle import Ended, RunRequest, check_written, guarded, open_writer, schedule
-from .ode_maths import ode_setup
+from .ode_job import OdeJob
+from .ode_maths import ode_job
 from .outcome import Outcome, RunFailed
 from .progress import Progress
 
@@ -47,7 +47,7 @@ def local_track(track: np.ndarray, ch: Any) -> tuple[np.ndarray, np.ndarray]:
     return (track[m] - s0).astype(np.int64), np.nonzero(m)[0]
 
 
-def layout(job: OdeSetup) -> tuple[dict[str, tuple[int, ...]], dict[str, np.ndarray]]:
+def layout(job: OdeJob) -> tuple[dict[str, tuple[int, ...]], dict[str, np.ndarray]]:
     """(series shapes, static arrays) of an ODE output file."""
     nt = len(job.track)
     series: dict[str, tuple[int, ...]] = {}
@@ -58,9 +58,7 @@ def layout(job: OdeSetup) -> tuple[dict[str, tuple[int, ...]], dict[str, np.ndar
     return series, {"tasks/index": job.track, **job.static}
 
 
-def check_finite(
-    job: OdeSetup, chunks: Any, loss: np.ndarray, times: np.ndarray, ref: float
-) -> None:
+def check_finite(job: OdeJob, chunks: Any, loss: np.ndarray, times: np.ndarray, ref: float) -> None:
     """RunFailed for a non-finite loss in the segment, or one above EXPLODE × ``ref``."""
     bad = ~np.isfinite(loss)
     if ref > 0:
@@ -99,7 +97,7 @@ class _Stopped(Exception):
 
 
 def theory_all(
-    job: OdeSetup, chunks: Any, stop: Any = None, progress: Any = None
+    job: OdeJob, chunks: Any, stop: Any = None, progress: Any = None
 ) -> dict[str, np.ndarray]:
     """The closed form on the whole output grid in one pass over the tasks (``_Stopped`` when
     ``stop`` is requested between two chunks); ``progress`` (a :class:`Progress`) shows the
@@ -125,7 +123,7 @@ def theory_all(
 
 
 def segment_partials(
-    job: OdeSetup,
+    job: OdeJob,
     chunks: Any,
     state: Any,
     a: int,
@@ -160,7 +158,7 @@ def segment_partials(
 
 
 def advance_segment(
-    job: OdeSetup, chunks: Any, state: Any, a: int, k: int, stop: Any = None, progress: Any = None
+    job: OdeJob, chunks: Any, state: Any, a: int, k: int, stop: Any = None, progress: Any = None
 ) -> dict[str, np.ndarray]:
     """The segment's loss and f rows (:func:`segment_partials`' block partials summed in block
     order, plus the tail); ``progress`` (a :class:`Progress`) shows the chunks done when the
@@ -185,7 +183,7 @@ def advance_segment(
 class Chunks:
     """The chunks of a run, in order (the model's ``chunk`` may cache its tables)."""
 
-    def __init__(self, job: OdeSetup, spans: list[tuple[int, int]] | None = None):
+    def __init__(self, job: OdeJob, spans: list[tuple[int, int]] | None = None):
         self.job = job
         self.spans = list(job.spans if spans is None else spans)
 
@@ -207,7 +205,7 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
     ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""
     t_wall = _time.time()
     output = request.output
-    job: OdeSetup = ode_setup(request.entry, request.cfg, request.tools)
+    job: OdeJob = ode_job(request.entry, request.cfg, request.device)
     times, steps = job.times, job.steps
     chunks = Chunks(job)
     series, static = layout(job)
@@ -308,7 +306,7 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
 
 
 def finish(
-    job: OdeSetup, writer: RunWriter, counts: dict[str, int], timings: dict[str, float]
+    job: OdeJob, writer: RunWriter, counts: dict[str, int], timings: dict[str, float]
 ) -> str:
     """Close ``writer`` with the final status: complete, or failed when the model says tasks did
     not finish; the integrator counts go to ``solver_<name>`` root attributes."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 
@@ -19,14 +18,6 @@ def supports_resume(model: str) -> bool:
     from ..models import registry
 
     return registry.get_model(model).kind in ("ode", "trained")
-
-
-def tools(device: str = "cpu") -> SimpleNamespace:
-    """What a model's setup gets from the driver (models never import ``drive``): the device its
-    kernels run on and the time grids."""
-    from ..core import saveat
-
-    return SimpleNamespace(device=device, saveat=saveat)
 
 
 def refuse_existing(output: str | os.PathLike, overwrite: bool) -> None:
@@ -65,6 +56,7 @@ def simulate(
     and the file is left as it was (``fastdyn simulate --resume FILE --set schedule.epochs=…``
     checks the rest of the config first).
     """
+    from ..core.device import Device
     from ..h5.writer import DiskFull, WriteFailed
     from ..models import registry
     from .checkpoint import write_error
@@ -75,7 +67,7 @@ def simulate(
     if not resume:
         refuse_existing(output, overwrite)
     entry = registry.get_model(cfg.model)
-    device = resolve(cfg)
+    device = Device.of(resolve(cfg))
     if entry.kind == "trained":
         from .trained import run_trained as run
     else:
@@ -88,9 +80,7 @@ def simulate(
         compile_notice()
     beside = cb.start(entry, cfg, device) if compile_beside else None
     try:
-        return run(
-            RunRequest(entry, cfg, Path(output), progress, resume, tools(device), beside, grow)
-        )
+        return run(RunRequest(entry, cfg, Path(output), progress, resume, device, beside, grow))
     except (DiskFull, WriteFailed) as e:  # creating, closing or compacting the file
         raise RunFailed(write_error(output, e)) from None
     finally:

@@ -10,7 +10,7 @@ pickles to any executor) advances its own tasks over every output time and retur
 partials uncombined; the combiner (:func:`run_split`) then adds the parts' blocks in part order —
 the same additions in the same order as the single process — and writes the same file. The result
 is bit-identical to ``fastdyn simulate`` of the same config, for any number of parts and workers.
-Nothing here names a model: the model's :class:`fastdyn.models._spec.OdeSetup` does the work.
+Nothing here names a model: the run's :class:`fastdyn.drive.ode_job.OdeJob` does the work.
 
 Differences from a single-process file: no ``/checkpoint`` (a split run is restarted, not resumed)
 and a root attribute ``split_parts``. Memory per part: its task tables and state plus 4 × (blocks
@@ -31,24 +31,24 @@ import numpy as np
 from ..config.load import from_dict, to_toml
 from ..h5.layout import time_long_name
 from ..h5.writer import RunWriter
-from ..models._spec import OdeSetup
 from ..reduce import accumulate_blocks, block_partials
 from .lifecycle import guarded
+from .ode_job import OdeJob
 from .ode_run import Chunks, check_finite, finish, layout, local_track, segment_partials
 
 
-def _setup(cfg: Any) -> tuple[Any, OdeSetup]:
-    """(registry entry, OdeSetup) of an ODE config (ValueError for another kind of model)."""
+def _setup(cfg: Any) -> tuple[Any, OdeJob]:
+    """(registry entry, OdeJob) of an ODE config (ValueError for another kind of model)."""
+    from ..core.device import Device
     from ..models.registry import get_model
-    from .ode_maths import ode_setup
-    from .run import tools
+    from .ode_maths import ode_job
 
     entry = get_model(cfg.model)
     if entry.kind != "ode":
         raise ValueError(
             f"split: only ODE / closed-form runs (per-task state) can be split by task, got {cfg.model!r}"
         )
-    return entry, ode_setup(entry, cfg, tools("cpu"))
+    return entry, ode_job(entry, cfg, Device.CPU)
 
 
 def plan_spans(spans: list[tuple[int, int]], parts: int) -> list[tuple[int, int]]:

@@ -55,7 +55,7 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
     ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""
     t_wall = _time.time()
     output = request.output
-    job: TrainedSetup = request.entry.setup(request.cfg, request.tools)
+    job: TrainedSetup = request.entry.setup(request.cfg, request.device)
     opt = optimizer_for(job)
     steps = np.unique(np.asarray(job.save_steps, dtype=np.int64))
     if request.resume:  # before reopening: the rows written must be this config's first rows

@@ -130,10 +130,9 @@ class ScalingTheory(Protocol):
 class RunHooks:
     """What the drivers and the config loader ask of a model.
 
-    - ``setup(cfg, tools)``: the :class:`OdeSetup` or :class:`TrainedSetup` that the driver of the
-      entry's ``kind`` runs (``tools`` carries the device and the time grids; models never import
-      ``drive``); a per-task ODE model returns :class:`OdeMaths` instead, its maths only, and the
-      driver builds the rest.
+    - ``setup(cfg, device)``: the :class:`OdeMaths` (an ODE model's maths; the driver builds the
+      rest) or :class:`TrainedSetup` that the driver of the entry's ``kind`` runs; ``device`` is
+      the :class:`fastdyn.core.device.Device` the driver resolved (models never import ``drive``).
     - ``schema``: the root config dataclass (its fields declared with :mod:`fastdyn.config.schema`
       rules), validated by :func:`fastdyn.config.load.from_dict` when ``model`` names the entry.
     - ``devices``: where it runs (:class:`~fastdyn.core.device.Device` values; names such as
@@ -141,7 +140,7 @@ class RunHooks:
       config path that has no CUDA kernel (None: every path has one).
     """
 
-    setup: Callable[..., TrainedSetup | OdeSetup | OdeMaths]
+    setup: Callable[..., TrainedSetup | OdeMaths]
     schema: type
     devices: tuple[Device, ...] = (Device.CPU,)
     check_device: Callable[[Any], None] | None = None
@@ -254,16 +253,16 @@ class ModelEntry:
     def __repr__(self) -> str:
         return f"<ModelEntry {self.name!r} ({self.kind})>"
 
-    def setup(self, cfg: Any, tools: Any) -> TrainedSetup | OdeSetup | OdeMaths:
+    def setup(self, cfg: Any, device: Device) -> TrainedSetup | OdeMaths:
         """What the driver of this entry's ``kind`` runs for ``cfg`` (``run.setup``)."""
-        return self.run.setup(cfg, tools)
+        return self.run.setup(cfg, device)
 
 
 @dataclass
 class TrainedSetup:
     """What a trained model hands the trained-model driver (``drive/trained.py``) for one run.
 
-    Built by the entry's ``setup(cfg, tools)`` from a validated config; the driver owns the
+    Built by the entry's ``setup(cfg, device)`` from a validated config; the driver owns the
     optimiser, the step loop, streaming, checkpoints, resume, signals, divergence, progress and
     status. Time is ``t = time_per_step · step``; ``time_units`` and ``time_long_name`` (the
     ``/time`` attributes) state that convention in the file when it is not the default one.
@@ -307,67 +306,43 @@ class TrainedSetup:
     checkpoint_every: Any = 60.0
 
 
-@dataclass
-class OdeSetup:
-    """What an ODE / closed-form model hands the ODE driver (``drive/ode_run.py``) for one run.
+@dataclass(frozen=True)
+class FastPath:
+    """A model's specialised integrator for one ``solver.integrator`` (e.g. MSFR's lane-vectorised
+    kernels), registered in :attr:`OdeMaths.fast_paths`; the driver runs it instead of its generic
+    solver when ``solver.fast_path`` is true (the default). It works on its own chunks and its own
+    state, so it supplies both:
 
-    Tasks 1..``n_tasks`` are independent; their tables come in chunks of whole blocks
-    (``spans``, ``chunk(first, n)``: an object with ``first``, ``n`` and the kernels' per-task
-    arrays), so sums over tasks are per-block partials added in block order (``fastdyn.reduce``)
-    and the output does not depend on threads, chunking or a split into parts. The driver owns the
-    loop over output segments and chunks, streaming, checkpoints, resume, signals, divergence,
-    progress and status; the model supplies:
-
-    - ``advance(chunk, state, times, steps, local_track, test_partials, train_partials, f)``:
-      integrate the chunk's tasks of ``state`` through one segment of output times (gd: steps),
+    - ``chunk(first, n)``: tasks first+1 … first+n as its kernels take them (an object with
+      ``first`` and ``n``);
+    - ``new_state(chunks, n)``: the state of ``n`` tasks holding ``chunks``;
+      ``advance(chunk, state, times, steps, local_track, test_partials, train_partials, f)``:
+      integrate the chunk through one segment of output times (gd: step indices ``steps``),
       adding the block partials of L_test and L_train and writing f of the tracked tasks;
-    - ``theory(chunk, times, local_track) -> (test_partials, train_partials, f)``: the closed form;
-    - ``new_state(chunks, n)``: the state of ``n`` tasks holding ``chunks`` (each chunk's ``first``
-      counted from the state's first task; chunks are dataclasses with ``first`` and ``n``),
-      ``save_state(state) -> {name: array}`` (shapes in ``checkpoint``),
-      ``restore(state, arrays, chunks, rows_done, last_step)`` (ValueError if they do not fit);
-    - ``summary(state) -> {name: count}`` (additive integrator counts, stored as ``solver_<name>``
-      root attributes) and ``failure(counts) -> text or None`` (tasks that did not finish);
-    - ``zero_loss(chunk)``: the divergence reference, the chunk's test loss at the start (with every
-      f = 0, or at the initialisation when that is larger; a bound of both will do) and
-      ``cause(chunks)``: the likely cause of a divergence, for the message.
-
-    Output series (the ODE format): ``loss/test``, ``loss/train``, ``tasks/f`` when ``simulate``,
-    ``theory/loss/…``, ``theory/tasks/f`` when ``theory`` is given; ``tasks/index`` plus ``static``.
+    - ``save_state(state) -> {name: array}`` (shapes in ``checkpoint``: ``{name: (shape,
+      dtype)}``), ``restore(state, arrays, chunks, rows_done, last_step)`` (ValueError if they do
+      not fit);
+    - ``summary(state) -> {name: count}`` (stored as ``solver_<name>`` root attributes) and
+      ``failure(counts) -> text or None`` (tasks that did not finish);
+    - optionally ``zero_loss(chunk)`` (the divergence reference: a bound of the chunk's test loss
+      at the start), ``theory(chunk, times, local_track) -> (test_partials, train_partials, f)``
+      (the closed form's block partials, computed by its own kernels), and ``resident()`` /
+      ``to_host()``: a context for the whole run inside which the state may live on the GPU, and
+      the call that copies it back before the driver reads it (no-ops by default).
     """
 
-    n_tasks: int
-    spans: list[tuple[int, int]]
     chunk: Callable[[int, int], Any]
-    times: np.ndarray
-    steps: np.ndarray | None
-    track: np.ndarray
-    tail: tuple[float, float]
-    simulate: bool
+    new_state: Callable[[Any, int], Any]
     advance: Callable[..., None]
-    new_state: Callable[[Any], Any]
     save_state: Callable[[Any], dict[str, np.ndarray]]
     restore: Callable[..., None]
+    checkpoint: dict[str, tuple[tuple[int, ...], Any]]
     summary: Callable[[Any], dict[str, int]]
     failure: Callable[[dict[str, int]], str | None]
-    zero_loss: Callable[[Any], float]
-    cause: Callable[[Any], str]
-    checkpoint: dict[str, tuple[tuple[int, ...], Any]]
+    zero_loss: Callable[[Any], float] | None = None
     theory: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
-    static: dict[str, np.ndarray] = field(default_factory=dict)
-    extra_attrs: dict[str, Any] = field(default_factory=dict)
-    times_per_segment: int = 1
-    checkpoint_every: Any = 60.0
-    #: a context for the whole run inside which the state may live on the device between calls
-    #: of ``advance`` (MSFR's CUDA path), and the call that copies it back into the host arrays
-    #: before the driver reads them (checkpoints, summaries); no-ops by default
     resident: Callable[[], Any] = contextlib.nullcontext
     to_host: Callable[[], None] = lambda: None
-    #: ``solver.integrator`` ("dopri5", "rk4", "gd", "none"): ``/time``'s long_name says how the
-    #: output times were reached (:data:`fastdyn.h5.layout.TIME_LONG_NAMES`)
-    integrator: str = ""
-    #: dataset → (units, long_name) beyond the file format's defaults (e.g. the model's statics)
-    descriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -391,8 +366,12 @@ class OdeMaths:
     ``--resume``, the stop flag, the split run and the integrator: ``solver`` is a section with
     ``integrator`` ("rk4": classical RK4 at the nominal step ``h``; "dopri5": adaptive
     Dormand–Prince 5(4) per task, ``rtol``, ``atol``; "none": the closed form only) and
-    ``max_steps`` (per task). ``output`` holds ``chunk_tasks``, ``times_per_segment`` and
-    ``checkpoint_every`` (``fastdyn.config.ode`` defines both sections once for every such model).
+    ``max_steps`` (per task), and ``fast_path`` (default true: run the model's registered
+    :class:`FastPath` for ``integrator`` when it has one). ``output`` holds ``chunk_tasks``,
+    ``times_per_segment`` and ``checkpoint_every`` (``fastdyn.config.ode`` defines both sections
+    once for every such model). ``steps``: the output step indices of a discrete (gd) run,
+    ``times = η · steps``. ``cause()``: the likely cause of a divergence, one line, when the model
+    knows better than the integrator's generic advice.
     """
 
     n_tasks: int
@@ -412,6 +391,17 @@ class OdeMaths:
     extra_attrs: dict[str, Any] = field(default_factory=dict)
     #: dataset → (units, long_name) of the datasets in ``static`` (what each holds)
     descriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    steps: np.ndarray | None = None
+    cause: Callable[[], str] | None = None
+    #: options of the generic fixed-step solver (``@njit`` functions of one task, like ``rhs``):
+    #: ``rate_scale(p, y) -> σ``, the task's fastest rate (1/time) at the start: rk4 then steps
+    #: each task at h_s = 1/(solver.steps_per_timescale · σ_s) (σ ≤ 0 or non-finite: the task
+    #: never moves); ``residual(p, y) -> (r, scale)``: the settling rule freezes a task after a
+    #: step with |r| ≤ solver.settle_tol · |scale| and |r| not above the previous step's
+    rate_scale: Callable[..., Any] | None = None
+    residual: Callable[..., Any] | None = None
+    #: ``solver.integrator`` → the model's specialised integrator for it
+    fast_paths: dict[str, FastPath] = field(default_factory=dict)
 
 
 def register(entry: ModelEntry) -> ModelEntry:

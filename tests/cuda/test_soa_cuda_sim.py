@@ -81,3 +81,45 @@ def test_plugin_runs_on_the_cuda_twins_under_the_simulator_bit_identical_to_the_
             assert np.array_equal(a[k], b[k]), (integ, k)  # measured: identical, every value
     steps = [fastdyn.load(tmp_path / f"dopri5-{dev}.h5").attrs.get("solver_steps") for dev in ("cpu", "cuda")]  # fmt: skip
     assert steps[0] == steps[1] > 0, steps
+
+
+#: MSFR on the generic solver (its fast path off): rk4 at per-task steps with settling, gd, and
+#: dopri5 with settling; 300 tasks and 4 output times to t = 0.5 (≤ 250 steps a task)
+MSFR_GENERIC = ["--set", "task.n_tasks=300", "--set", "time.n_times=4", "--set", "time.t_max=0.5",
+                "--set", "solver.fast_path=false", "--set", "solver.steps_per_timescale=8",
+                "--set", "solver.lr=0.01", "--set", "output.track=[1,7,299]"]  # fmt: skip
+
+
+QUICKSTART = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "data", "configs", "quickstart.toml",
+)  # fmt: skip
+
+
+def _msfr_args(integ: str, dev: str, path) -> list[str]:
+    return ["-q", "simulate", QUICKSTART, *MSFR_GENERIC, "--set",
+            f"solver.integrator={integ}", "--set", f"device={dev}", "-o", str(path)]  # fmt: skip
+
+
+def test_generic_fixed_steps_run_msfr_on_the_cuda_twin_bit_identical_to_the_cpu(tmp_path):
+    """The generic solver's options (per-task rk4 steps from MSFR's rate_scale, gd, the settling
+    rule from its residual, also in dopri5) compiled for the device from the same source as the
+    CPU kernels: every output and step count equals the CPU run's under the simulator."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", NUMBA_NUM_THREADS="1")
+    integrators = ("rk4", "gd", "dopri5")
+    runs = [_msfr_args(i, "cuda", tmp_path / f"{i}-cuda.h5") for i in integrators]
+    r = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, json.dumps(runs)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == ["dopri5", "fixed", "fixed"], r.stdout
+    for integ in integrators:
+        res = CliRunner().invoke(main, _msfr_args(integ, "cpu", tmp_path / f"{integ}-cpu.h5"))
+        assert res.exit_code == 0, res.output
+        a, b = (fastdyn.load(tmp_path / f"{integ}-{dev}.h5") for dev in ("cpu", "cuda"))
+        assert a.attrs["solver_tasks"] == 300 and a.attrs["solver_steps"] > 0
+        for k in ("loss/test", "loss/train", "tasks/f"):
+            assert np.array_equal(a[k], b[k]), (integ, k)
+        counts = {k: v for k, v in a.attrs.items() if k.startswith("solver_")}
+        assert counts == {k: b.attrs[k] for k in counts}, integ

@@ -104,10 +104,10 @@ def test_independent_numpy_reference(tmp_path):
 def _random_init(run, d):
     """The run's random init, from the setup (the seeded streams are fastdyn's)."""
     from fastdyn.config.load import from_dict
-    from fastdyn.drive.run import tools
+    from fastdyn.core.device import Device
     from fastdyn.models.registry import get_model
 
-    job = get_model("msfr-h").setup(from_dict(run.config), tools())
+    job = get_model("msfr-h").setup(from_dict(run.config), Device.CPU)
     y0 = job.init(0, job.n_tasks)  # (v0 above w0, n)
     return y0[:d], y0[d:]
 

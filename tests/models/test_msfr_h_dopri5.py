@@ -66,11 +66,11 @@ def test_exact_closed_form_with_far_fewer_steps_than_rk4(reference):
         assert np.max(np.abs(run[f"loss/{k}"] / run[f"theory/loss/{k}"] - 1)) <= 1e-8, k
     assert a["solver_tasks"] == 10 and a["solver_failed"] == 0 and a["solver_rejected"] > 0
     # RK4's step and step count for the same tasks (the setup only: nothing is integrated)
-    from fastdyn.drive.run import tools
+    from fastdyn.core.device import Device
     from fastdyn.models.registry import get_model
 
     cfg = fastdyn.load_config(None, [f"{k}={v}" for k, v in (SETS | {"solver.integrator": "rk4"}).items()])  # fmt: skip
-    job = get_model("msfr-h").setup(cfg, tools())
+    job = get_model("msfr-h").setup(cfg, Device.CPU)
     h = job.solver.h  # 'auto', resolved by the setup
     rk4_steps = 10 * np.sum(np.ceil(np.diff(np.concatenate([[0.0], job.times])) / h))
     assert 1e4 < a["solver_steps"] < rk4_steps / 1000, (a["solver_steps"], rk4_steps)

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ...config.schema import ConfigError
+from ...core.device import Device
 from .._spec import TrainedSetup
 from . import diagnostics as icl_diagnostics
 from . import problem as icl_data
@@ -428,15 +429,16 @@ def _train_moments(model: Any, prep: dict) -> tuple | None:
     return None if got is None else (got[0], got[1], prep["SpT"], prep["xqT"], prep["yq"])
 
 
-def setup(cfg: Any, tools: Any = None) -> TrainedSetup:
-    """The trained-model driver's view of a validated ICL config (``fastdyn.models.icl.config``)."""
+def setup(cfg: Any, device: Device = Device.CPU) -> TrainedSetup:
+    """The trained-model driver's view of a validated ICL config (``fastdyn.models.icl.config``) on
+    ``device``."""
     s = cfg.settings
     try:  # data and weights files are read and checked before any output is created
-        p = prepare(s, device=getattr(tools, "device", "cpu"))
+        p = prepare(s, device=device)
     except ValueError as e:  # a bad data/weights file or data settings: the user's to fix
         raise ConfigError(str(e).splitlines()[0]) from None
     model, data = p.model, p.data
-    model.device = getattr(tools, "device", "cpu")
+    model.device = device
     steps = s.schedule.steps()
     times = 2.0 * s.optim.lr * steps
     theory = theory_series(model, p.eigvals, p.eigvecs, s, times)

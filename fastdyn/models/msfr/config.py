@@ -227,6 +227,7 @@ class SolverSection(Section, prefix="solver."):
     max_steps: int = integer(
         100_000_000, 1, 10**12, help="steps allowed per task; a task that needs more fails the run"
     )
+    fast_path: bool = common.fast_path()
 
 
 @dataclass(frozen=True)

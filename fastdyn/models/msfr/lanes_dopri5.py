@@ -30,13 +30,11 @@ from numba import njit
 from ..._jit import SERIAL, prefer_wide_vectors
 from ...core import task_status
 from ...core.steppers import (
-    DP_ORDER_EST,
-    MAX_FACTOR,
-    MIN_FACTOR,
-    SAFETY,
+    CONTROL_EXPONENT,
     _rms,
     dopri5_step,
     error_norm_of_rms,
+    step_factor,
 )
 from .._fastexp import exp_nonpos_inline, log_pos_inline
 from .lanes import load_params
@@ -49,8 +47,8 @@ _INLINE = dict(SERIAL, inline="always")
 DP_LANES: int = 16
 #: the stop flags are polled every this many lock-step iterations of a group
 DP_POLL: int = 256
-#: exponent of the step-size controller (as in steppers.dopri5_controller)
-_EXPO = -1.0 / (DP_ORDER_EST + 1)
+#: exponent of the step-size controller (steppers.step_factor's pw = err^_EXPO)
+_EXPO = CONTROL_EXPONENT
 _TINY = 2.2250738585072014e-308  # smallest normal double
 _HUGE = 1.7976931348623157e308  # largest finite double
 _TINY = 2.2250738585072014e-308  # smallest normal double
@@ -140,7 +138,7 @@ def _dp_pow_lanes(W):
 def _dp_control_lanes(W, max_steps):
     """Step-size control and the outcome of every lane's attempt, branch-free (selects).
 
-    As steppers.dopri5_controller: accept iff err ≤ 1, h_new = hh·clip(0.9 err^(−1/5), 0.2, 10)
+    The one controller (steppers.step_factor): accept iff err ≤ 1, h_new = hh·clip(0.9 err^(−1/5), 0.2, 10)
     (no growth right after a rejection; 0.2 for a non-finite err). Accepted: t advances (to the
     output time when the step was clipped to it), (y, k, f) take the proposal, h = h_new (at
     least the old h after a clipped step), then divergence (non-finite f or y) or settling
@@ -158,10 +156,7 @@ def _dp_control_lanes(W, max_steps):
         att = hh != 0.0
         ok = err <= 1.0
         acc = att & ok
-        fa = MAX_FACTOR if err == 0.0 else min(MAX_FACTOR, SAFETY * pw)
-        fa = min(1.0, fa) if W[_OREJB + l] != 0.0 else fa
-        fr = MIN_FACTOR if not (err < np.inf) else max(MIN_FACTOR, SAFETY * pw)
-        hnew = hh * (fa if ok else fr)
+        hnew = hh * step_factor(err, pw, W[_OREJB + l] != 0.0)
         h = W[_OH + l]
         clip = W[_OCLIP + l] != 0.0
         t = W[_OT + l]

@@ -174,3 +174,62 @@ def pack_params(
     out[P_LAM], out[P_PSI], out[P_RATE], out[P_WTEST] = lam, psi, rate, wtest
     out[P_QUERY] = 1.0 if query else 0.0
     return out
+
+
+# ---- one task's column: the functions of the engine's ODE contract (fastdyn.models.OdeMaths) ----
+# p = (Λ, ψ, rate, wtest, q) (rows P_*), y = (v_x, v_y, w_x, w_y). Each calls no other compiled
+# function, so the driver compiles each, from its Python source, as one CUDA device function too.
+
+
+@njit(**SERIAL)
+def column_rhs(p, y, dy):
+    """dy/dt of one task: dv = −rate·r·H w, dw = −rate·r·H v (the operations of :func:`task_rhs`)."""
+    lam, psi, rate, q = p[P_LAM], p[P_PSI], p[P_RATE], p[P_QUERY]
+    vx, vy, wx, wy = y[0], y[1], y[2], y[3]
+    uv = vx + lam * vy
+    uw = wx + lam * wy
+    f = psi * uv * uw + q * (vx * wx)
+    c = -rate * (f - lam)
+    a = psi * uw
+    b = psi * uv
+    dy[0] = c * (a + q * wx)
+    dy[1] = c * (a * lam)
+    dy[2] = c * (b + q * vx)
+    dy[3] = c * (b * lam)
+
+
+@njit(**SERIAL)
+def column_f(p, y):
+    """f = vᵀ H w of one task."""
+    lam = p[P_LAM]
+    return p[P_PSI] * (y[0] + lam * y[1]) * (y[2] + lam * y[3]) + p[P_QUERY] * (y[0] * y[2])
+
+
+@njit(**SERIAL)
+def column_loss(p, y):
+    """(wtest·r²/2, rate·r²/2) of one task, r = f − Λ."""
+    lam = p[P_LAM]
+    f = p[P_PSI] * (y[0] + lam * y[1]) * (y[2] + lam * y[3]) + p[P_QUERY] * (y[0] * y[2])
+    rr = 0.5 * (f - lam) * (f - lam)
+    return p[P_WTEST] * rr, p[P_RATE] * rr
+
+
+@njit(**SERIAL)
+def column_rate_scale(p, y):
+    """σ = rate·λmax(H)·(|Λ| + |r|) of one task (the operations of :func:`rate_scale`): the
+    generic rk4's step is 1/(steps_per_timescale·σ), as MSFR's own."""
+    lam, psi, rate, q = p[P_LAM], p[P_PSI], p[P_RATE], p[P_QUERY]
+    vx, vy, wx, wy = y[0], y[1], y[2], y[3]
+    r = psi * (vx + lam * vy) * (wx + lam * wy) + q * (vx * wx) - lam
+    tr = psi * (1.0 + lam * lam) + q
+    det = psi * q * lam * lam
+    disc = tr * tr - 4.0 * det
+    return rate * (0.5 * (tr + math.sqrt(max(disc, 0.0)))) * (abs(lam) + abs(r))
+
+
+@njit(**SERIAL)
+def column_residual(p, y):
+    """(r, Λ) of one task, r = f − Λ: the settling rule's residual and its scale."""
+    lam = p[P_LAM]
+    f = p[P_PSI] * (y[0] + lam * y[1]) * (y[2] + lam * y[3]) + p[P_QUERY] * (y[0] * y[2])
+    return f - lam, lam

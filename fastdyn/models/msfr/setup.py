@@ -1,12 +1,14 @@
-"""③ MSFR's setup for the ODE driver: config → task tables in chunks, integrator, closed form.
+"""③ MSFR's maths for the ODE driver (:class:`fastdyn.models.OdeMaths`), with its fast path.
 
-Every task s evolves y_s = (v_x, v_y, w_x, w_y) by the flow of :mod:`fastdyn.models.msfr.ode`;
-the driver's integrators (``tools.integrate``: rk4, dopri5, gd with the settling rule) advance a
-chunk through each segment, and the closed forms of :mod:`fastdyn.models.msfr.theory` (levels
-leading, first_order, exact) are evaluated beside them. State kept between segments: (v, w) of
-every represented task (4·D floats), the last step size of each task (dopri5), |r| before the last
-step, status and step counts; task tables are regenerated per chunk from the seed (cheap), or
-cached when they fit in ``TABLE_CACHE_BYTES``.
+Every task s evolves y_s = (v_x, v_y, w_x, w_y) by the flow of :mod:`fastdyn.models.msfr.ode`
+(p = (Λ, ψ, rate, wtest, q), its column of the task table); the closed forms of
+:mod:`fastdyn.models.msfr.theory` (levels leading, first_order, exact) are evaluated beside it.
+MSFR registers a fast path (:class:`fastdyn.models.FastPath`) for every integrator: its
+lane-vectorised kernels (:mod:`fastdyn.models.msfr.integrate`: rk4, dopri5, gd with the settling
+rule, CPU and CUDA) and the closed form's block partials. State kept between segments: (v, w) of
+every represented task (4·D floats), the last step size of each task (dopri5), |r| before the
+last step, status and step counts; task tables are regenerated per chunk from the seed (cheap),
+or cached when they fit in ``TABLE_CACHE_BYTES``.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from ...core import saveat
+from ...core.device import Device
 from ...core.restore import restore_arrays, restore_clocks
 from ...reduce import BLOCK, block_partials
-from .._spec import OdeSetup
+from .._spec import FastPath, OdeMaths
+from . import ode
 from .problem import MsfrProblem, TaskChunk, default_track
 
 TABLE_CACHE_BYTES = 1 << 30
@@ -109,17 +114,28 @@ class TableCache:
         return self.cache[key]
 
 
-def setup(cfg: Any, tools: Any) -> OdeSetup:
-    """The ODE driver's view of a validated MSFR config (``fastdyn.config.msfr``), with MSFR's
-    lane-vectorised integrators (:mod:`fastdyn.models.msfr.integrate`: its fast path, CPU and
-    CUDA). ``tools``: ``device`` and ``saveat`` (the driver's time grids)."""
+def params_table(ch: TaskChunk, query: bool = True) -> np.ndarray:
+    """The (9, n) parameter block of a chunk: rows Λ, ψ, rate, wtest, q (:mod:`.ode`'s P_*) and
+    the initial state v_x, v_y, w_x, w_y (read by the closed form only)."""
+    return np.concatenate(
+        [ode.pack_params(ch.lam, ch.psi, ch.rate, ch.wtest, query), init_table(ch)]
+    )
+
+
+def init_table(ch: TaskChunk) -> np.ndarray:
+    """The (4, n) initial state of a chunk: rows v_x, v_y, w_x, w_y."""
+    return np.stack([ch.v0x, ch.v0y, ch.w0x, ch.w0y])
+
+
+def setup(cfg: Any, device: Device = Device.CPU) -> OdeMaths:
+    """The maths of a validated MSFR config (``fastdyn.models.msfr.config``), with its fast path on
+    ``device`` (MSFR's lane-vectorised integrators, :mod:`fastdyn.models.msfr.integrate`)."""
     from . import integrate, theory
 
-    device = getattr(tools, "device", "cpu")
     problem = MsfrProblem(cfg.task, cfg.init, cfg.seed)
     d = problem.d
     integrator, level = cfg.solver.integrator, cfg.theory.level
-    times, steps = tools.saveat.output_grid(cfg.time, integrator, cfg.solver.lr)
+    times, steps = saveat.output_grid(cfg.time, integrator, cfg.solver.lr)
     track = track_of(cfg, d)
     sim, th = integrator != "none", level != "none"
     n_state = d if sim else 0
@@ -135,6 +151,7 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
     # the root attribute ``emergence_level`` says which
     em_level = "leading" if level == "leading" else "first_order"
     static = {"tasks/emergence": emergence(problem, track, em_level)} if th else {}
+    table = TableCache(problem)
 
     def advance(ch, state, tt, st, loc, pt, pr, ft) -> None:
         integrate.advance_chunk(
@@ -185,16 +202,30 @@ def setup(cfg: Any, tools: Any) -> OdeSetup:
             f"raise solver.max_steps ({cfg.solver.max_steps}), loosen solver.rtol, or for gd lower solver.lr below ~2/(rate·κ) of the fastest task"
         )
 
-    return OdeSetup(
-        n_tasks=d, spans=list(problem.chunks(cfg.output.chunk_tasks)), chunk=TableCache(problem),
-        times=times, steps=steps, track=track, tail=problem.tail_losses(), simulate=sim,
-        advance=advance, new_state=integrate.State.create, save_state=save_state, restore=restore,
-        summary=lambda state: state.summary(), failure=failure,
-        zero_loss=start_loss_bound,
-        cause=lambda chunks: cause(cfg, chunks), checkpoint=ck_spec,
-        theory=theory_partials if th else None, static=static,
-        times_per_segment=cfg.output.times_per_segment, checkpoint_every=cfg.output.checkpoint_every,
-        extra_attrs={"emergence_level": em_level} if th else {},
+    def theory_terms(p: np.ndarray, t: np.ndarray):
+        """The closed form's per-task (test terms, train terms, f), each (n, T)."""
+        lam, psi, rate, wtest = p[ode.P_LAM], p[ode.P_PSI], p[ode.P_RATE], p[ode.P_WTEST]
+        f = np.zeros((p.shape[1], len(t)))
+        v0 = p[ode.N_PARAMS :]
+        theory.f_curves(t, lam, psi, rate, v0[0], v0[1], v0[2], v0[3], level, f)
+        rr = 0.5 * (f - lam[:, None]) * (f - lam[:, None])
+        return wtest[:, None] * rr, rate[:, None] * rr, f
+
+    fast = FastPath(
+        chunk=table, new_state=integrate.State.create, advance=advance, save_state=save_state,
+        restore=restore, checkpoint=ck_spec, summary=lambda state: state.summary(),
+        failure=failure, zero_loss=start_loss_bound, theory=theory_partials if th else None,
         resident=lambda: integrate.keep_state_on(device), to_host=integrate.state_to_host,
-        integrator=cfg.solver.integrator,
+    )  # fmt: skip
+    spans = list(problem.chunks(cfg.output.chunk_tasks))
+    return OdeMaths(
+        n_tasks=d, n_state=ode.N_STATE, rhs=ode.column_rhs, observe=ode.column_f,
+        loss=ode.column_loss, params=lambda first, n: params_table(table(first, n)),
+        init=lambda first, n: init_table(table(first, n)), times=times, steps=steps,
+        track=track, solver=cfg.solver, output=cfg.output,
+        theory=theory_terms if th else None, tail=problem.tail_losses(), static=static,
+        extra_attrs={"emergence_level": em_level} if th else {},
+        cause=lambda: cause(cfg, (table(a, n) for a, n in spans)),
+        rate_scale=ode.column_rate_scale, residual=ode.column_residual,
+        fast_paths=dict.fromkeys(("rk4", "dopri5", "gd", "none"), fast),
     )  # fmt: skip

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.device import Device
 from .._spec import TrainedSetup
 from ..msfr.problem import MsfrProblem, default_track
 from . import kernels as K
@@ -206,8 +207,9 @@ def adapt_theory(
     return np.ascontiguousarray((gain[:, :, None] * f[None, :, :]).transpose(2, 0, 1))
 
 
-def setup(cfg: Any, tools: Any) -> TrainedSetup:
-    """The trained-model driver's view of a validated msfr-attn config."""
+def setup(cfg: Any, device: Device = Device.CPU) -> TrainedSetup:
+    """The trained-model driver's view of a validated msfr-attn config (its kernels run on the
+    CPU: ``device`` is the one its entry allows)."""
     problem = MsfrProblem(cfg.task, cfg.init, cfg.seed)
     d = problem.d
     a = cfg.attention

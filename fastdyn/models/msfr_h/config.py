@@ -195,6 +195,7 @@ class SolverSection(Section, prefix="solver."):
         10**12,
         help="steps allowed per task: RK4's t_max/h (more is a config error); dopri5's accepted steps (a task that needs more fails the run)",
     )
+    fast_path: bool = common.fast_path()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...config.schema import ConfigError
 from ...core import saveat
+from ...core.device import Device
 from .._spec import OdeMaths
 from ..msfr.problem import MsfrProblem, default_track
 from . import hmat, kernels
@@ -101,8 +102,9 @@ def theory(params: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return te, tr, f
 
 
-def setup(cfg: Any, _tools: Any = None) -> OdeMaths:
-    """The maths of a validated msfr-h config (``fastdyn.models.msfr_h.config``)."""
+def setup(cfg: Any, device: Device = Device.CPU) -> OdeMaths:
+    """The maths of a validated msfr-h config (``fastdyn.models.msfr_h.config``); the driver
+    compiles them for ``device``, so they do not depend on it."""
     from .config import read_h_file
 
     h_file = read_h_file(cfg.h.file) if cfg.h.file is not None else None

@@ -28,8 +28,8 @@ RANDOM_NOTE = (
 )
 
 
-def setup(cfg: Any, tools: Any) -> OdeMaths:
-    """The maths of a validated config."""
+def setup(cfg: Any, device: Device = Device.CPU) -> OdeMaths:
+    """The maths of a validated config (the driver compiles them for ``device``)."""
     t, n = cfg.task, cfg.task.n_tasks
     last: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 

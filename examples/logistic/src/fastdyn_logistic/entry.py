@@ -14,8 +14,8 @@ from .config import LogisticConfig
 from .laws import SCALING
 
 
-def setup(cfg: Any, tools: Any) -> OdeMaths:
-    """The maths of a validated config."""
+def setup(cfg: Any, device: Device = Device.CPU) -> OdeMaths:
+    """The maths of a validated config (the driver compiles them for ``device``)."""
     t = cfg.task
     n = t.n_tasks
     norm = float(np.sum(np.arange(1, n + 1, dtype=np.float64) ** -t.alpha))
