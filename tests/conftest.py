@@ -21,3 +21,25 @@ def pytest_sessionstart(session):
             raise pytest.UsageError(
                 f"the example model plug-in is not installed: pip install ./examples/{folder} (see README)"
             )
+
+
+@pytest.fixture
+def sigterm_after(monkeypatch):
+    """``arm(n, writer=RunWriter)``: send this process SIGTERM after the n-th row set that
+    ``writer.append`` takes (the run's handler takes the signal; ``monkeypatch.undo()`` disarms)."""
+    import signal
+
+    from fastdyn.h5.writer import RunWriter
+
+    def arm(n: int, writer: type = RunWriter) -> None:
+        orig, count = writer.append, {"n": 0}
+
+        def append(self, *a, **k):
+            orig(self, *a, **k)
+            count["n"] += 1
+            if count["n"] == n:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        monkeypatch.setattr(writer, "append", append)
+
+    return arm

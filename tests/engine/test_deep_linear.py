@@ -11,9 +11,6 @@ relative error in the loss stays meaningful to the end of the run.
 
 from __future__ import annotations
 
-import os
-import signal
-
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -22,7 +19,6 @@ import fastdyn
 from fastdyn.cli import main
 from fastdyn.config import load_config
 from fastdyn.drive.split import plan, run_split
-from fastdyn.h5 import RunWriter
 from fastdyn.models.registry import model_names
 
 from ..reference.deep_linear_reference import aligned_loss, matrix_flow, spectrum
@@ -184,18 +180,11 @@ def test_config_errors_are_one_line():
         assert msg in res.output, res.output
 
 
-def test_sigterm_then_resume_is_bit_identical(toy_reference, integrator, tmp_path, monkeypatch):
+def test_sigterm_then_resume_is_bit_identical(
+    toy_reference, integrator, tmp_path, monkeypatch, sigterm_after
+):
     p = tmp_path / "int.h5"
-    orig = RunWriter.append
-    count = {"n": 0}
-
-    def append(self, *a, **k):
-        orig(self, *a, **k)
-        count["n"] += 1
-        if count["n"] == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(RunWriter, "append", append)
+    sigterm_after(3)
     args = ["-q", "simulate", *_sets([*TOY, f"solver.integrator={integrator}"]), "-o", str(p)]
     res = CliRunner().invoke(main, args)
     monkeypatch.undo()

@@ -16,8 +16,6 @@ beside the relative bound (L(0) = Σ wtest Λ²/2 with f(0) ≈ 0, the small ini
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +25,6 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 from fastdyn.config import load_config
-from fastdyn.h5 import RunWriter
 
 from ..reliability.conftest import assert_same_series
 
@@ -106,7 +103,7 @@ def test_dopri5_fast_path_agrees_within_its_tolerance(tmp_path):
 
 
 @pytest.mark.parametrize("integrator", ["rk4", "gd", "dopri5"])
-def test_generic_options_resume_bit_identical(tmp_path, integrator, monkeypatch):
+def test_generic_options_resume_bit_identical(tmp_path, integrator, monkeypatch, sigterm_after):
     """The generic solver's per-task record (step, steps taken, |r|, status; dopri5: step,
     counters and |r|) and gd's step are checkpointed: a run stopped by SIGTERM after its 2nd segment and resumed equals the
     uninterrupted run bit for bit, its step counts included."""
@@ -115,16 +112,7 @@ def test_generic_options_resume_bit_identical(tmp_path, integrator, monkeypatch)
     args = [a for s in sets for a in ("--set", s)]
     whole, p = tmp_path / "whole.h5", tmp_path / "int.h5"
     assert _invoke("-q", "simulate", str(QUICKSTART), *args, "-o", str(whole)).exit_code == 0
-    orig = RunWriter.append
-    count = {"n": 0}
-
-    def append(self, *a, **k):
-        orig(self, *a, **k)
-        count["n"] += 1
-        if count["n"] == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(RunWriter, "append", append)
+    sigterm_after(2)
     res = _invoke("-q", "simulate", str(QUICKSTART), *args, "-o", str(p))
     monkeypatch.undo()
     assert res.exit_code == 143, res.output

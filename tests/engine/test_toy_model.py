@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 
@@ -20,7 +19,6 @@ import fastdyn
 from fastdyn.cli import main
 from fastdyn.config import load_config
 from fastdyn.drive.split import plan, run_split
-from fastdyn.h5 import RunWriter
 from fastdyn.models.registry import model_names
 
 from ..reliability.conftest import assert_same_series
@@ -163,18 +161,11 @@ def test_theory_command_comes_from_the_plug_in():
     )
 
 
-def test_sigterm_then_resume_is_bit_identical(reference, integrator, tmp_path, monkeypatch):
+def test_sigterm_then_resume_is_bit_identical(
+    reference, integrator, tmp_path, monkeypatch, sigterm_after
+):
     p = tmp_path / "int.h5"
-    orig = RunWriter.append
-    count = {"n": 0}
-
-    def append(self, *a, **k):
-        orig(self, *a, **k)
-        count["n"] += 1
-        if count["n"] == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(RunWriter, "append", append)
+    sigterm_after(3)
     res = _invoke("-q", "simulate", *TOY, "--set", f"solver.integrator={integrator}", "-o", str(p))
     monkeypatch.undo()
     assert res.exit_code == 143, res.output

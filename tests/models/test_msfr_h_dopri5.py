@@ -8,9 +8,6 @@ One dopri5 compile for the file (≈ 3 s); each run ≈ 1 s after it.
 
 from __future__ import annotations
 
-import os
-import signal
-
 import h5py
 import numpy as np
 import pytest
@@ -19,7 +16,6 @@ from click.testing import CliRunner
 import fastdyn
 from fastdyn.cli import main
 from fastdyn.config.schema import ConfigError
-from fastdyn.h5 import RunWriter
 from fastdyn.h5.writer import read_checkpoint
 from tests.reliability.conftest import assert_same_series
 
@@ -76,21 +72,12 @@ def test_exact_closed_form_with_far_fewer_steps_than_rk4(reference):
     assert 1e4 < a["solver_steps"] < rk4_steps / 1000, (a["solver_steps"], rk4_steps)
 
 
-def test_sigterm_then_resume_is_bit_identical(reference, tmp_path, monkeypatch):
+def test_sigterm_then_resume_is_bit_identical(reference, tmp_path, monkeypatch, sigterm_after):
     """SIGTERM after the 3rd of 12 segments, then ``--resume``: every series and the step counts
     bit-identical to the uninterrupted run (each task's next step and counters come back from
     the checkpoint; restarted with fresh steps the counts and f would differ)."""
     p = tmp_path / "int.h5"
-    orig = RunWriter.append
-    count = {"n": 0}
-
-    def append(self, *a, **k):
-        orig(self, *a, **k)
-        count["n"] += 1
-        if count["n"] == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(RunWriter, "append", append)
+    sigterm_after(3)
     res = CliRunner().invoke(main, ["-q", "simulate", *_args(SETS), "-o", str(p)])
     monkeypatch.undo()
     assert res.exit_code == 143, res.output

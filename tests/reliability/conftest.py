@@ -5,7 +5,6 @@ helpers to run the CLI and compare files series by series."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +14,6 @@ import numpy as np
 import pytest
 
 import fastdyn
-from fastdyn.h5 import RunWriter
 
 #: small, but long enough (≈ 1 s of kernels, 60 segments of 2 output times, a checkpoint after
 #: each) that a signal sent after the file appears usually lands mid-run
@@ -139,22 +137,3 @@ def model_reference(tmp_path_factory):
         return made[model]
 
     return get
-
-
-@pytest.fixture
-def sigterm_after(monkeypatch):
-    """Send this process SIGTERM after the n-th appended row set (the run's handler takes it)."""
-
-    def arm(n: int) -> None:
-        orig = RunWriter.append
-        count = {"n": 0}
-
-        def append(self, *a, **k):
-            orig(self, *a, **k)
-            count["n"] += 1
-            if count["n"] == n:
-                os.kill(os.getpid(), signal.SIGTERM)
-
-        monkeypatch.setattr(RunWriter, "append", append)
-
-    return arm

@@ -8,8 +8,6 @@ line naming the row. Overrides that would change a written row are refused in on
 
 from __future__ import annotations
 
-import os
-import signal
 import tomllib
 
 import h5py
@@ -297,21 +295,13 @@ def test_continue_grid_keeps_the_spacing_and_ends_at_or_beyond_the_new_end(
         assert np.array_equal(make_times(grid, t_min, t_end, m)[:n], old)
 
 
-def test_a_stop_during_the_replay_leaves_the_file_as_it_was(plain, tmp_path, monkeypatch):
+def test_a_stop_during_the_replay_leaves_the_file_as_it_was(plain, tmp_path, sigterm_after):
     """SIGTERM after the second replayed row: exit 143, nothing written, one line saying so."""
     from fastdyn.drive.replay import ReplayWriter
 
     p = tmp_path / "t.h5"
     p.write_bytes((plain / "t.h5").read_bytes())
-    orig, count = ReplayWriter.append, {"n": 0}
-
-    def append(self, *a, **k):
-        orig(self, *a, **k)
-        count["n"] += 1
-        if count["n"] == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(ReplayWriter, "append", append)
+    sigterm_after(2, ReplayWriter)
     res = _grow(p, "schedule.epochs=100")
     assert res.exit_code == 143, res.output
     assert "during the replay; the file is as it was (complete)" in res.output, res.output
