@@ -59,7 +59,7 @@ def export_files(h5: Path, d: Path) -> list[str]:
 
     cfg = load_config(PRESET)
     job = get_model(cfg.model).setup(cfg)
-    tok, lab = job.prep["tokens"], job.prep["labels"]  # tokens carry the label column last
+    tok, lab = job.prep.tokens, job.prep.labels  # tokens carry the label column last
     np.savez(d / "data.npz", x=tok[:, :, : cfg.data.D], y=lab)
     np.savez(d / "init.npz", **job.model.to_arrays(job.theta))
     del h5

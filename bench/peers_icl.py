@@ -224,7 +224,7 @@ def peer_arrays(kind, model, data, prep):
     dbl = np.where(iu[0] == iu[1], 1.0, 2.0)
     xq, yq = np.ascontiguousarray(tok[:, -1, :D]), np.ascontiguousarray(lab[:, -1])
     if kind == "mlp":
-        Z = np.ascontiguousarray(prep["Z"][:, 0, :])
+        Z = np.ascontiguousarray(prep.Z[:, 0, :])
         t = time.perf_counter()
         stats = (np.array(np.mean(yq * yq)), Z.T @ yq / P, Z.T @ Z / P)
         print(
@@ -279,7 +279,7 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     nthr = numba.config.NUMBA_NUM_THREADS
     t = time.perf_counter()
     model.loss_value(theta0, prep)  # takes the moments or statistics (and compiles)
-    if "_moments" in prep or "_stats" in prep:
+    if getattr(prep, "data_moments", None) is not None or getattr(prep, "stats", None) is not None:
         print(
             f"  fastdyn's moments: {time.perf_counter() - t:.2f} s (once, {nthr} threads, with compile)"
         )
@@ -306,7 +306,7 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     cases = {f"fastdyn {k} thread(s)": fd(k, advance is None) for k in threads}
     if advance is not None:
         cases |= {f"fastdyn {k} thread(s), a call per epoch": fd(k, True) for k in threads}
-    if prep.get("moments") or kind == "mlp":
+    if getattr(prep, "moments", False) or kind == "mlp":
         idx = idx_all if kind == "mlp" else None
         cases |= {
             f"fastdyn {k} thread(s), per-sample kernel": fd(k, True, per_sample, idx)

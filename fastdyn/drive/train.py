@@ -7,7 +7,9 @@ lr, n_steps, losses)`` (several GD steps inside one compiled call, used for the 
 ``gd_steps(prep)`` (None, or ``advance(theta, lr, losses, limit) -> steps taken``: up to
 ``len(losses)`` full-batch GD steps in one compiled call, bit-identical to a ``loss_and_grad`` and
 a GD step each, losses[s] the loss before update s, stopping before a step whose loss or gradient
-is not finite or whose loss exceeds ``limit``).
+is not finite or whose loss exceeds ``limit``). ``prep`` is the model's prepared data, a
+:class:`fastdyn.models._spec.Prepared`: the loop reads only its ``n_samples`` (minibatches draw
+from 0..n_samples−1) and ``full_batch`` (no minibatches; GD through ``fused_gd``).
 ``train`` runs ``n_steps`` optimiser updates, and at each save step s (0 ≤ s ≤ n_steps, the
 weights after s updates) calls
 
@@ -21,10 +23,14 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .optim import Optimizer, minibatch_indices
+
+if TYPE_CHECKING:
+    from ..models._spec import Prepared
 
 __all__ = ["EXPLODE", "DivergedError", "hessian_lambda_max", "train"]
 
@@ -73,7 +79,7 @@ class DivergedError(FloatingPointError):
 
 
 def hessian_lambda_max(
-    model, prep: dict, theta: np.ndarray, iters: int = 30, seed: int = 0
+    model, prep: Prepared, theta: np.ndarray, iters: int = 30, seed: int = 0
 ) -> float:
     """Largest-magnitude Hessian eigenvalue of the full-batch training loss at ``theta``, by power
     iteration on central-difference Hessian-vector products Hv ≈ (∇L(θ+εv) − ∇L(θ−εv))/2ε with
@@ -117,14 +123,14 @@ def _default_observer(model, tests: dict, eigvecs: np.ndarray | None):
 
 def train(
     model,
-    prep: dict,
+    prep: Prepared,
     theta: np.ndarray,
     optimizer: Optimizer,
     n_steps: int,
     save_steps: np.ndarray,
     on_save: Callable[[int, dict[str, float], dict[str, np.ndarray]], None] | None = None,
     *,
-    tests: dict[str, dict] | None = None,
+    tests: dict[str, Prepared] | None = None,
     eigvecs: np.ndarray | None = None,
     batch_size: int | None = None,
     seed: int = 0,
@@ -170,11 +176,9 @@ def train(
     rec: dict[str, list] = {"step": [], "loss/train": []}
     for name in tests:
         rec[f"loss/test_{name}"] = []
-    P = prep.get("P", 0)
-    full = batch_size is None or batch_size >= P or prep["kind"] == "stats"
-    fused = (
-        full and optimizer.name == "gd" and hasattr(model, "fused_gd") and prep["kind"] == "stats"
-    )
+    P = prep.n_samples
+    full = batch_size is None or batch_size >= P or prep.full_batch
+    fused = full and optimizer.name == "gd" and hasattr(model, "fused_gd") and prep.full_batch
 
     advance = None
     if full and not fused and optimizer.name == "gd" and hasattr(model, "gd_steps"):

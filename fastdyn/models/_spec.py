@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..core.device import Device
 
@@ -258,6 +258,26 @@ class ModelEntry:
         return self.run.setup(cfg, device)
 
 
+@dataclass(slots=True, kw_only=True, eq=False)
+class Prepared:
+    """A trained model's prepared data: what its ``loss_and_grad(theta, prep, grad, idx)`` reads,
+    built once by its setup. The trained-model driver reads only the attributes below; a model
+    subclasses this with its own documented fields (slotted dataclasses: a misspelt field raises
+    AttributeError, and there are no dict keys to add on the fly).
+
+    - ``n_samples``: the number of training samples, from which a minibatch ``idx`` (indices
+      0..n_samples−1) is drawn; 0 where there are none (a population expectation).
+    - ``kind`` (class attribute): a short label of the preparation, for messages and tests.
+    - ``full_batch`` (class attribute): the loss is a closed form of the data's moments, with no
+      per-sample terms: the driver never draws minibatches from it, and runs GD through the
+      model's ``fused_gd(theta, prep, lr, n, losses)`` where the model has one.
+    """
+
+    n_samples: int
+    kind: ClassVar[str] = "samples"
+    full_batch: ClassVar[bool] = False
+
+
 @dataclass
 class TrainedSetup:
     """What a trained model hands the trained-model driver (``drive/trained.py``) for one run.
@@ -270,6 +290,7 @@ class TrainedSetup:
     - ``model``: ``n_params``, ``loss_and_grad(theta, prep, grad, idx) -> loss`` (``idx`` None: the
       full training set), ``loss_value(theta, prep)``; optionally ``fused_gd`` and ``gd_steps``
       (GD steps in one compiled call, :mod:`fastdyn.drive.train`).
+    - ``prep``: the prepared training data (a :class:`Prepared`).
     - ``observe(theta) -> (losses, weights)``: what is measured at a save besides the train loss.
     - ``row(i, step, losses, weights) -> {series: row}``: row ``i`` of every series in ``series``.
     - ``final(theta) -> {path: array}``: datasets written when the run ends.
@@ -278,7 +299,7 @@ class TrainedSetup:
     """
 
     model: Any
-    prep: dict
+    prep: Prepared
     theta: np.ndarray
     optim: Any  # a config section: name, lr, beta1, beta2, eps, weight_decay, momentum
     batch_size: int | None

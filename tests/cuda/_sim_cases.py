@@ -254,8 +254,7 @@ def test_icl_loss_and_grad(name, model):
     theta = rng.normal(0.0, 0.4, model.n_params)
     prep = model.prepare(data.tokens, data.labels)
     if name.endswith("-tokens"):
-        for k in ("SpT", "xqT", "yq"):
-            del prep[k]
+        prep.SpT = prep.xqT = prep.yq = None
     g_cpu, g_gpu = np.empty(model.n_params), np.empty(model.n_params)
     L_cpu = model.loss_and_grad(theta, prep, g_cpu)
     model.device = "cuda"

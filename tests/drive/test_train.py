@@ -17,6 +17,7 @@ from fastdyn.drive import train as train_mod
 from fastdyn.drive.optim import make_optimizer
 from fastdyn.drive.train import DivergedError, train
 from fastdyn.models import _spec
+from fastdyn.models._spec import Prepared
 from fastdyn.models.icl.attn_m import AttnM
 from fastdyn.models.icl.problem import generate
 from fastdyn.models.icl.settings import (
@@ -169,9 +170,9 @@ def test_fused_gd_of_attn_s_equals_one_step_at_a_time(monkeypatch, moments):
     d = generate(3, 6, 1500, seed=5)  # NQ = 30: the data's moments pay (4·NQ ≤ 1500 rows)
     m = AttnS(3, 2, 6, R=2, attention_scale="1")
     prep = m.prepare(d.tokens, d.labels)
-    prep["moments"] = moments  # False: the per-sample kernel in the fused loop
+    prep.moments = moments  # False: the per-sample kernel in the fused loop
     _fused_and_stepwise(monkeypatch, m, prep, m.init("paper", 0.3, 1), AttnS)
-    assert ("_moments" in prep) == moments
+    assert (prep.data_moments is not None) == moments
 
 
 def test_fused_statistics_gd_of_the_mlp_equals_one_step_at_a_time(monkeypatch):
@@ -181,7 +182,7 @@ def test_fused_statistics_gd_of_the_mlp_equals_one_step_at_a_time(monkeypatch):
     m = MLPCubic(3, 4, 6)
     prep = m.prepare(d.tokens, d.labels)
     _fused_and_stepwise(monkeypatch, m, prep, m.init("paper", 0.3, 1), MLPCubic)
-    assert "_stats" in prep
+    assert prep.stats is not None
 
 
 def test_fused_per_sample_divergence_is_reported_as_one_step_at_a_time(monkeypatch):
@@ -430,7 +431,7 @@ def _diverged_at(theta0: float, first_step: int, explode_ref: float | None) -> i
     saves = np.arange(0, 101, 5)
     with pytest.raises(train_mod.DivergedError) as e:
         train_mod.train(
-            _Quadratic(), {"kind": "full", "P": 1}, theta, make_optimizer("gd", 1, 1.25), 100,
+            _Quadratic(), Prepared(n_samples=1), theta, make_optimizer("gd", 1, 1.25), 100,
             saves[saves >= first_step], observe=lambda th: ({}, {}), first_step=first_step,
             resumed=first_step > 0, explode_ref=explode_ref,
         )  # fmt: skip
@@ -475,7 +476,7 @@ def test_fused_statistics_gd_near_an_exact_fit_takes_the_rows_as_one_step_at_a_t
     stepwise, rec_s = run()
     assert calls and np.all(np.asarray(rec_s["loss/train"]) >= 0.0)
     L_rows = m.loss_and_grad(stepwise, prep, np.empty(m.n_params), np.arange(500))
-    assert rec_s["loss/train"][-1] == L_rows < 1e-6 * prep["_stats"]["yy"]  # from the rows
+    assert rec_s["loss/train"][-1] == L_rows < 1e-6 * prep.stats.yy  # from the rows
     np.testing.assert_array_equal(fused, stepwise)
     for k in rec_s:
         np.testing.assert_array_equal(rec_f[k], rec_s[k])

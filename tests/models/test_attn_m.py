@@ -3,6 +3,8 @@ population theory (Γ*, L*, Eq. 10), and the full per-sample model vs the popula
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -72,7 +74,7 @@ def test_last_token_kernel_gathered_samples_and_threads_bit_identical():
     perm = np.random.default_rng(0).permutation(5000)
     # a minibatch (gathered per block) equals the same samples laid out in that order, in place
     Pp = m.prepare(data.tokens[perm], data.labels[perm])
-    Pp["moments"] = False  # the per-sample kernel in place (all samples: else the data's moments)
+    Pp.moments = False  # the per-sample kernel in place (all samples: else the data's moments)
     out = {}
     before = numba.get_num_threads()
     try:
@@ -238,9 +240,9 @@ def test_cumulative_prefix_rows_match_tokens_path_and_reference(scale):
     m = AttnM(3, 2, 5, attention_scale=scale, loss="cumulative")
     th = random_theta(m, 0.3, seed=4)
     prep = m.prepare(data.tokens, data.labels)
-    assert prep["SpT"].shape == (10, 5 * 1100)
-    toks = {k: v for k, v in prep.items() if k not in ("SpT", "xqT", "yq")}
-    toks["inv_rho"] = 1.0 / 5 if scale == "N" else 1.0
+    assert prep.SpT.shape == (10, 5 * 1100)
+    toks = dataclasses.replace(prep, SpT=None, xqT=None, yq=None)
+    toks.inv_rho = 1.0 / 5 if scale == "N" else 1.0
     idx = np.random.default_rng(1).permutation(1100)[:300]
     for sub in (None, idx):
         g, gt = np.empty(m.n_params), np.empty(m.n_params)
@@ -262,7 +264,7 @@ def test_cumulative_gathered_threads_and_fused_steps_bit_identical():
     prep = m.prepare(data.tokens, data.labels)
     perm = np.random.default_rng(0).permutation(1500)
     Pp = m.prepare(data.tokens[perm], data.labels[perm])
-    Pp["moments"] = False  # the per-sample kernel in place (all samples: else the data's moments)
+    Pp.moments = False  # the per-sample kernel in place (all samples: else the data's moments)
     out = {}
     before = numba.get_num_threads()
     try:
@@ -298,10 +300,10 @@ def test_cumulative_prefix_rows_above_the_limit(monkeypatch):
 
     data = generate(3, 5, 40, seed=2)
     m = AttnM(3, 2, 5, loss="cumulative")
-    assert m.prepare(data.tokens, data.labels)["SpT"].shape == (10, 200)
+    assert m.prepare(data.tokens, data.labels).SpT.shape == (10, 200)
     monkeypatch.setattr(cfg, "PREFIX_BYTES_MAX", cfg.prefix_moment_bytes(40, 5, 3) - 1)
     prep = m.prepare(data.tokens, data.labels)
-    assert "SpT" not in prep and m.gd_steps(prep) is None
+    assert prep.SpT is None and m.gd_steps(prep) is None
     assert np.isfinite(m.loss_value(random_theta(m), prep))
 
 
@@ -318,15 +320,15 @@ def test_full_batch_moments_match_the_reference_and_the_per_sample_sums(name, lo
     )  # fmt: skip
     th = random_theta(m, 0.3, seed=3)
     prep, per = (m.prepare(data.tokens, data.labels) for _ in range(2))
-    per["moments"] = False  # the per-sample kernel: a second formulation of the same sums
+    per.moments = False  # the per-sample kernel: a second formulation of the same sums
     g, g_per = np.empty(m.n_params), np.empty(m.n_params)
     L = m.loss_and_grad(th, prep, g)
     L_per = m.loss_and_grad(th, per, g_per)
-    assert "_moments" in prep and "_moments" not in per
+    assert prep.data_moments is not None and per.data_moments is None
     # Σδ² from the moments is y2 − 2m·b/ρ + m·Gm/ρ², terms of size y2 = Σ y²: its round-off is a
     # few ulp of y2/n (kernels.py, "the data's moments"); measured 1–3e-16 relative to y2/n here
-    n = prep["yq"].shape[0]
-    assert abs(L - L_per) <= 32 * np.finfo(float).eps * prep["_moments"][2] / n
+    n = prep.yq.shape[0]
+    assert abs(L - L_per) <= 32 * np.finfo(float).eps * prep.data_moments[2] / n
     # the gradient's terms are of size |b|/n: measured ≤ 2e-15 of max|g| here
     assert np.max(np.abs(g - g_per)) <= 1e-13 * np.max(np.abs(g_per))
     Lr = attn_loss(m.to_arrays(th), data.tokens, data.labels, scale=scale, loss=loss)
@@ -366,16 +368,16 @@ def test_near_an_exact_fit_the_loss_comes_from_the_rows():
     NP = (D + 1) * (D + 2) // 2
     M = np.empty((NP, D))
     contract_M(*m._heads(th_star), M)
-    phi = rows["SpT"][:, None, :] * rows["xqT"][None, :, :]  # (NP, D, P)
-    labels[:, -1] = rows["inv_rho"] * np.einsum("pc,pcm->m", M, phi)
+    phi = rows.SpT[:, None, :] * rows.xqT[None, :, :]  # (NP, D, P)
+    labels[:, -1] = rows.inv_rho * np.einsum("pc,pcm->m", M, phi)
     y2 = float(np.mean(labels[:, -1] ** 2))
     for s in range(8):
         th = th_star + 1e-9 * np.random.default_rng(s).standard_normal(m.n_params) * (s > 0)
         prep = m.prepare(tokens, labels)
         per = m.prepare(tokens, labels)
-        per["moments"] = False
+        per.moments = False
         g, g_per = np.empty(m.n_params), np.empty(m.n_params)
         L, L_per = m.loss_and_grad(th, prep, g), m.loss_and_grad(th, per, g_per)
-        assert "_moments" in prep and L >= 0.0
+        assert prep.data_moments is not None and L >= 0.0
         assert L == L_per and np.array_equal(g, g_per)  # below the floor: the rows' own numbers
         assert L < 1e-6 * y2

@@ -97,9 +97,9 @@ def test_full_batch_statistics_match_the_reference_and_the_per_sample_sums(loss)
     g, g_per = np.empty(m.n_params), np.empty(m.n_params)
     L = m.loss_and_grad(th, prep, g)  # all samples: yy − 2γ·c + γᵀCγ
     L_per = m.loss_and_grad(th, prep, g_per, np.arange(400))  # the same samples, one by one
-    assert "_stats" in prep
+    assert prep.stats is not None
     # yy − 2γ·c + γᵀCγ sums terms of size yy: a few ulp of yy (measured ≤ 2e-16 of yy here)
-    assert abs(L - L_per) <= 32 * np.finfo(float).eps * prep["_stats"]["yy"]
+    assert abs(L - L_per) <= 32 * np.finfo(float).eps * prep.stats.yy
     assert np.max(np.abs(g - g_per)) <= 1e-13 * np.max(np.abs(g_per))  # measured ≤ 4e-15
     Lr = mlp_loss(m.to_arrays(th), data.tokens, data.labels, loss=loss)
     assert abs(L - Lr) / Lr < FWD_RTOL

@@ -49,6 +49,7 @@ from .._spec import TrainedSetup
 from . import diagnostics as icl_diagnostics
 from . import problem as icl_data
 from .diagnostics import observer
+from .prepared import LinearData, PerSample, Stats
 from .settings import ICLSettings, build_model, load_data, theory_series
 
 #: ``/time`` attributes: paper time t/τ with τ dW/dt = −½ ∂L/∂W (spec icl.md §3); a step
@@ -228,8 +229,8 @@ class Prepared:
     """One ICL run's model, training data and initial weights."""
 
     model: Any
-    prep: dict
-    tests: dict[str, dict]
+    prep: Stats | PerSample
+    tests: dict[str, Stats | PerSample]
     eigvals: np.ndarray
     eigvecs: np.ndarray
     theta: np.ndarray
@@ -297,7 +298,7 @@ class ContextTests:
 
     lengths: np.ndarray
     models: list
-    preps: list
+    preps: list[Stats | PerSample]
 
     def losses(self, theta: np.ndarray) -> np.ndarray:
         return np.array(
@@ -418,15 +419,15 @@ def batch_size(s: ICLSettings) -> int | None:
     return s.optim.batch_size if s.optim.name == "sgd" else None
 
 
-def _train_moments(model: Any, prep: dict) -> tuple | None:
+def _train_moments(model: Any, prep: Stats | PerSample) -> tuple | None:
     """(G, b, SpT, xqT, y) of a last-token linear train set whose training takes its moments
     (taken here once, kept in ``prep`` for the training steps), else None."""
-    if prep.get("kind") != "linear" or model.loss != "last":
+    if not isinstance(prep, LinearData) or model.loss != "last":
         return None
     from .attn_m.kernels import full_moments
 
     got = full_moments(prep)
-    return None if got is None else (got[0], got[1], prep["SpT"], prep["xqT"], prep["yq"])
+    return None if got is None else (got[0], got[1], prep.SpT, prep.xqT, prep.yq)
 
 
 def setup(cfg: Any, device: Device = Device.CPU) -> TrainedSetup:

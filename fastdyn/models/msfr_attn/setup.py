@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ...core.device import Device
-from .._spec import TrainedSetup
+from .._spec import Prepared, TrainedSetup
 from ..msfr.problem import MsfrProblem, default_track
 from . import kernels as K
 from . import problem as msfr_seq
@@ -148,7 +148,7 @@ class SequenceModel:
         self._g = np.zeros(layout.n_params)
 
     def loss_and_grad(
-        self, theta: np.ndarray, prep: dict, grad: np.ndarray, idx: np.ndarray | None = None
+        self, theta: np.ndarray, prep: Prepared, grad: np.ndarray, idx: np.ndarray | None = None
     ) -> float:
         ws = self.full if idx is None else K.Workspace(self.layout, self.data, idx, self._sums)
         loss = K.loss_and_grad(theta, self.layout, self.data, grad, ws)
@@ -156,7 +156,7 @@ class SequenceModel:
             grad[self.frozen] = 0.0
         return loss
 
-    def loss_value(self, theta: np.ndarray, prep: dict) -> float:
+    def loss_value(self, theta: np.ndarray, prep: Prepared) -> float:
         return K.loss_and_grad(theta, self.layout, self.data, self._g, self.full)
 
 
@@ -292,7 +292,7 @@ def setup(cfg: Any, device: Device = Device.CPU) -> TrainedSetup:
         }
     full_batch = o.batch_size == 0 or o.batch_size >= data.n
     return TrainedSetup(
-        model=SequenceModel(layout, data, frozen), prep={"kind": "data", "P": data.n}, theta=theta, optim=o,
+        model=SequenceModel(layout, data, frozen), prep=Prepared(n_samples=data.n), theta=theta, optim=o,
         batch_size=None if full_batch else o.batch_size, epochs=cfg.schedule.epochs, save_steps=steps,
         time_per_step=o.lr, seed=cfg.seed, series=series, observe=observe, row=row, final=final,
         static={"tasks/index": track} | ({"adapt/factor": factors} if nf else {}), scales=scales,

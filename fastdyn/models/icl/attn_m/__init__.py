@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....problems.rng import STREAM_INIT_W, generator
+from ..prepared import Features, LinearData, PerSample, SoftmaxData, Stats
 from .kernels import linear_loss_and_grad, prepare_attention, softmax_loss_and_grad
 
 LOSSES = ("last", "cumulative")
@@ -123,77 +124,74 @@ class ICLModel:
 
     # ---------------------------------------------------------------- data
 
-    def prepare(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
+    def prepare(self, tokens: np.ndarray, labels: np.ndarray) -> Stats | PerSample:
         """Arrays the training kernel reads, computed once (sufficient statistics when reduced)."""
         from ..feature_kernels import prepare_features, sufficient_stats
 
         if self.reduced:
             Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
             yy, c, C = sufficient_stats(Z, Y)
-            return {"kind": "stats", "yy": yy, "c": c, "C": C, "P": tokens.shape[0]}
+            return Stats(n_samples=tokens.shape[0], yy=yy, c=c, C=C)
         return self._prepare_full(tokens, labels)
 
-    def prepare_eval(self, tokens: np.ndarray, labels: np.ndarray) -> dict:
+    def prepare_eval(self, tokens: np.ndarray, labels: np.ndarray) -> PerSample:
         """Arrays for evaluating the loss on a (test) set with the same model: its rows, no
         moments (a set evaluated only at saves would rarely repay them)."""
         from ..feature_kernels import prepare_features
 
         if self.reduced:
             Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
-            return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0], "moments": False}
+            return Features(n_samples=tokens.shape[0], Z=Z, Y=Y, moments=False)
         return self._prepare_full(tokens, labels, moments=False)
 
-    def prepare_population(self, eigvals: np.ndarray, eigvecs: np.ndarray) -> dict:
+    def prepare_population(self, eigvals: np.ndarray, eigvecs: np.ndarray) -> Stats:
         """Population statistics (reduced path only): E[y_q²], E[y_q z], E[z zᵀ] (docs/theory.md, ICL)."""
         from ..problem import population_moments
 
         if not self.reduced:
             raise ValueError("data.population: needs model.reduced = true, got reduced = false")
         yy, c, C = population_moments(eigvals, eigvecs, self.N, self.scale, self.loss)
-        return {"kind": "stats", "yy": yy, "c": c, "C": C, "P": 0}
+        return Stats(n_samples=0, yy=yy, c=c, C=C)
 
-    def _prepare_full(self, tokens, labels, moments: bool = True) -> dict:
+    def _prepare_full(self, tokens, labels, moments: bool = True) -> PerSample:
         cpu = self.device == "cpu"
-        prep = prepare_attention(
+        return prepare_attention(
             tokens, labels, self.scale, self.loss, self.softmax, cpu, cpu and moments
         )
-        prep["kind"] = "softmax" if self.softmax else "linear"
-        prep["P"] = tokens.shape[0]
-        return prep
 
     # ---------------------------------------------------------------- loss
 
     def loss_and_grad(
-        self, theta: np.ndarray, prep: dict, grad: np.ndarray, idx: np.ndarray | None = None
-    ) -> float:
+        self, theta: np.ndarray, prep: Stats | PerSample, grad: np.ndarray,
+        idx: np.ndarray | None = None,
+    ) -> float:  # fmt: skip
         """L(θ) (docs/theory.md, ICL, no ½) over the samples ``idx`` (all when None); writes ∂L/∂θ to ``grad``
         (zero on held entries)."""
         from ..config import MOMENT_FLOOR
         from ..feature_kernels import linear_feature_loss_and_g
 
-        kind = prep["kind"]
-        if kind == "stats":
+        if isinstance(prep, Stats):
             L = self._stats_grad(theta, prep, grad)
-        elif kind == "features":
+        elif isinstance(prep, Features):
             stats = _feature_stats(prep) if idx is None else None
             if stats is not None:
                 L = self._stats_grad(theta, stats, grad)
-            if stats is None or L < MOMENT_FLOOR * stats["yy"]:  # a minibatch, or near an exact fit
+            if stats is None or L < MOMENT_FLOOR * stats.yy:  # a minibatch, or near an exact fit
                 if idx is None:
-                    idx = _all_indices(prep)
+                    idx = prep.all_indices()
                 gam = self.gamma(theta).ravel()
-                L, g = linear_feature_loss_and_g(gam, prep["Z"], prep["Y"], idx)
+                L, g = linear_feature_loss_and_g(gam, prep.Z, prep.Y, idx)
                 self._reduced_grads(theta, g.reshape(self.D, self.D), grad)
         else:
             if idx is None:
-                idx = _all_indices(prep)
+                idx = prep.all_indices()
             r, B = self._heads(theta)
             dr, dB = np.empty_like(r), np.empty_like(B)
             if self.device == "cuda":
                 from . import kernels_cuda as kx
             else:
                 from . import kernels as kx
-            if kind == "softmax":
+            if isinstance(prep, SoftmaxData):
                 L = softmax_loss_and_grad(kx.soft, r, B, prep, idx, dr, dB)
             else:
                 L = linear_loss_and_grad(kx.lin_last, kx.lin_cum, r, B, prep, idx, dr, dB)
@@ -201,16 +199,16 @@ class ICLModel:
         grad *= self.mask
         return float(L)
 
-    def loss_value(self, theta: np.ndarray, prep: dict) -> float:
+    def loss_value(self, theta: np.ndarray, prep: Stats | PerSample) -> float:
         """L(θ) on all samples of ``prep``."""
         return self.loss_and_grad(theta, prep, np.empty(self.n_params))
 
-    def _stats_grad(self, theta, prep, grad) -> float:
+    def _stats_grad(self, theta, prep: Stats, grad) -> float:
         from ..feature_kernels import reduced_G
 
         gam = self.gamma(theta).ravel()
         G = np.empty_like(gam)
-        L = reduced_G(prep["yy"], prep["c"], prep["C"], gam, G)
+        L = reduced_G(prep.yy, prep.c, prep.C, gam, G)
         self._reduced_grads(theta, G.reshape(self.D, self.D), grad)
         return L
 
@@ -224,26 +222,26 @@ class ICLModel:
         return f"{self.name}: D={self.D} H={self.H} N={self.N}, {self.n_trained} trained of {self.n_params}"
 
 
-def _feature_stats(prep: dict) -> dict | None:
-    """The set's sufficient statistics (yy, c, C: means of y², y z, z zᵀ over its rows) as a
-    ``"stats"`` prep, taken at the first full-batch call and kept in ``prep``, where they pay
+def _feature_stats(prep: Features) -> Stats | None:
+    """The set's sufficient statistics (yy, c, C: means of y², y z, z zᵀ over its rows) as
+    :class:`Stats`, taken at the first full-batch call and kept in ``prep.stats``, where they pay
     (:func:`fastdyn.models.icl.config.moments_pay`: ŷ = γ·z, so the loss is yy − 2γ·c + γᵀCγ); else
     None (the per-sample features)."""
     from ..config import moments_pay
     from ..feature_kernels import sufficient_stats
 
-    Z = prep["Z"]
-    if not prep.get("moments", True) or not moments_pay(Z.shape[0] * Z.shape[1], Z.shape[2]):
+    Z = prep.Z
+    if not prep.moments or not moments_pay(Z.shape[0] * Z.shape[1], Z.shape[2]):
         return None
-    got = prep.get("_stats")
+    got = prep.stats
     if got is None:
-        yy, c, C = sufficient_stats(Z, prep["Y"])
-        got = prep["_stats"] = {"kind": "stats", "yy": yy, "c": c, "C": C, "P": prep["P"]}
+        yy, c, C = sufficient_stats(Z, prep.Y)
+        got = prep.stats = Stats(n_samples=prep.n_samples, yy=yy, c=c, C=C)
     return got
 
 
 class ReducedKernels:
-    """The compiled reduced path (``prep["kind"] == "stats"``: population moments) of a model whose
+    """The compiled reduced path (:class:`Stats`: population moments) of a model whose
     kernels live in :mod:`fastdyn.models.icl.feature_kernels`: :meth:`_stats_grad` and
     :meth:`fused_gd` call ``reduced_grad`` / ``reduced_gd`` there with the model's code
     :meth:`_reduced_kind`, its sizes :meth:`_reduced_sizes` and the moments yy, c, C. Listed
@@ -260,29 +258,27 @@ class ReducedKernels:
         """The sizes the kernels take after θ: (H, R, D), R = 0 (unused) unless ATTN_S."""
         return (self.H, 0, self.D)
 
-    def _stats_grad(self, theta, prep, grad) -> float:
+    def _stats_grad(self, theta, prep: Stats, grad) -> float:
         from ..feature_kernels import reduced_grad
 
         sizes = self._reduced_sizes()
-        return reduced_grad(
-            self._reduced_kind(), theta, *sizes, prep["yy"], prep["c"], prep["C"], grad
-        )
+        return reduced_grad(self._reduced_kind(), theta, *sizes, prep.yy, prep.c, prep.C, grad)
 
     #: the rank R of ATTN_S's keys and queries in the fused linear steps; 0: ATTN_M's W
     _kq_rank = 0
 
-    def gd_steps(self, prep: dict):
+    def gd_steps(self, prep: Stats | PerSample):
         """Fused full-batch GD steps on the CPU (None elsewhere): ``advance(theta, lr, losses,
         limit) -> steps taken``, up to ``len(losses)`` steps in one compiled call, bit-identical
         to :meth:`loss_and_grad` and a GD step per epoch. Linear attention, last-token or
         cumulative with prepared prefix rows: :func:`.kernels.lin_last_gd` (from the data's
-        moments where the set has them); a per-sample ``"features"`` set with sufficient
+        moments where the set has them); a per-sample :class:`Features` set with sufficient
         statistics (:func:`_feature_stats`): :func:`fastdyn.models.icl.feature_kernels.stats_gd`."""
         if getattr(self, "device", "cpu") != "cpu":
             return None
-        if prep["kind"] == "linear" and "SpT" in prep:
+        if isinstance(prep, LinearData) and prep.SpT is not None:
             return self._linear_gd_steps(prep)
-        if prep["kind"] != "features":
+        if not isinstance(prep, Features):
             return None
         stats = _feature_stats(prep)
         if stats is None:
@@ -292,7 +288,7 @@ class ReducedKernels:
 
         kind, sizes = self._reduced_kind(), self._reduced_sizes()
         maskf = self.mask.astype(np.float64)
-        yy, c, C = stats["yy"], stats["c"], stats["C"]
+        yy, c, C = stats.yy, stats.c, stats.C
         floor = MOMENT_FLOOR * yy
 
         def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
@@ -300,12 +296,12 @@ class ReducedKernels:
 
         return advance
 
-    def _linear_gd_steps(self, prep: dict):
+    def _linear_gd_steps(self, prep: LinearData):
         from .kernels import full_moments, lin_last_gd, prefix_rows
 
-        H, R, D, idx = self.H, self._kq_rank, self.D, prefix_rows(prep, _all_indices(prep), True)
+        H, R, D, idx = self.H, self._kq_rank, self.D, prefix_rows(prep, prep.all_indices(), True)
         maskf = self.mask.astype(np.float64)
-        S, X, y, inv_rho = prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"]
+        S, X, y, inv_rho = prep.SpT, prep.xqT, prep.yq, prep.inv_rho
         G, b, y2 = full_moments(prep) or (np.empty((0, 0)), np.empty(0), 0.0)
 
         def advance(theta: np.ndarray, lr: float, losses: np.ndarray, limit: float) -> int:
@@ -318,15 +314,13 @@ class ReducedKernels:
         return advance
 
     def fused_gd(
-        self, theta: np.ndarray, prep: dict, lr: float, n: int, losses: np.ndarray
+        self, theta: np.ndarray, prep: Stats, lr: float, n: int, losses: np.ndarray
     ) -> None:
         """n reduced GD steps in one compiled call (losses[s] before update s)."""
         from ..feature_kernels import reduced_gd
 
         sizes = self._reduced_sizes()
-        reduced_gd(
-            self._reduced_kind(), theta, *sizes, prep["yy"], prep["c"], prep["C"], lr, n, losses
-        )
+        reduced_gd(self._reduced_kind(), theta, *sizes, prep.yy, prep.c, prep.C, lr, n, losses)
 
 
 class AttnM(ReducedKernels, ICLModel):
@@ -404,14 +398,6 @@ class AttnM(ReducedKernels, ICLModel):
         r[:] = arrays["W_V"][:, -1, :]
         W[:] = arrays["W_KQ"][:, :, : self.D]
         return theta * self.mask
-
-
-def _all_indices(prep: dict) -> np.ndarray:
-    """0..P−1 (int64), cached in ``prep``."""
-    idx = prep.get("_all")
-    if idx is None:
-        idx = prep["_all"] = np.arange(prep["P"], dtype=np.int64)
-    return idx
 
 
 def _need(arrays: dict, shapes: dict) -> None:

@@ -44,6 +44,7 @@ from ....core.gd import masked_gd_step
 from ....reduce import BLOCK, MIN_PARALLEL_BLOCKS, accumulate_blocks, lane_dot, n_blocks
 from ..._fastexp import exp_nonpos
 from ..config import MOMENT_BLOCKS_AT_ONCE, MOMENT_FLOOR
+from ..prepared import AttentionData, LinearData, SoftmaxData
 
 
 def pair_index(D1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -571,8 +572,8 @@ def _is_range(idx):
 
 
 def linear_loss_and_grad(
-    last: Callable, cum: Callable, r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray,
-    dr: np.ndarray, dB: np.ndarray,
+    last: Callable, cum: Callable, r: np.ndarray, B: np.ndarray, prep: LinearData,
+    idx: np.ndarray, dr: np.ndarray, dB: np.ndarray,
 ) -> float:  # fmt: skip
     """Loss and (∂L/∂r, ∂L/∂B) of linear attention over the samples ``idx`` (written to dr, dB)
     on the per-sample kernels ``last``/``cum``: :func:`lin_last`, :func:`lin_cum` or their CUDA
@@ -583,55 +584,56 @@ def linear_loss_and_grad(
     NP = (D + 1) * (D + 2) // 2
     Msym = np.empty((NP, D))
     contract_M(r, B, Msym)
-    if prep["loss"] == "cumulative" and "SpT" not in prep:
+    if prep.loss == "cumulative" and prep.SpT is None:
         partials = np.empty((n_blocks(idx.shape[0]), 1 + NP * D))
-        cum(idx, prep["tokens"], prep["labels"], prep["scale_n"], Msym, partials)
-        nterm = idx.shape[0] * (prep["tokens"].shape[1] - 1)
+        cum(idx, prep.tokens, prep.labels, prep.scale_n, Msym, partials)
+        nterm = idx.shape[0] * (prep.tokens.shape[1] - 1)
     else:
-        full = idx.shape[0] == prep["P"] and (idx is prep.get("_all") or _is_range(idx))
+        full = idx.shape[0] == prep.n_samples and (idx is prep.all_idx or _is_range(idx))
         rows = prefix_rows(prep, idx, full)
         nterm = rows.shape[0]
         moments = full_moments(prep) if full else None
         if moments is not None:
             tot = np.empty(1 + NP * D)
-            lin_moments(*moments, prep["inv_rho"], Msym, np.empty(NP * D), tot)
+            lin_moments(*moments, prep.inv_rho, Msym, np.empty(NP * D), tot)
             if not tot[0] < MOMENT_FLOOR * moments[2]:  # else: near an exact fit, by the rows
                 heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
                 return float(tot[0] / nterm)
         partials = np.empty((n_blocks(rows.shape[0]), 1 + NP * D))
-        last(rows, prep["SpT"], prep["xqT"], prep["yq"], prep["inv_rho"], Msym, full, partials)
+        last(rows, prep.SpT, prep.xqT, prep.yq, prep.inv_rho, Msym, full, partials)
     tot = np.zeros(1 + NP * D)
     accumulate_blocks(tot, partials)
     heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
     return float(tot[0] / nterm)
 
 
-def full_moments(prep: dict) -> tuple[np.ndarray, np.ndarray, float] | None:
+def full_moments(prep: LinearData) -> tuple[np.ndarray, np.ndarray, float] | None:
     """(G, b, y2) of all rows of a prepared linear set (:func:`data_moments`), taken at the first
-    full-batch call and kept in ``prep``; None where the set does not use them
-    (``prep["moments"]`` false: the CUDA twin, a set below :func:`~fastdyn.models.icl.config.uses_moments`)."""
-    if not prep.get("moments"):
+    full-batch call and kept in ``prep.data_moments``; None where the set does not use them
+    (``prep.moments`` false: the CUDA twin, a set below :func:`~fastdyn.models.icl.config.uses_moments`)."""
+    if not prep.moments:
         return None
-    got = prep.get("_moments")
+    got = prep.data_moments
     if got is None:
-        NQ = prep["SpT"].shape[0] * prep["xqT"].shape[0]
+        NQ = prep.SpT.shape[0] * prep.xqT.shape[0]
         G, b = np.empty((NQ, NQ)), np.empty(NQ)
-        y2 = float(data_moments(prep["SpT"], prep["xqT"], prep["yq"], G, b))
-        got = prep["_moments"] = (G, b, y2)
+        y2 = float(data_moments(prep.SpT, prep.xqT, prep.yq, G, b))
+        got = prep.data_moments = (G, b, y2)
     return got
 
 
-def prefix_rows(prep: dict, idx: np.ndarray, full: bool) -> np.ndarray:
-    """The rows of ``prep["SpT"]`` that the samples ``idx`` own: idx itself for the last-token
+def prefix_rows(prep: LinearData, idx: np.ndarray, full: bool) -> np.ndarray:
+    """The rows of ``prep.SpT`` that the samples ``idx`` own: idx itself for the last-token
     loss; for the cumulative loss (rows prefix-major, :func:`pack_prefixes`) (n−1)·P + idx_k for
-    n = 1..N, k in order (``full``: idx is 0..P−1, and the rows 0..N·P−1 are cached in prep)."""
-    if prep["loss"] != "cumulative":
+    n = 1..N, k in order (``full``: idx is 0..P−1, and the rows 0..N·P−1 are kept in
+    ``prep.all_rows``)."""
+    if prep.loss != "cumulative":
         return idx
-    P, N = prep["P"], prep["N"]
+    P, N = prep.n_samples, prep.N
     if full:
-        rows = prep.get("_rows")
+        rows = prep.all_rows
         if rows is None:
-            rows = prep["_rows"] = np.arange(N * P, dtype=np.int64)
+            rows = prep.all_rows = np.arange(N * P, dtype=np.int64)
         return rows
     return (np.arange(N, dtype=np.int64)[:, None] * P + idx[None, :]).ravel()
 
@@ -787,8 +789,8 @@ def soft(idx, tokens, labels, cumulative, r, B, partials):
 
 
 def softmax_loss_and_grad(
-    kernel: Callable, r: np.ndarray, B: np.ndarray, prep: dict, idx: np.ndarray, dr: np.ndarray,
-    dB: np.ndarray,
+    kernel: Callable, r: np.ndarray, B: np.ndarray, prep: AttentionData, idx: np.ndarray,
+    dr: np.ndarray, dB: np.ndarray,
 ) -> float:  # fmt: skip
     """Loss and (∂L/∂r, ∂L/∂B) of softmax attention over the samples ``idx`` on the per-sample
     kernel ``kernel``: :func:`soft` or its CUDA twin."""
@@ -796,9 +798,9 @@ def softmax_loss_and_grad(
     D = D1 - 1
     width = 1 + H * D1 + H * D1 * D
     partials = np.empty((n_blocks(idx.shape[0]), width))
-    cumulative = prep["loss"] == "cumulative"
-    kernel(idx, prep["tokens"], prep["labels"], cumulative, r, B, partials)
-    nterm = idx.shape[0] * ((prep["tokens"].shape[1] - 1) if cumulative else 1)
+    cumulative = prep.loss == "cumulative"
+    kernel(idx, prep.tokens, prep.labels, cumulative, r, B, partials)
+    nterm = idx.shape[0] * ((prep.tokens.shape[1] - 1) if cumulative else 1)
     tot = np.zeros(width)
     accumulate_blocks(tot, partials)
     coef = -2.0 / nterm
@@ -810,7 +812,7 @@ def softmax_loss_and_grad(
 def prepare_attention(
     tokens: np.ndarray, labels: np.ndarray, scale: str, loss: str, softmax: bool,
     prefix_rows: bool = True, moments: bool = True,
-) -> dict:  # fmt: skip
+) -> LinearData | SoftmaxData:  # fmt: skip
     """Per-sample arrays the attention kernels read, computed once: the tokens and labels; for
     linear attention the rows :func:`lin_last` reads, samples contiguous — packed S as ``SpT``
     ((D+1)(D+2)/2, rows), the query as ``xqT`` (D, rows) and its target ``yq`` (rows,): for the
@@ -820,36 +822,38 @@ def prepare_attention(
     :func:`lin_cum` then reads the tokens; the CUDA twin takes that path, as its last-token
     scratch per row would be about D times the prepared rows on the device). ``moments``: a
     full-batch loss on these rows comes from their moments (:func:`full_moments`) where
-    :func:`~fastdyn.models.icl.config.uses_moments` says so (``prep["moments"]``)."""
+    :func:`~fastdyn.models.icl.config.uses_moments` says so (``prep.moments``). Returns a
+    :class:`~fastdyn.models.icl.prepared.LinearData` or, for softmax, a ``SoftmaxData``."""
     from ..config import PREFIX_BYTES_MAX, prefix_moment_bytes, uses_moments
 
     P, T1, D1 = tokens.shape
     N = T1 - 1
     D = D1 - 1
-    prep = {
+    common = {
+        "n_samples": P,
         "loss": loss,
         "N": N,
-        "P": P,
         "scale_n": scale == "N",
-        "inv_rho": (1.0 / N) if scale == "N" else 1.0,
+        "tokens": np.ascontiguousarray(tokens, dtype=np.float64),
+        "labels": np.ascontiguousarray(labels, dtype=np.float64),
     }
-    prep["tokens"] = np.ascontiguousarray(tokens, dtype=np.float64)
-    prep["labels"] = np.ascontiguousarray(labels, dtype=np.float64)
+    if softmax:
+        return SoftmaxData(**common)
+    prep = LinearData(**common, inv_rho=(1.0 / N) if scale == "N" else 1.0)
     NP = D1 * (D1 + 1) // 2
-    if not softmax and loss == "last":
+    if loss == "last":
         Sp = np.empty((P, NP))
-        pack_S(prep["tokens"], Sp)
-        prep["SpT"] = np.ascontiguousarray(Sp.T)
-        prep["xqT"] = np.ascontiguousarray(tokens[:, -1, :D].T, dtype=np.float64)
-        prep["yq"] = np.ascontiguousarray(labels[:, -1], dtype=np.float64)
-    elif not softmax and prefix_rows and prefix_moment_bytes(P, N, D) <= PREFIX_BYTES_MAX:
-        prep["SpT"] = np.empty((NP, N * P))
-        prep["xqT"] = np.empty((D, N * P))
-        prep["yq"] = np.empty(N * P)
-        rows = (prep["SpT"], prep["xqT"], prep["yq"])
-        pack_prefixes(prep["tokens"], prep["labels"], prep["scale_n"], *rows)
-        prep["inv_rho"] = 1.0
-    prep["moments"] = moments and "SpT" in prep and uses_moments(prep["yq"].shape[0], D)
+        pack_S(prep.tokens, Sp)
+        prep.SpT = np.ascontiguousarray(Sp.T)
+        prep.xqT = np.ascontiguousarray(tokens[:, -1, :D].T, dtype=np.float64)
+        prep.yq = np.ascontiguousarray(labels[:, -1], dtype=np.float64)
+    elif prefix_rows and prefix_moment_bytes(P, N, D) <= PREFIX_BYTES_MAX:
+        prep.SpT = np.empty((NP, N * P))
+        prep.xqT = np.empty((D, N * P))
+        prep.yq = np.empty(N * P)
+        pack_prefixes(prep.tokens, prep.labels, prep.scale_n, prep.SpT, prep.xqT, prep.yq)
+        prep.inv_rho = 1.0
+    prep.moments = bool(moments and prep.SpT is not None and uses_moments(prep.yq.shape[0], D))
     return prep
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..attn_m import AttnM, ICLModel, ReducedKernels, _need
 from ..feature_kernels import linear_feature_loss_and_g, prepare_features
+from ..prepared import Features
 
 
 class MLPCubic(ReducedKernels, ICLModel):
@@ -34,9 +35,9 @@ class MLPCubic(ReducedKernels, ICLModel):
     def _init_std(self, scheme: str, scale: float) -> np.ndarray:
         return np.full(self.n_params, scale)
 
-    def _prepare_full(self, tokens, labels, moments: bool = True) -> dict:
+    def _prepare_full(self, tokens, labels, moments: bool = True) -> Features:
         Z, Y = prepare_features(tokens, labels, self.scale, self.loss)
-        return {"kind": "features", "Z": Z, "Y": Y, "P": tokens.shape[0], "moments": moments}
+        return Features(n_samples=tokens.shape[0], Z=Z, Y=Y, moments=moments)
 
     def _reduced_kind(self) -> int:
         from ..feature_kernels import MLP
