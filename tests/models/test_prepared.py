@@ -30,7 +30,9 @@ def test_every_trained_model_has_a_case():
     assert trained == {c[0] for c in CASES}
 
 
-@pytest.mark.parametrize("name, sets, cls, n", CASES, ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, sets, cls, n", CASES, ids=[f"{c[0]}-{c[2].__name__}-{k}" for k, c in enumerate(CASES)]
+)
 def test_setup_hands_typed_prepared_data(name, sets, cls, n):
     cfg = load_config(None, [f"model={name}", *sets])
     job = get_model(name).setup(cfg, Device.CPU)
