@@ -225,7 +225,7 @@ def dims(model: Any, names: Any) -> dict[str, tuple[str, ...]]:
 
 
 @dataclass
-class Prepared:
+class IclRun:
     """One ICL run's model, training data and initial weights."""
 
     model: Any
@@ -240,7 +240,7 @@ class Prepared:
 read_npz = icl_data.read_npz
 
 
-def prepare(s: ICLSettings, data: icl_data.ICLData | None = None, device: str = "cpu") -> Prepared:
+def prepare(s: ICLSettings, data: icl_data.ICLData | None = None, device: str = "cpu") -> IclRun:
     """Model, prepared data, test sets and initial weights of ``s`` (``data``: already loaded),
     the data prepared for the kernels of ``device``."""
     tests: dict[str, dict] = {}
@@ -275,7 +275,7 @@ def prepare(s: ICLSettings, data: icl_data.ICLData | None = None, device: str = 
             raise ConfigError(
                 f"init.scale: {s.init.scale:g} makes the initial weights overflow to inf; lower init.scale"
             )
-    return Prepared(model, prep, tests, eigvals, eigvecs, theta, data)
+    return IclRun(model, prep, tests, eigvals, eigvecs, theta, data)
 
 
 def matched_init(s: Any, model: Any) -> np.ndarray:
@@ -306,7 +306,7 @@ class ContextTests:
         )
 
 
-def context_tests(s: Any, p: Prepared) -> ContextTests | None:
+def context_tests(s: Any, p: IclRun) -> ContextTests | None:
     """The evaluation at ``test.context_lengths`` (None when not asked for)."""
     lengths = s.test.context_lengths
     if not lengths:
@@ -327,7 +327,7 @@ def context_tests(s: Any, p: Prepared) -> ContextTests | None:
     return ContextTests(np.asarray(lengths, dtype=np.int64), models, preps)
 
 
-def context_theory(s: Any, p: Prepared, lengths: np.ndarray) -> dict[str, np.ndarray]:
+def context_theory(s: Any, p: IclRun, lengths: np.ndarray) -> dict[str, np.ndarray]:
     """L(Γ*(N); N′) and L*(N′) of the reduced predictor ŷ = βᵀΓx_q (model units) from the
     population moments (yy, c, C) of the run's own loss (last-token or cumulative):
     L(Γ; n) = yy_n − 2 vec(Γ)ᵀc_n + vec(Γ)ᵀC_n vec(Γ), Γ*(N) = C_N⁻¹c_N (for the last-token loss
@@ -350,7 +350,7 @@ def context_theory(s: Any, p: Prepared, lengths: np.ndarray) -> dict[str, np.nda
 
 
 def eq21_theory(
-    s: Any, p: Prepared, times: np.ndarray
+    s: Any, p: IclRun, times: np.ndarray
 ) -> tuple[np.ndarray | None, dict, np.ndarray | None]:
     """Eq. 21 beside a rank-one ATTN_S population run (last-token loss), from its initial heads
     (:func:`fastdyn.models.icl.attn_s.theory.eq21_chain`): the series ``theory/eq21/Gamma_eig``
@@ -391,7 +391,7 @@ def _eq21_note(pred: np.ndarray | None, static: dict, shared: np.ndarray | None)
                      "its own, one after another, and here heads learned directions together")}  # fmt: skip
 
 
-def pcr_theory(s: Any, p: Prepared) -> dict[str, np.ndarray]:
+def pcr_theory(s: Any, p: IclRun) -> dict[str, np.ndarray]:
     """``theory/pcr_loss`` (m = 0..D): the last-token loss of the PCR predictor at M_m,
     ŷ = βᵀ Γ_m x_q with Γ_m = Σ_{d≤m} λ_d⁻¹(1 + (1 + trΛ/λ_d)/N)⁻¹ e_d e_dᵀ (paper units) — exact
     from the population moments for ``data.population`` runs (it equals L(M_m)), else on the IC
