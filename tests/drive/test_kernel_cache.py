@@ -30,7 +30,7 @@ _RUN = textwrap.dedent(
     y, h, counts, f, test, train = _run(
         logistic_rhs, first_component, logistic_loss, params, y0, np.geomspace(1e-2, 1e2, 7), 1e-8
     )
-    k = soa._KERNELS[("dopri5", logistic_rhs, first_component, logistic_loss)]
+    k = soa._KERNELS[("dopri5", logistic_rhs, first_component, logistic_loss, None)]
     print(json.dumps({"hits": sum(k._cache_hits.values()), "misses": sum(k._cache_misses.values()),
                       "index": k._cache._cache_file._index_path,
                       "out": [a.tobytes().hex() for a in (y, h, counts, f, test, train)]}))
