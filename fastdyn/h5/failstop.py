@@ -120,6 +120,7 @@ class FailStopFile(io.RawIOBase):
         #: (:mod:`fastdyn.h5.undo`); None: no journal (appends need none)
         self.journal: str | os.PathLike | None = None
         self._journal_at = 0  # where the inside copy of the journal starts
+        self._room = 0  # the file system holds the bytes up to here for this file (reserve)
 
     # io.RawIOBase --------------------------------------------------------------------------
     def readable(self) -> bool:
@@ -278,6 +279,7 @@ class FailStopFile(io.RawIOBase):
             size, self._trunc = self._trunc, None
             try:
                 if os.fstat(self.fd).st_size != size:
+                    self._room = 0
                     os.ftruncate(self.fd, size)  # (on ext4 this also drops reserved blocks)
             except OSError as e:
                 self._fail(e)
@@ -322,6 +324,7 @@ class FailStopFile(io.RawIOBase):
     def _journal_done(self) -> None:
         """Drop both copies of the journal of the flush just over (best effort: a copy left
         behind by a failure here only takes the file back to this flush's start)."""
+        self._room = 0  # (cutting the inside copy off may drop the reserved blocks)
         try:
             undo.done(self.journal, self.fd, self._journal_at)  # type: ignore[arg-type]
         except OSError as e:
@@ -349,6 +352,8 @@ class FailStopFile(io.RawIOBase):
         if nbytes <= 0 or self.error is not None:
             return
         end = os.fstat(self.fd).st_size
+        if end + nbytes <= self._room:  # allocated by an earlier call (and under the limit)
+            return
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         if limit != resource.RLIM_INFINITY and end + nbytes > limit:
             raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), self.path)
@@ -362,6 +367,13 @@ class FailStopFile(io.RawIOBase):
             if code in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.ENODEV):
                 return
             raise OSError(code, os.strerror(code), self.path)
+        self._room = end + nbytes
+
+    def holds(self, nbytes: int) -> bool:
+        """Whether an earlier :meth:`reserve` left ``nbytes`` past the file's end allocated to
+        it (no truncation since, no failed write): the next write of that many needs no new
+        check. One ``fstat``; False where ``fallocate`` is not supported."""
+        return self.error is None and os.fstat(self.fd).st_size + nbytes <= self._room
 
     def reserved(self) -> int:
         """Bytes the file system holds for this file beyond its end (earlier :meth:`reserve`
