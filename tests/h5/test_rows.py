@@ -143,13 +143,13 @@ def test_a_save_of_eight_series_writes_a_small_chunk_and_a_header_each(tmp_path,
             np.array([float(i)]), {n: np.ones((1, *s)) for n, s in series.items()}, np.array([i])
         )
     written = []
-    orig = failstop.FailStopFile._put
+    orig = failstop.FailStopFile.write
 
-    def put(self, at, data):
-        written.append(len(data))
-        return orig(self, at, data)
+    def write(self, data):
+        written.append(len(memoryview(data).cast("B")))
+        return orig(self, data)
 
-    monkeypatch.setattr(failstop.FailStopFile, "_put", put)
+    monkeypatch.setattr(failstop.FailStopFile, "write", write)
     w.append(np.array([10.0]), {n: np.ones((1, *s)) for n, s in series.items()}, np.array([10]))
     monkeypatch.undo()
     w.close("complete")
@@ -191,4 +191,76 @@ def test_the_room_is_what_the_file_system_holds_and_a_truncation_forgets_it(tmp_
     io.truncate(4096)  # HDF5 asks for a smaller file at a flush: ext4 drops the reserved blocks
     io.flush()
     assert not io.holds(1)
+    io.close()
+
+
+def _held_file(tmp_path, size: int = 64 << 10) -> tuple[failstop.FailStopFile, bytes]:
+    """A fail-stop file of ``size`` known bytes, flushed (every later write inside it is a
+    rewrite in place, held until the next flush)."""
+    old = np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8).tobytes()
+    io = failstop.FailStopFile(tmp_path / "f", create=True)
+    io.write(old)
+    io.flush()
+    return io, old
+
+
+def _rewrite(io: failstop.FailStopFile, writes) -> None:
+    for at, blob in writes:
+        io.seek(at)
+        io.write(blob)
+
+
+#: held rewrites in HDF5's order: three close together going up (one write), one going back
+#: (written on its own, after them), one far away (on its own), one overlapping an earlier one
+WRITES = [(1000, b"a" * 300), (1500, b"b" * 200), (5000, b"c" * 100), (900, b"d" * 50),
+          (40000, b"e" * 10), (1600, b"f" * 20)]  # fmt: skip
+
+
+def test_held_rewrites_close_together_go_in_one_write_in_hdf5s_order(tmp_path, monkeypatch):
+    io, old = _held_file(tmp_path)
+    want = bytearray(old)
+    for at, blob in WRITES:  # each in turn: later ones win
+        want[at : at + len(blob)] = blob
+    calls = []
+    real = os.pwrite
+    monkeypatch.setattr(
+        os, "pwrite", lambda fd, b, at: calls.append((at, len(b))) or real(fd, b, at)
+    )
+    _rewrite(io, WRITES)
+    io.flush()
+    monkeypatch.undo()
+    assert calls == [(1000, 4100), (900, 50), (40000, 10), (1600, 20)]
+    assert os.pread(io.fd, len(old), 0) == bytes(want)
+    io.close()
+
+
+def test_a_merged_write_that_fails_part_way_is_put_back(tmp_path, monkeypatch):
+    """The first (merged) write stops after 1000 bytes, then ENOSPC: its old bytes are put back,
+    nothing after it reaches the disk (the file as of the last flush), and reads through the
+    file object still see every rewrite."""
+    io, old = _held_file(tmp_path)
+    real = os.pwrite
+    state = {"failed": False}
+
+    def pwrite(fd, b, at):  # the merged write: 1000 bytes written, then no space
+        if state["failed"] is False and len(b) > 1000:
+            state["failed"] = at + 1000
+            return real(fd, bytes(b)[:1000], at)
+        if at == state["failed"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, b, at)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    _rewrite(io, WRITES)
+    io.flush()
+    monkeypatch.undo()
+    assert io.error is not None and io.error.errno == errno.ENOSPC
+    assert os.pread(io.fd, len(old), 0) == old
+    seen = bytearray(len(old))
+    io.seek(0)
+    io.readinto(seen)
+    want = bytearray(old)
+    for at, blob in WRITES:
+        want[at : at + len(blob)] = blob
+    assert bytes(seen) == bytes(want)
     io.close()
