@@ -7,7 +7,9 @@ Discipline (docs/reliability.md has the why):
    the output; the file is then flushed, put in SWMR-write mode (``libver="latest"``) and renamed
    to the name the user gave. So the user's path either does not exist or is an SWMR file.
 2. While running, only raw data is written: rows are appended along axis 0 of every time series
-   (``resize`` + write) and flushed after each append. Series are stored uncompressed
+   (extend + write, :mod:`fastdyn.h5.rows`) and flushed after each append, so every appended
+   row is on the disk when ``append`` returns. Series are stored in chunks of at most 8 KiB
+   (each flush rewrites the last chunk of every series whole) and uncompressed
    (fletcher32 checksums only): SWMR never reuses freed space, so a rewritten compressed chunk
    would leave its old copy behind on every append. In SWMR mode HDF5 orders its metadata
    writes so that a reader, or the file left by a killed process, sees a consistent file holding
