@@ -27,8 +27,8 @@ before anything is written, where the file system supports it. SIGXFSZ (a file-s
 ``ulimit -f``) is ignored from the first writer on, so that limit is an EFBIG write error like any
 other instead of a core dump.
 
-Cost: the ``fileobj`` driver calls back into Python for each I/O: one save of ICL Fig. 1 (eight
-series) makes 16 writes and a flush, which this object turns into 2-4 ``pread``/``pwrite`` pairs
+Cost: the ``fileobj`` driver calls back into Python for each I/O: one save of eight series (the
+benchmark's trained run) makes 16 writes and a flush, which this object turns into 2-4 ``pread``/``pwrite`` pairs
 (held rewrites close together go as one). That save takes 0.14 ms against 0.08 ms through the
 ``sec2`` driver (``bench/h5_append.py``, the flush 0.085 against 0.035 ms).
 """

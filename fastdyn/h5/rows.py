@@ -1,6 +1,6 @@
 """Appending rows to the streamed series: extend each one and write its new rows, C calls only.
 
-One save of a trained run appends a row to every series (eight for ICL Fig. 1). Through h5py's
+One save of a trained run appends a row to every series (eight in ``bench/h5_append.py``). Through h5py's
 low-level API each series costs ``set_extent``, ``get_space``, ``select_hyperslab`` and
 ``write``: ≈ 15 µs, most of it Python around the C calls (``bench/h5_append.py``).
 :class:`Appender` prepares once what does not change between appends (the dataset ids, a row's

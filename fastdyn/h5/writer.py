@@ -65,8 +65,8 @@ RESERVE = 4 << 20
 
 #: bytes of a streamed series' chunk, at most (a row wider than this is a chunk of its own; the
 #: row axes /time and /step hold 1024 rows, 8 KiB). Every flush rewrites the last chunk of each
-#: series whole, Fletcher32 included: one save of ICL Fig. 1's eight series wrote 264 KiB with
-#: chunks of up to 2 MiB (Γ's 1024 rows × 16), 64 KiB with these (bench/h5_append.py).
+#: series whole, Fletcher32 included: one save of eight series (bench/h5_append.py) wrote
+#: 264 KiB with chunks of up to 2 MiB (a 4 × 4 matrix series: 1024 rows × 16), 64 KiB with these.
 CHUNK_BYTES = 8 << 10
 
 
