@@ -34,6 +34,9 @@ class _Plain:
     def reserved(self) -> int:
         return 0
 
+    def holds(self, nbytes: int) -> bool:
+        return True
+
     def sync(self) -> None:
         pass
 

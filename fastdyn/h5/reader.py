@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 
 from . import layout, undo
+from .libhdf5 import library
 from .rollback import RolledBack, open_view
 from .verify import CRC_ATTR, read_verified
 from .writer import check_identity
@@ -208,53 +209,19 @@ def _set_read_attempts() -> Callable[[int, int], int] | None:
     """``H5Pset_metadata_read_attempts`` of the HDF5 library h5py uses, or None if not found.
 
     h5py does not wrap it, so it is called through ctypes on the copy of libhdf5 already loaded
-    in this process (never a second copy: a property list id means nothing to another one)."""
+    in this process (:func:`fastdyn.h5.libhdf5.library`; never a second copy: a property list id
+    means nothing to another one)."""
     import ctypes
 
-    cands: list[str] = []
+    lib = library()
+    if lib is None:
+        return None
     try:
-        with open("/proc/self/maps") as fh:
-            for line in fh:
-                path = line.rstrip("\n").split(maxsplit=5)[-1]
-                name = os.path.basename(path)
-                if (
-                    name.startswith("libhdf5")
-                    and not name.startswith("libhdf5_hl")
-                    and ".so" in name
-                    and path not in cands
-                ):
-                    cands.append(path)
-    except OSError:  # no /proc (macOS): the libraries bundled with h5py
-        base = Path(h5py.__file__).parent
-        cands = [
-            str(q)
-            for d in (base / ".dylibs", base.parent / "h5py.libs")
-            if d.is_dir()
-            for q in sorted(d.iterdir())
-            if q.name.startswith("libhdf5") and not q.name.startswith("libhdf5_hl")
-        ]
-    probe = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    probe.set_sieve_buf_size(54321)  # a value only h5py's own copy of the library can report back
-    for path in cands:
-        try:
-            lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
-            setter, valid, sieve = (
-                lib.H5Pset_metadata_read_attempts,
-                lib.H5Iis_valid,
-                lib.H5Pget_sieve_buf_size,
-            )
-        except (OSError, AttributeError):
-            continue
-        valid.argtypes, valid.restype = [ctypes.c_int64], ctypes.c_int
-        sieve.argtypes, sieve.restype = (
-            [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t)],
-            ctypes.c_int,
-        )
-        setter.argtypes, setter.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
-        got = ctypes.c_size_t(0)
-        if valid(probe.id) > 0 and sieve(probe.id, ctypes.byref(got)) >= 0 and got.value == 54321:
-            return setter
-    return None
+        setter = lib.H5Pset_metadata_read_attempts
+    except AttributeError:
+        return None
+    setter.argtypes, setter.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
+    return setter
 
 
 _PROBE = """

@@ -7,7 +7,9 @@ Discipline (docs/reliability.md has the why):
    the output; the file is then flushed, put in SWMR-write mode (``libver="latest"``) and renamed
    to the name the user gave. So the user's path either does not exist or is an SWMR file.
 2. While running, only raw data is written: rows are appended along axis 0 of every time series
-   (``resize`` + write) and flushed after each append. Series are stored uncompressed
+   (extend + write, :mod:`fastdyn.h5.rows`) and flushed after each append, so every appended
+   row is on the disk when ``append`` returns. Series are stored in chunks of at most 8 KiB
+   (each flush rewrites the last chunk of every series whole) and uncompressed
    (fletcher32 checksums only): SWMR never reuses freed space, so a rewritten compressed chunk
    would leave its old copy behind on every append. In SWMR mode HDF5 orders its metadata
    writes so that a reader, or the file left by a killed process, sees a consistent file holding
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import shutil
 import sys
@@ -46,6 +47,7 @@ from .compact import compact
 from .failstop import ignore_sigxfsz, open_failstop
 from .lock import WriterLock, inode_key, refuse_non_regular
 from .provenance import versions
+from .rows import Appender
 from .superblock import clear_open_flags, lookup3  # noqa: F401  (re-exported)
 from .torn import repair_torn
 from .verify import create_checked
@@ -60,6 +62,12 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 #: Running out of space inside an HDF5 flush leaves a file that no longer opens, so the writer
 #: stops before that (``DiskFull``) and closes the file as of its last flush.
 RESERVE = 4 << 20
+
+#: bytes of a streamed series' chunk, at most (a row wider than this is a chunk of its own; the
+#: row axes /time and /step hold 1024 rows, 8 KiB). Every flush rewrites the last chunk of each
+#: series whole, Fletcher32 included: one save of eight series (bench/h5_append.py) wrote
+#: 264 KiB with chunks of up to 2 MiB (a 4 × 4 matrix series: 1024 rows × 16), 64 KiB with these.
+CHUNK_BYTES = 8 << 10
 
 
 class DiskFull(OSError):
@@ -310,10 +318,10 @@ class RunWriter:
             scratch.unlink(missing_ok=True)
             self._lock.release()
 
-    def _series(self) -> dict[str, h5py.Dataset]:
-        if getattr(self, "_series_cache", None) is None:
-            self._series_cache = {n: self._f[n] for n in self._names}
-        return self._series_cache
+    def _appender(self) -> Appender:
+        if getattr(self, "_rows", None) is None:
+            self._rows = Appender({n: self._f[n] for n in self._names})
+        return self._rows
 
     def append(
         self, times: np.ndarray, rows: dict[str, np.ndarray], steps: np.ndarray | None = None
@@ -322,27 +330,28 @@ class RunWriter:
         k = len(times)
         if k == 0:
             return
-        series = self._series()
+        app = self._appender()
         n0, n1 = self.n_rows, self.n_rows + k
-        missing = set(series) - set(rows) - {layout.TIME, layout.STEP}
+        given = {**rows, layout.TIME: times}
+        if layout.STEP in self._names:
+            given[layout.STEP] = steps
+        missing = set(self._names) - set(given)
         if missing:
             raise ValueError(f"append: missing series {sorted(missing)}")
-        new = 0  # bytes of the chunks this append allocates
-        for ds in series.values():
-            c = ds.chunks[0]
-            new += (
-                (math.ceil(n1 / c) - math.ceil(n0 / c))
-                * int(np.prod(ds.chunks))
-                * ds.dtype.itemsize
-            )
-        self._need(new)
+        data = app.rows(given, k)
+        self._need(app.new_bytes(n0, n1))  # the bytes of the chunks this append allocates
         try:
-            self._write_rows(series, times, rows, steps, n0, n1)
+            self._write_rows(app, data, n0, n1)
         except (RuntimeError, OSError) as e:
             self._broken = True
             raise _write_failed(self.path, e) from None
         self._check_io()
         self.n_rows = n1
+
+    def _write_rows(self, app: Appender, data: list[np.ndarray], n0: int, n1: int) -> None:
+        """Rows [n0, n1) of every series (:meth:`Appender.write`), then one flush."""
+        app.write(n0, n1, data)
+        self._f.flush()
 
     def rewrite(self, rows: dict[str, np.ndarray]) -> None:
         """Overwrite the first ``len`` rows of the written series in ``rows`` (in place, no
@@ -368,7 +377,10 @@ class RunWriter:
     def _need(self, nbytes: int) -> None:
         """DiskFull unless ``nbytes`` plus the reserve are free on the output's file system, and
         the file system has allocated them to this file (``fallocate``, where it can: a quota
-        or a file-size limit is found here too, before anything is written)."""
+        or a file-size limit is found here too, before anything is written). Nothing to ask
+        when an earlier reservation still holds that much past the file's end."""
+        if self._io.holds(nbytes + RESERVE):
+            return
         free = _free_bytes(self.path) + self._io.reserved()  # what it reserved is ours to use
         if free < nbytes + RESERVE:
             raise DiskFull(self.path, nbytes + RESERVE, free)
@@ -385,26 +397,6 @@ class RunWriter:
         if self._io.error is not None:
             self._broken = True
             raise _write_failed(self.path, self._io.error)
-
-    def _write_rows(self, series, times, rows, steps, n0: int, n1: int) -> None:
-        """Rows [n0, n1) of every series through h5py's low-level API (set_extent + one
-        hyperslab write each: ≈ 45 µs per series against ≈ 140 µs for ``resize`` plus
-        ``ds[n0:n1] = …``, which matters at one append per save), then one flush."""
-        for name, ds in series.items():
-            if name == layout.TIME:
-                data = np.asarray(times, dtype=np.float64)
-            elif name == layout.STEP:
-                data = np.asarray(steps, dtype=np.int64)
-            else:
-                data = np.asarray(rows[name], dtype=np.float64)
-            did = ds.id
-            shape = (n1 - n0,) + did.shape[1:]
-            data = np.ascontiguousarray(np.broadcast_to(data.reshape(-1, *shape[1:]), shape))
-            did.set_extent((n1,) + did.shape[1:])
-            fspace = did.get_space()
-            fspace.select_hyperslab((n0,) + (0,) * (len(shape) - 1), shape)
-            did.write(h5py.h5s.create_simple(shape), fspace, data)
-        self._f.flush()
 
     def checkpoint(self, arrays: dict[str, np.ndarray]) -> None:
         """Write the resume state to the other slot, flush, then point ``current`` at it, flush."""
@@ -718,7 +710,7 @@ def _create_series(
     ``named.dims`` names given their scales."""
     for name, trailing in series.items():
         width = int(np.prod(trailing)) if trailing else 1
-        rows = max(1, min(chunk_rows, (1 << 21) // (8 * width)))  # ≤ 2 MiB per chunk
+        rows = max(1, min(chunk_rows, CHUNK_BYTES // (8 * width)))
         # No compression: in SWMR-write mode HDF5 never reuses freed file space, so a compressed
         # chunk rewritten on every append leaves its old copy behind (1000 appends of a 64-wide
         # row grew a file to 226 MB against 0.5 MB uncompressed; gzip saved 15% on such data).
