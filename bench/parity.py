@@ -3,7 +3,7 @@ by both, alternating (A B B A A B …), and the medians of the in-run ``timings.
 the file's root attribute: the run without process start-up) and of the process wall time are
 compared. Use it to check that a refactor of the engine costs nothing.
 
-    python bench/parity.py --base /path/to/base/.venv/bin/python --head .venv/bin/python [--repeats 5]
+    NUMBA_NUM_THREADS=1 python bench/parity.py --base /path/to/base/.venv/bin/python --head .venv/bin/python [--repeats 5]
 
 Each interpreter must have its own checkout installed (``pip install -e``), so each sees its own
 models' entry points. The first run of each case in each checkout compiles (it is not timed). The
@@ -27,12 +27,12 @@ import h5py
 #: (label, fastdyn CLI arguments after ``simulate``): the ODE integrators and the closed form of
 #: MSFR, msfr-h, the three trained ICL shapes, msfr-attn and the example plug-ins when installed
 CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("msfr dopri5 2e4 tasks", ("quickstart", "--set", "task.n_tasks=20000")),
-    ("msfr rk4 2e4 tasks", ("quickstart", "--set", "task.n_tasks=20000", "--set", "solver.integrator='rk4'")),
-    ("msfr gd 2e4 tasks", ("quickstart", "--set", "task.n_tasks=20000", "--set", "solver.integrator='gd'", "--set", "solver.lr=0.01", "--set", "time.t_max=100")),
-    ("msfr closed form 1e6 tasks", ("quickstart", "--set", "task.n_tasks=1000000", "--set", "solver.integrator='none'")),
+    ("msfr dopri5 2e5 tasks", ("quickstart", "--set", "task.n_tasks=200000", "--set", "output.track=[1,10,100]")),
+    ("msfr rk4 2e5 tasks", ("quickstart", "--set", "task.n_tasks=200000", "--set", "output.track=[1,10,100]", "--set", "solver.integrator='rk4'")),
+    ("msfr gd 2e4 tasks", ("quickstart", "--set", "task.n_tasks=20000", "--set", "output.track=[1,10,100]", "--set", "solver.integrator='gd'", "--set", "solver.lr=0.01", "--set", "time.t_max=100")),
+    ("msfr closed form 2e6 tasks", ("quickstart", "--set", "task.n_tasks=2000000", "--set", "output.track=[1,10,100]", "--set", "solver.integrator='none'")),
     ("msfr-h dopri5", ("msfr_h",)),
-    ("icl fig1 (attn-m, moments)", ("icl_fig1",)),
+    ("icl fig1, 2001 epochs", ("icl_fig1", "--set", "schedule.epochs=2001")),
     ("msfr-attn quick", ("msfr_attn_quick",)),
 )  # fmt: skip
 
