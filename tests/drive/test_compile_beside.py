@@ -124,10 +124,10 @@ def _declaring_runs() -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
 def test_declared_pairs_name_dispatchers_and_parse():
     """Every pair a built-in model declares, for any run ``fastdyn warmup`` plans, names a
     cached ``@njit`` dispatcher and as many argument types as its Python function takes; MSFR
-    declares its two integrator kernels."""
+    declares its two integrator kernels and its tracked tasks' closed-form f."""
     pairs = _declaring_runs()
     names = {k.rsplit(":", 1)[1] for k, _ in pairs}
-    assert names == {"dopri5_kernel", "lanes_kernel"}
+    assert names == {"dopri5_kernel", "lanes_kernel", "_f_curves_kernel"}
     for kernel, sig in pairs:
         d = pc.kernel(kernel)
         assert not isinstance(d._cache, NullCache), kernel  # @njit(cache=True)
@@ -160,10 +160,17 @@ def test_explicit_times_and_integrators_declare_their_kernel():
     kernel too (the small run it replaces could not shrink one); rk4 and gd the lane kernel."""
     hook = get_model("msfr").warmup.precompile
     cfg = load_config(presets.resolve("quickstart"), ['time.grid="explicit"', "time.times=[1.0, 2.0]"])  # fmt: skip
-    assert [k for k, _ in hook(cfg)] == ["fastdyn.models.msfr.integrate_kernels:dopri5_kernel"]
+    f_curves = "fastdyn.models.msfr.theory:_f_curves_kernel"
+    assert [k for k, _ in hook(cfg)] == [
+        "fastdyn.models.msfr.integrate_kernels:dopri5_kernel",
+        f_curves,
+    ]
     for sets in (['solver.integrator="rk4"'], ['solver.integrator="gd"', "solver.lr=0.01"]):
         cfg = load_config(presets.resolve("quickstart"), [*sets, "time.t_max=1"])
-        assert [k for k, _ in hook(cfg)] == ["fastdyn.models.msfr.integrate_kernels:lanes_kernel"]
+        assert [k for k, _ in hook(cfg)] == [
+            "fastdyn.models.msfr.integrate_kernels:lanes_kernel",
+            f_curves,
+        ]
 
 
 # --- when it starts -------------------------------------------------------------------------------

@@ -40,17 +40,22 @@ DOPRI5_ARGS = f"({_STATE}, int64[::1], float64, float64, float64[::1], float64, 
 #: test_part, train_part, f_track, stop, bins): rk4 and gd
 LANES_ARGS = f"(boolean, {_STATE}, float64, float64, float64[::1], float64, float64, {_TAIL})"
 _KERNELS = "fastdyn.models.msfr.integrate_kernels"
+#: _f_curves_kernel(level, times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, out): the tracked tasks'
+#: closed-form f, reached after the closed form's loss
+F_CURVES_ARGS = "(int64, " + ", ".join(["float64[::1]"] * 8) + ", float64, float64[:, ::1])"
 
 
 def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
     """The integrator's kernel when a closed form comes first (dopri5's, or the lane kernel of
-    rk4 and gd: ≈ 7 s to compile, while the closed form takes ≈ 12 s); nothing for a run with
-    one phase (no closed form, or no integrator)."""
+    rk4 and gd: ≈ 7 s to compile, while the closed form takes ≈ 12 s), then the tracked tasks'
+    closed-form f (≈ 0.6 s, reached after the closed form's loss); nothing for a run with one
+    phase (no closed form, or no integrator)."""
     if cfg.theory.level == "none" or cfg.solver.integrator == "none":
         return ()
+    f_curves = ("fastdyn.models.msfr.theory:_f_curves_kernel", F_CURVES_ARGS)
     if cfg.solver.integrator == "dopri5":
-        return ((f"{_KERNELS}:dopri5_kernel", DOPRI5_ARGS),)
-    return ((f"{_KERNELS}:lanes_kernel", LANES_ARGS),)
+        return ((f"{_KERNELS}:dopri5_kernel", DOPRI5_ARGS), f_curves)
+    return ((f"{_KERNELS}:lanes_kernel", LANES_ARGS), f_curves)
 
 
 #: ``fastdyn warmup``: runs that reach the integrators, closed forms and paths the presets do not
