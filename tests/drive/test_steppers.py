@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fastdyn.core import steppers as S
+from fastdyn.core import steppers as C
+from fastdyn.models.msfr import steps as S
 from fastdyn.models.msfr.ode import task_dir, task_dir_q1
 from tests.reference import msfr_ode_reference as ref
 
@@ -57,7 +58,7 @@ def _adaptive(rtol, t_end, y0):
         hh = t_end - t if clipped else h
         yn, kn, f, e = S.dopri5_step(_logistic, 0.0, y, k, hh)
         err = S.error_norm(e, y, yn, 0.0, rtol)
-        acc, hnew = S.dopri5_controller(err, hh, rej)
+        acc, hnew = C.dopri5_controller(err, hh, rej)
         if acc:
             t = t_end if clipped else t + hh
             y, k, rej = yn, kn, False
@@ -172,24 +173,24 @@ def test_dopri5_error_scales_with_rtol():
 def test_tableau_consistency():
     # row sums of A equal c; b sums to 1; E sums to 0 (both weight sets are consistent)
     rows = [
-        (S.DP_A21,),
-        (S.DP_A31, S.DP_A32),
-        (S.DP_A41, S.DP_A42, S.DP_A43),
-        (S.DP_A51, S.DP_A52, S.DP_A53, S.DP_A54),
-        (S.DP_A61, S.DP_A62, S.DP_A63, S.DP_A64, S.DP_A65),
+        (C.DP_A21,),
+        (C.DP_A31, C.DP_A32),
+        (C.DP_A41, C.DP_A42, C.DP_A43),
+        (C.DP_A51, C.DP_A52, C.DP_A53, C.DP_A54),
+        (C.DP_A61, C.DP_A62, C.DP_A63, C.DP_A64, C.DP_A65),
     ]
     for i, r in enumerate(rows, start=1):
-        assert abs(sum(r) - S.DP_C[i]) < 1e-15
-    assert abs(sum(S.DP_B) - 1.0) < 1e-15
-    assert abs(sum(S.DP_E)) < 1e-15
+        assert abs(sum(r) - C.DP_C[i]) < 1e-15
+    assert abs(sum(C.DP_B) - 1.0) < 1e-15
+    assert abs(sum(C.DP_E)) < 1e-15
 
 
 def test_controller():
-    acc, h = S.dopri5_controller(0.0, 1.0, False)
-    assert acc and h == S.MAX_FACTOR
-    acc, h = S.dopri5_controller(2.0, 1.0, False)
-    assert not acc and S.MIN_FACTOR <= h < 1.0
-    acc, h = S.dopri5_controller(1e-6, 1.0, True)
+    acc, h = C.dopri5_controller(0.0, 1.0, False)
+    assert acc and h == C.MAX_FACTOR
+    acc, h = C.dopri5_controller(2.0, 1.0, False)
+    assert not acc and C.MIN_FACTOR <= h < 1.0
+    acc, h = C.dopri5_controller(1e-6, 1.0, True)
     assert acc and h == 1.0  # no growth right after a rejection
-    acc, h = S.dopri5_controller(math.inf, 1.0, False)
-    assert not acc and h == S.MIN_FACTOR
+    acc, h = C.dopri5_controller(math.inf, 1.0, False)
+    assert not acc and h == C.MIN_FACTOR

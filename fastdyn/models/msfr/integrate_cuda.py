@@ -10,7 +10,7 @@ partials and ``f_track``. Two launches per call:
    step limit and divergence check), dopri5 as :func:`~.lanes_dopri5.dopri5_group` does per lane
    (its own adaptive steps, the same controller). The per-task rules
    (:mod:`fastdyn.models.msfr.task_rules`), the right-hand side, rate scale, loss terms, the steps
-   (``euler_step``, ``rk4_gain_step``, ``dopri5_step``) and the step-size control are compiled
+   (``euler_step``, ``rk4_gain_step``, ``dopri5_step`` of :mod:`fastdyn.models.msfr.steps`) and the step-size control are compiled
    for the device from the CPU's own Python source (:mod:`fastdyn.models.msfr.ode`,
    :mod:`fastdyn.core.steppers`; a step's right-hand side is passed to it as on the CPU). Each
    thread writes f at every output time to ``fbuf[j, i]`` (task index fastest: a warp's stores
@@ -39,15 +39,7 @@ import numpy as np
 from numba import cuda
 
 from ... import _cuda_memory as _mem
-from ...core.steppers import (
-    _rms,
-    dopri5_controller,
-    dopri5_step,
-    error_norm,
-    euler_step,
-    rk4_gain_step,
-    rk4_gain_weights,
-)
+from ...core.steppers import dopri5_controller
 from ...core.task_status import (
     STATUS_DIVERGED,
     STATUS_FROZEN,
@@ -59,6 +51,8 @@ from ...core.task_status import (
 from ...reduce import BLOCK
 from .integrate_kernels import STOP_POLL
 from .ode import task_dir, task_dir_q1, task_loss, task_rhs, task_rhs_q1
+from .steps import dopri5_step, error_norm, euler_step, rk4_gain_step, rk4_gain_weights
+from .steps import rms4 as _rms
 from .task_rules import (
     dopri5_start,
     fixed_start,
@@ -112,7 +106,7 @@ def _build():
 
     @cuda.jit(device=True)
     def step(is_gd, p, y, k1, f1, h):
-        """The CPU lanes' step: steppers.euler_step (gd) or steppers.rk4_gain_step (rk4, k1 the
+        """The CPU lanes' step: steps.euler_step (gd) or steps.rk4_gain_step (rk4, k1 the
         direction A and f1 its f), compiled from their source."""
         if is_gd:
             yn, kn, fn, _ = euler(rhs, p, y, k1, h)

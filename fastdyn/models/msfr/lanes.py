@@ -10,7 +10,7 @@ loops is one base pointer plus a compile-time constant offset, so LLVM proves th
 without runtime alias checks and vectorises the lane loop (with a 2-D array the row stride is a
 runtime value and the loop stays scalar). Rows: 0–3 state y, 4–7 its derivative k, 8 f, then
 parameters and per-lane bookkeeping. RK4 keeps the direction A of dy/dt = rate·(Λ − f)·A in rows
-4–7 instead of k (:func:`fastdyn.core.steppers.rk4_gain_step`) and its step's constants
+4–7 instead of k (:func:`fastdyn.models.msfr.steps.rk4_gain_step`) and its step's constants
 (rate·h/2, rate·h/2 · Λ) in the last two rows.
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 from numba import njit
 
 from ..._jit import SERIAL, prefer_wide_vectors
-from ...core.steppers import euler_step, rk4_gain_step, rk4_gain_weights
 from .ode import task_dir, task_dir_q1, task_rhs, task_rhs_q1
+from .steps import euler_step, rk4_gain_step, rk4_gain_weights
 from .task_rules import settles
 
 _INLINE = dict(SERIAL, inline="always")
@@ -132,7 +132,7 @@ def _lane_commit(W, l, sf, y, k, yn, kn, fn):
 
 @njit(**_INLINE)
 def _lane_load_gain(W, l):
-    """(p, y, A, f, w) of lane l for :func:`fastdyn.core.steppers.rk4_gain_step`."""
+    """(p, y, A, f, w) of lane l for :func:`fastdyn.models.msfr.steps.rk4_gain_step`."""
     p = (W[_OLAM + l], W[_OPSI + l], W[_OQ + l], W[_ORATE + l])
     y = (W[_OY0 + l], W[_OY1 + l], W[_OY2 + l], W[_OY3 + l])
     a = (W[_OK0 + l], W[_OK1 + l], W[_OK2 + l], W[_OK3 + l])

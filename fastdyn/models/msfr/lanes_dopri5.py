@@ -29,16 +29,12 @@ from numba import njit
 
 from ..._jit import SERIAL, prefer_wide_vectors
 from ...core import task_status
-from ...core.steppers import (
-    CONTROL_EXPONENT,
-    _rms,
-    dopri5_step,
-    error_norm_of_rms,
-    step_factor,
-)
+from ...core.steppers import CONTROL_EXPONENT, error_norm_of_rms, step_factor
 from .._fastexp import exp_nonpos_inline, log_pos_inline
 from .lanes import load_params
 from .ode import task_loss, task_rhs
+from .steps import dopri5_step
+from .steps import rms4 as _rms
 from .task_rules import dopri5_start, settle_threshold, settles
 
 _INLINE = dict(SERIAL, inline="always")

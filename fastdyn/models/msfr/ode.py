@@ -73,7 +73,7 @@ def task_rhs_q1(p, y):
 def task_dir(p, y):
     """``(A, f)`` of one task with dy/dt = rate·(Λ − f)·A: the direction A = (H w, H v) =
     (ψ u·w + q w_x, ψΛ u·w, ψ u·v + q v_x, ψΛ u·v) and f = vᵀHw, p = (Λ, ψ, q, rate). The factored
-    :func:`task_rhs` that RK4 steps with (:func:`fastdyn.core.steppers.rk4_gain_step`); ψΛ is
+    :func:`task_rhs` that RK4 steps with (:func:`fastdyn.models.msfr.steps.rk4_gain_step`); ψΛ is
     one product per step once the stages are inlined."""
     lam, psi, q, rate = p
     vx, vy, wx, wy = y

@@ -15,9 +15,9 @@ import numpy as np
 from numba import njit
 
 from ..._jit import SERIAL
-from ...core.steppers import _rms
 from ...core.task_status import STATUS_DIVERGED, STATUS_RUNNING, STATUS_SETTLED, STATUS_STEP_LIMIT
 from .ode import rate_scale
+from .steps import rms4 as _rms
 
 _INLINE = dict(SERIAL, inline="always")
 
