@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +110,8 @@ def resume_run(
     from ..h5.lock import WriterLock
 
     try:  # before reading anything: a second resume must not touch a file another one writes
-        lock = WriterLock(file).acquire()
-    except BlockingIOError as e:
-        raise UserError(f"--resume {e}") from None
+        with _refusals(file):
+            lock = WriterLock(file).acquire()
     except OSError as e:
         raise UserError(
             f"--resume {file}: cannot create its lock file beside it ({e.strerror}); the directory must be writable"
@@ -119,6 +120,25 @@ def resume_run(
         return _resume_locked(ctx, file, config_path, sets, force, threads, progress)
     finally:
         lock.release()
+
+
+@contextmanager
+def _refusals(file: Path, growing: list[str] | tuple[str, ...] = ()) -> Iterator[None]:
+    """A resume's foreseen refusals as one-line user errors: another writer holds the file's lock,
+    the grown time grid does not begin with the file's, the replay does not repeat the file."""
+    from ..drive.lifecycle import GridChanged
+    from ..drive.replay import ReplayMismatch
+
+    try:
+        yield
+    except BlockingIOError as e:
+        raise UserError(f"--resume {e}") from None
+    except GridChanged as e:
+        raise UserError(f"--resume {file}: {', '.join(growing)}: {e}") from None
+    except ReplayMismatch as e:
+        raise UserError(
+            f"--resume {file}: the replay does not repeat the file: {e}; the file is left as it was (made by another fastdyn version or machine, or changed since; a run made with --set output.keep_checkpoint=true grows without a replay)"
+        ) from None
 
 
 def _resume_locked(
@@ -133,8 +153,7 @@ def _resume_locked(
     from ..config import load_config
     from ..config.load import apply_sets, from_dict, to_dict
     from ..drive.checkpoint import StopSignals, exit_code
-    from ..drive.lifecycle import GridChanged
-    from ..drive.replay import ReplayMismatch, announcing, needs_replay
+    from ..drive.replay import announcing, needs_replay
     from ..drive.run import simulate, supports_resume
 
     status, model, stored, has_checkpoint = _stored(file)
@@ -198,23 +217,12 @@ def _resume_locked(
         click.echo(note, err=True)
     if threads is not None:
         set_threads(threads)
-    try:
-        say = (
-            (lambda line: click.echo(f"{file}: {line}", err=True)) if verbosity(ctx) >= 0 else None
-        )
-        with StopSignals(acknowledge=progress is not False), announcing(say):
-            outcome = simulate(
-                cfg, file, progress=progress, resume=True, compile_beside=True,
-                grow=bool(growing),
-            )  # fmt: skip
-    except BlockingIOError as e:
-        raise UserError(f"--resume {e}") from None
-    except GridChanged as e:
-        raise UserError(f"--resume {file}: {', '.join(growing)}: {e}") from None
-    except ReplayMismatch as e:
-        raise UserError(
-            f"--resume {file}: the replay does not repeat the file: {e}; the file is left as it was (made by another fastdyn version or machine, or changed since; a run made with --set output.keep_checkpoint=true grows without a replay)"
-        ) from None
+    say = (lambda line: click.echo(f"{file}: {line}", err=True)) if verbosity(ctx) >= 0 else None
+    with StopSignals(acknowledge=progress is not False), announcing(say), _refusals(file, growing):
+        outcome = simulate(
+            cfg, file, progress=progress, resume=True, compile_beside=True,
+            grow=bool(growing),
+        )  # fmt: skip
     if verbosity(ctx) >= 0:
         replayed = not has_checkpoint and not outcome.startswith("complete")
         if replayed and needs_replay(file):  # stopped before the file was opened
