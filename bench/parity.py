@@ -31,6 +31,8 @@ CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("msfr rk4 2e5 tasks", ("quickstart", "--set", "task.n_tasks=200000", "--set", "output.track=[1,10,100]", "--set", "solver.integrator='rk4'")),
     ("msfr gd 2e4 tasks", ("quickstart", "--set", "task.n_tasks=20000", "--set", "output.track=[1,10,100]", "--set", "solver.integrator='gd'", "--set", "solver.lr=0.01", "--set", "time.t_max=100")),
     ("msfr closed form 2e6 tasks", ("quickstart", "--set", "task.n_tasks=2000000", "--set", "output.track=[1,10,100]", "--set", "solver.integrator='none'")),
+    ("msfr rk4 generic 5e4 tasks", ("quickstart", "--set", "task.n_tasks=50000", "--set", "output.track=[1,10,100]", "--set", "solver.integrator='rk4'", "--set", "solver.fast_path=false")),
+    ("msfr dopri5 generic 5e4 tasks", ("quickstart", "--set", "task.n_tasks=50000", "--set", "output.track=[1,10,100]", "--set", "solver.fast_path=false")),
     ("msfr-h dopri5", ("msfr_h",)),
     ("icl fig1, 2001 epochs", ("icl_fig1", "--set", "schedule.epochs=2001")),
     ("msfr-attn quick", ("msfr_attn_quick",)),

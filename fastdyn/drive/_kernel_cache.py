@@ -33,9 +33,10 @@ from numba.core.caching import FunctionCache, IndexDataCacheFile
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
 
-def fingerprint(py_func: Any) -> str | None:
+def fingerprint(py_func: Any, reached: list[Any] | None = None) -> str | None:
     """A hash of what numba compiles into ``py_func`` (a plain Python function about to be
-    jitted) from outside its own file, or None when some part of it cannot be named stably."""
+    jitted) from outside its own file, or None when some part of it cannot be named stably
+    (``reached``, if given, receives the Python functions of the jitted code walked)."""
     h = hashlib.sha256()
     files: dict[str, bytes] = {}
     seen: set[int] = set()
@@ -46,7 +47,7 @@ def fingerprint(py_func: Any) -> str | None:
         if path not in files:
             with open(path, "rb") as f:
                 files[path] = hashlib.sha256(f.read()).digest()
-        h.update(f"{fn.__module__}.{fn.__qualname__}".encode())
+        h.update(f"{fn.__module__}.{_qualname(fn)}".encode())
         h.update(files[path])
 
     def value(x: Any, names: set[str], depth: int = 0) -> bool:
@@ -90,6 +91,8 @@ def fingerprint(py_func: Any) -> str | None:
         if id(fn) in seen:
             continue
         seen.add(id(fn))
+        if reached is not None:
+            reached.append(fn)
         try:
             code_of(fn)
         except (OSError, TypeError):
@@ -110,6 +113,27 @@ def fingerprint(py_func: Any) -> str | None:
             if not value(contents, names):
                 return None
     return h.hexdigest()
+
+
+def _qualname(fn: Any) -> str:
+    """``fn``'s qualified name before :func:`_name_apart` (the fingerprint hashes that one)."""
+    return getattr(fn, "_fastdyn_qualname", fn.__qualname__)
+
+
+def _name_apart(functions: list[Any], key: str) -> None:
+    """Append the fingerprint to the qualified name of every closure among ``functions``.
+
+    numba names a compiled function's symbol after its module, qualified name, argument types
+    and a number counted per process. The closures of one builder (``rk_step.<locals>.step``)
+    share module and qualified name across models, so two kernels compiled in different
+    processes and loaded from the cache into one could define one symbol with two bodies, and
+    the second model's kernel would call the first's (measured: a second plug-in's rk4 diverged
+    after a first one ran in the same process). With the fingerprint in the name, a symbol's
+    body is fixed by its name. Module-level functions are one body already."""
+    for fn in functions:
+        if "<locals>" in _qualname(fn):
+            fn._fastdyn_qualname = _qualname(fn)
+            fn.__qualname__ = f"{fn._fastdyn_qualname}[{key[:16]}]"
 
 
 class ModelKernelCache(FunctionCache):
@@ -138,8 +162,10 @@ def jit_cached(py_func: Any, sig: Any, **flags: Any) -> Any:
     dispatcher = njit(**flags)(py_func)
     if not hasattr(dispatcher, "compile"):  # NUMBA_DISABLE_JIT: the Python function itself
         return dispatcher
-    key = fingerprint(py_func)
+    reached: list[Any] = []
+    key = fingerprint(py_func, reached)
     if key is not None:
+        _name_apart(reached, key)
         try:
             dispatcher._cache = ModelKernelCache(py_func, key)
         except (RuntimeError, OSError):  # no cache directory for it: compiled in this process only

@@ -127,3 +127,71 @@ def test_no_fingerprint_for_a_value_without_a_stable_name():
         return arr[0] + y
 
     assert _kernel_cache.fingerprint(kernel2) is not None
+
+
+_FLOW = """
+from numba import njit
+
+
+@njit
+def rhs(p, y, dy):
+    dy[0] = {sign}p[0] * y[0]
+
+
+@njit
+def observe(p, y):
+    return y[0]
+
+
+@njit
+def loss(p, y):
+    return y[0] * y[0], 0.0
+"""
+
+_RK4 = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from fastdyn.drive import integrate_soa as soa
+    from fastdyn.reduce import block_partials
+
+    out = {}
+    for name in sys.argv[1:]:
+        m = __import__(name)
+        n, times = 8, np.array([0.5, 1.0])
+        y, f = np.ones((1, n)), np.zeros((n, 2))
+        pt, pr = block_partials(n, 2), block_partials(n, 2)
+        soa.advance_rk4(m.rhs, m.observe, m.loss, np.ones((1, n)), y, 0.0, times, 0.01,
+                        np.arange(n), pt, pr, f)
+        out[name] = f[0].tolist()
+    print(json.dumps(out))
+    """
+)
+
+
+def test_two_models_kernels_from_two_processes_load_into_one(tmp_path):
+    """Two models whose generic RK4 kernels were compiled in two processes (the same closures,
+    numbered alike by numba) run in one third process that loads both from the cache: each
+    computes its own flow (y' = −y and y' = +y, y(0) = 1; RK4 at h = 0.01 is within 1e-10 of
+    e^∓t). Before the kernels' closures were named by their fingerprint, the second model's
+    kernel ran the first model's step (one symbol, two bodies)."""
+    for name, sign in (("decay_model", "-"), ("growth_model", "")):
+        (tmp_path / f"{name}.py").write_text(_FLOW.format(sign=sign))
+    env = dict(
+        os.environ, NUMBA_NUM_THREADS="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+        PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]),
+    )  # fmt: skip
+    runs = []
+    for names in (["decay_model"], ["growth_model"], ["decay_model", "growth_model"]):
+        r = subprocess.run(
+            [sys.executable, "-c", _RK4, *names], cwd=ROOT, env=env, capture_output=True,
+            text=True, timeout=600,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    both = runs[2]
+    assert both["decay_model"] == runs[0]["decay_model"]
+    assert both["growth_model"] == runs[1]["growth_model"]
+    t = np.array([0.5, 1.0])
+    np.testing.assert_allclose(both["decay_model"], np.exp(-t), rtol=1e-10)
+    np.testing.assert_allclose(both["growth_model"], np.exp(t), rtol=1e-10)
