@@ -5,12 +5,13 @@ and initial-state tables by task range, and its closed form. This module owns th
 every ODE model gets the same machinery (and :mod:`fastdyn.drive.ode_run` the same
 :class:`~fastdyn.drive.ode_job.OdeJob` it runs for every ODE model):
 
-- the state array y (n_state × n_tasks), the per-task dopri5 step sizes and counters, and each
-  chunk's clock (the time of its last output row);
-- the integrator, from ``solver.integrator``: :func:`fastdyn.drive.integrate_soa.advance_rk4` or
-  :func:`~fastdyn.drive.integrate_soa.advance_dopri5`;
-- what a checkpoint holds (y; for dopri5 also h and the counters) and how it is restored, so
-  ``--resume`` and the split run are bit-identical to an uninterrupted run;
+- the state array y (n_state × n_tasks), each chunk's tables and clock (the time of its last
+  output row);
+- the integrator: the solver registered for ``solver.integrator``
+  (:data:`fastdyn.drive.solvers.SOLVERS`), which makes and advances its per-task state record
+  (dopri5's step sizes and counters, the fixed-step record), says what a checkpoint holds of it
+  and how it is restored (so ``--resume`` and the split run are bit-identical to an uninterrupted
+  run), and gives its attributes and messages;
 - the closed form's block partials (per-task terms added in task order within a block);
 - the divergence reference (the test loss at the start) and the integrator counts of the file.
 
@@ -28,14 +29,14 @@ from typing import Any
 import numpy as np
 from numba import types
 
-from ..config.schema import ConfigError
 from ..core.device import Device
-from ..core.soa_state import SoaState, soa_checkpoint
+from ..core.soa_state import SoaState
 from ..models._spec import FastPath, OdeMaths
 from ..reduce import BLOCK, add_block_sums, block_partials
 from . import integrate_soa
 from ._kernel_cache import jit_cached
 from .ode_job import OdeJob
+from .solvers import solver_of
 
 #: chunks' tables are cached when every chunk's parameters and initial state fit in this many bytes
 TABLE_CACHE_BYTES = 1 << 30
@@ -80,18 +81,6 @@ def _block_sums(terms: np.ndarray) -> np.ndarray:
     out = block_partials(*terms.shape)
     add_block_sums(terms, out)
     return out
-
-
-def _check(m: OdeMaths, integrator: str) -> None:
-    s = m.solver
-    if integrator == "rk4" and len(m.times):
-        n = float(m.times[-1]) / float(s.h)
-        if n > s.max_steps:
-            raise ConfigError(
-                f"solver.h: rk4 needs t_max / h = {n:.3g} steps per task, more than solver.max_steps = {s.max_steps}; raise h or max_steps, lower the last output time, or use solver.integrator = 'dopri5'"
-            )
-    if integrator != "none" and m.n_state < 1:
-        raise ConfigError(f"solver.integrator: the model has no state (n_state = {m.n_state})")
 
 
 def spans_of(m: OdeMaths) -> list[tuple[int, int]]:
@@ -153,29 +142,18 @@ def fast_job(m: OdeMaths, fp: FastPath) -> OdeJob:
 
 
 def generic_job(m: OdeMaths, device: Device = Device.CPU) -> OdeJob:
-    """The :class:`OdeJob` of the generic solver for the model ``m`` on ``device`` (CUDA: the
-    integrators' CUDA twins, :mod:`fastdyn.drive.integrate_soa_cuda`, built from the same source
-    and the model's own functions)."""
+    """The :class:`OdeJob` of the generic solver for the model ``m`` on ``device``: the solver
+    registered for ``solver.integrator`` (:data:`fastdyn.drive.solvers.SOLVERS`) with the
+    integrators of ``device`` (CUDA: their twins, :mod:`fastdyn.drive.integrate_soa_cuda`, built
+    from the same source and the model's own functions)."""
+    solver = solver_of(m)
+    solver.check(m)
     if device == Device.CUDA:
         from . import integrate_soa_cuda as integrators
     else:
         integrators = integrate_soa
-    integrator = str(m.solver.integrator)
-    s = m.solver
-    gd = integrator == "gd"
-    per_task = m.rate_scale is not None and hasattr(s, "steps_per_timescale")
-    settle = m.residual is not None and float(getattr(s, "settle_tol", 0.0)) > 0.0
-    fixed = gd or (integrator == "rk4" and (per_task or settle))
-    if not fixed:
-        _check(m, integrator)
-    if gd and m.steps is None:
-        raise ConfigError("solver.integrator: gd needs the model's output steps (OdeMaths.steps)")
-    sim = integrator != "none"
-    adaptive = integrator == "dopri5"
     n, ns = int(m.n_tasks), int(m.n_state)
     times = np.ascontiguousarray(m.times, dtype=np.float64)
-    spans = spans_of(m)
-    track = _track(m)
     cache: dict | None = {}
 
     def chunk(first: int, k: int) -> Chunk:
@@ -198,85 +176,21 @@ def generic_job(m: OdeMaths, device: Device = Device.CPU) -> OdeJob:
         y = np.zeros((ns, size))
         for ch in chunks:
             y[:, ch.first : ch.first + ch.n] = ch.y0
-        rec = integrators.fixed_record(size) if fixed else None
-        return SoaState.start(y, adaptive, rec, settle=adaptive and settle)
-
-    def advance(ch: Chunk, state: SoaState, tt, steps, loc, pt, pr, ft) -> None:
-        a, b = ch.first, ch.first + ch.n
-        y = state.y[:, a:b]
-        t0 = state.t_at.get(ch.first, 0.0)
-        if fixed:
-            rec = state.fixed[:, a:b]
-            marks = np.asarray(steps, dtype=np.float64) if gd else tt
-            mark0 = float(state.k_at.get(ch.first, 0)) if gd else t0
-            integrators.advance_fixed(
-                m.rhs, m.observe, m.loss, ch.params, y, rec, mark0, marks, loc, pt, pr, ft,
-                rate=m.rate_scale if per_task and not gd else None,
-                residual=m.residual if settle else None, gd=gd,
-                steps_per_timescale=float(getattr(s, "steps_per_timescale", 0.0)),
-                h=float(getattr(s, "h", 0.0)) if not per_task else 0.0,
-                eta=float(s.lr) if gd else 0.0, settle_tol=float(getattr(s, "settle_tol", 0.0)),
-                max_steps=int(s.max_steps),
-            )  # fmt: skip
-            if gd:
-                state.k_at[ch.first] = int(steps[-1])
-        elif adaptive:
-            extra = {}
-            if settle:  # the settling rule (a model's residual, solver.settle_tol)
-                extra = {
-                    "residual": m.residual, "rprev": state.rprev[a:b],
-                    "settle_tol": float(s.settle_tol),
-                }  # fmt: skip
-            integrators.advance_dopri5(
-                m.rhs, m.observe, m.loss, ch.params, y, state.h[a:b], state.counts[:, a:b], t0, tt,
-                float(s.rtol), float(s.atol), int(s.max_steps), loc, pt, pr, ft, **extra,
-            )  # fmt: skip
-        else:
-            integrators.advance_rk4(
-                m.rhs, m.observe, m.loss, ch.params, y, t0, tt, float(s.h), loc, pt, pr, ft
-            )
-        state.t_at[ch.first] = float(tt[-1])
+        return solver.start(m, y, integrators)
 
     def restore(state: SoaState, ck: dict, chunks: Any, rows: int, last_step: int) -> None:
-        state.restore(ck, chunks.spans, times, rows, last_step if gd else None)
+        solver.restore(state, ck, chunks.spans, times, rows, last_step)
 
-    def failure(counts: dict[str, int]) -> str | None:
-        bad = counts.get("step_limit", 0) + counts.get("diverged", 0)
-        if bad:
-            return (
-                f"{bad} tasks did not finish (step limit {counts.get('step_limit', 0)}, diverged {counts.get('diverged', 0)}): "
-                f"raise solver.max_steps ({m.solver.max_steps}), or lower the step"
-            )
-        if counts.get("failed", 0):
-            return (
-                f"{counts['failed']} tasks did not finish (dopri5 used up solver.max_steps = {m.solver.max_steps} "
-                "accepted steps, or its step fell below the resolution of t): raise solver.max_steps or loosen solver.rtol"
-            )
-        return None
-
-    def cause(_chunks: Any) -> str:
-        if m.cause is not None:
-            return m.cause()
-        if adaptive:
-            return "dopri5 did not control the error; lower solver.rtol or solver.atol"
-        return f"the rk4 step h = {m.solver.h:g} is too large for the fastest task; lower solver.h or use solver.integrator = 'dopri5'"
-
-    attrs = dict(m.extra_attrs)
-    if fixed:
-        pass  # per-task steps: the config's keys say what they were
-    elif integrator == "rk4":
-        attrs["rk4_h"] = float(m.solver.h)
-    elif adaptive:
-        attrs |= {"dopri5_rtol": float(m.solver.rtol), "dopri5_atol": float(m.solver.atol)}
     return OdeJob(
-        n_tasks=n, spans=spans, chunk=chunk, times=times, steps=m.steps if gd else None,
-        track=track, tail=m.tail,
-        simulate=sim, advance=advance, new_state=new_state, save_state=SoaState.arrays,
-        restore=restore, summary=SoaState.summary, failure=failure,
+        n_tasks=n, spans=spans_of(m), chunk=chunk, times=times, steps=solver.output_steps(m),
+        track=_track(m), tail=m.tail,
+        simulate=solver.simulate, advance=solver.stepper(m, integrators), new_state=new_state,
+        save_state=SoaState.arrays, restore=restore, summary=SoaState.summary,
+        failure=lambda counts: solver.failure(m, counts),
         zero_loss=lambda ch: float(_test_loss_sum(m.loss, ch.params, ch.y0)),
-        cause=cause, checkpoint=soa_checkpoint(ns, n if sim else 0, adaptive, fixed, settle),
-        theory=_theory(m, lambda ch: ch.params),
-        static=dict(m.static), extra_attrs=attrs,
+        cause=lambda _chunks: m.cause() if m.cause is not None else solver.cause(m),
+        checkpoint=solver.checkpoint(m), theory=_theory(m, lambda ch: ch.params),
+        static=dict(m.static), extra_attrs=dict(m.extra_attrs) | solver.attrs(m),
         times_per_segment=int(m.output.times_per_segment),
         checkpoint_every=m.output.checkpoint_every,
         integrator=str(m.solver.integrator), descriptions=dict(m.descriptions),
