@@ -75,6 +75,8 @@ class Solver:
     fixed: bool = False
     #: per-task step sizes and counters (dopri5)
     adaptive: bool = False
+    #: marks are step indices (gd), not times; a checkpoint restores the step too
+    discrete: bool = False
 
     def for_maths(self, m: OdeMaths) -> Solver:
         """The solver that runs ``m`` (a variant of this one where the model's options ask)."""
@@ -111,8 +113,9 @@ class Solver:
         rows: int,
         last_step: int,
     ) -> None:
-        """Put a checkpoint written after ``rows`` output rows back (ValueError if it does not fit)."""
-        state.restore(ck, spans, times, rows, None)
+        """Put a checkpoint written after ``rows`` output rows (and ``last_step`` steps, for a
+        discrete method) back (ValueError if it does not fit)."""
+        state.restore(ck, spans, times, rows, last_step if self.discrete else None)
 
     def attrs(self, m: OdeMaths) -> dict[str, Any]:
         """Root attributes that say how the output was integrated (beside the config's keys)."""
@@ -174,8 +177,6 @@ class FixedSteps(Solver):
     output times. The record (step, steps taken, |r|, status) is checkpointed as ``solver``."""
 
     name, tableau, fixed = "rk4", METHODS["rk4"], True
-    #: marks are step indices (gd), not times
-    discrete = False
 
     def start(self, m: OdeMaths, y: np.ndarray, integrators: Any) -> SoaState:
         return SoaState.start(y, False, integrators.fixed_record(y.shape[1]))
@@ -251,17 +252,6 @@ class GradientDescent(FixedSteps):
             state.t_at[a] = float(tt[-1])
 
         return advance
-
-    def restore(
-        self,
-        state: SoaState,
-        ck: Mapping[str, np.ndarray],
-        spans: Iterable[tuple[int, int]],
-        times: np.ndarray,
-        rows: int,
-        last_step: int,
-    ) -> None:
-        state.restore(ck, spans, times, rows, last_step)
 
     def cause(self, m: OdeMaths) -> str:
         return f"the gd learning rate solver.lr = {m.solver.lr:g} is too large for the fastest task; lower solver.lr"
