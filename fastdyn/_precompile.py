@@ -10,6 +10,16 @@ a later process whose call passes those types loads it from there (numba keys a 
 the tuple of argument types, so a signature with a return type, or other argument types, is a
 different entry and the call compiles again).
 
+A kernel built per model (a closure over the model's own ``@njit`` functions, as the generic
+integrators of :mod:`fastdyn.drive.integrate_soa`) has no name of its own: its builder (a
+module-level :class:`fastdyn.drive._kernel_cache.KernelBuilder`) names it with the dotted names of
+its arguments, ``"package.module:builder[pkg.mod:f,pkg.mod:g,None,True]"`` (each argument a
+module-level function or dispatcher, or None, True, False), and its one signature. Such a name is
+rebuilt here through the same builder from the same functions, so numba's cache holds the entry
+(under the same fingerprint) that the run's call loads. The ODE driver declares the generic
+solver's kernel so, from the model's maths (:func:`fastdyn.drive.ode_maths.precompile`); a model
+whose functions are not module-level has no such name, and nothing is declared for it.
+
 ``python -m fastdyn._precompile KERNEL SIGNATURE [KERNEL SIGNATURE …]`` does it in a process of
 its own (``fastdyn simulate`` on a cold cache, ``fastdyn warmup``); it exits 0 when every pair
 compiled, 2 with one line per failed pair on stderr otherwise. Importing ``fastdyn`` first points
@@ -23,16 +33,45 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+_LITERALS = {"None": None, "True": True, "False": False}
 
-def kernel(name: str) -> Any:
-    """The dispatcher ``"package.module:attribute"`` names (ValueError saying what is wrong)."""
+
+def _resolve(name: str, what: str) -> Any:
+    """The object ``"package.module:attribute"`` names (ValueError saying what is wrong)."""
     module, sep, attr = name.partition(":")
     if not sep or not module or not attr:
-        raise ValueError(f"kernel {name!r}: expected 'package.module:name'")
+        raise ValueError(f"{what} {name!r}: expected 'package.module:name'")
     try:
-        obj = getattr(importlib.import_module(module), attr)
+        return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
-        raise ValueError(f"kernel {name!r}: not found ({e})") from None
+        raise ValueError(f"{what} {name!r}: not found ({e})") from None
+
+
+def built(name: str) -> tuple[Any, tuple[Any, ...]] | None:
+    """(builder, arguments) of a built kernel's name ``"package.module:builder[arg, …]"``
+    (module docstring), None for a plain dispatcher's name (ValueError for a bad one)."""
+    head, sep, rest = name.partition("[")
+    if not sep:
+        return None
+    if not rest.endswith("]"):
+        raise ValueError(f"kernel {name!r}: expected 'package.module:builder[arg, …]'")
+    builder = _resolve(head, "kernel")
+    if not all(hasattr(builder, a) for a in ("cached", "signature", "name_for")):
+        raise ValueError(f"kernel {name!r}: {head} is not a kernel builder")
+    parts = [a.strip() for a in rest[:-1].split(",")] if rest[:-1].strip() else []
+    args = tuple(_LITERALS[a] if a in _LITERALS else _resolve(a, "argument") for a in parts)
+    return builder, args
+
+
+def kernel(name: str) -> Any:
+    """The dispatcher ``name`` names: ``"package.module:attribute"``, or a built kernel
+    ``"package.module:builder[arg, …]"`` (built here: compiled, or loaded from numba's cache);
+    ValueError saying what is wrong."""
+    got = built(name)
+    if got is not None:
+        builder, args = got
+        return builder(*args)
+    obj = _resolve(name, "kernel")
     if not (hasattr(obj, "compile") and hasattr(obj, "py_func")):
         raise ValueError(f"kernel {name!r}: not a numba @njit dispatcher")
     return obj
@@ -42,6 +81,24 @@ def name_of(dispatcher: Any) -> str:
     """The dotted name (``"package.module:name"``) of a module-level dispatcher."""
     fn = dispatcher.py_func
     return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def signature_text(types: Sequence[Any]) -> str:
+    """numba's text of the argument types ``types``, ``"(float64[:, ::1], int64)"``: the inverse
+    of :func:`argument_types` for arrays (any layout, C or F) and scalars."""
+    from numba.core import types as nt
+
+    def one(t: Any) -> str:
+        if isinstance(t, nt.Array):
+            dims = [":"] * t.ndim
+            if t.layout == "C":
+                dims[-1] = "::1"
+            elif t.layout == "F":
+                dims[0] = "::1"
+            return f"{t.dtype}[{', '.join(dims)}]"
+        return "boolean" if t == nt.boolean else str(t)
+
+    return "(" + ", ".join(one(t) for t in types) + ("," if len(types) == 1 else "") + ")"
 
 
 def argument_types(signature: str) -> tuple[Any, ...]:
@@ -80,6 +137,12 @@ def pending(pairs: Iterable[tuple[Any, str]]) -> list[tuple[str, str]]:
     signature) that numba's cache does not hold yet, each once, in the order given."""
     out: list[tuple[str, str]] = []
     for k, sig in pairs:
+        got = built(k) if isinstance(k, str) else None
+        if got is not None:  # checked without building it
+            _check_built(k, got[0], sig)
+            if (k, sig) not in out and not got[0].cached(*got[1]):
+                out.append((k, sig))
+            continue
         d = kernel(k) if isinstance(k, str) else k
         pair = (name_of(d), sig)
         if pair not in out and not is_cached(d, argument_types(sig)):
@@ -87,9 +150,20 @@ def pending(pairs: Iterable[tuple[Any, str]]) -> list[tuple[str, str]]:
     return out
 
 
+def _check_built(name: str, builder: Any, signature: str) -> None:
+    """ValueError unless ``signature`` is the one the built kernel ``name`` is compiled for."""
+    if argument_types(signature) != argument_types(builder.signature):
+        raise ValueError(f"kernel {name!r}: built for {builder.signature}, not for {signature}")
+
+
 def compile_pair(name: str, signature: str) -> Any:
     """Compile kernel ``name`` for the argument types ``signature`` (loaded from numba's cache
-    where it holds them, else compiled and written there); returns the dispatcher."""
+    where it holds them, else compiled and written there); returns the dispatcher. A built
+    kernel is built for its one signature, which must be ``signature``."""
+    got = built(name)
+    if got is not None:
+        _check_built(name, got[0], signature)
+        return kernel(name)
     d = kernel(name)
     d.compile(argument_types(signature))
     return d

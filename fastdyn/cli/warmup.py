@@ -12,13 +12,13 @@ so a new preset is warmed without a change here. The runs go through the ``simul
 itself (the same code a user's run goes through), into a temporary folder, in a child process
 started with ``NUMBA_CACHE_DIR=D`` (numba reads it when it is imported).
 
-The kernels the models name with their argument types (each run's ``warmup.precompile``: e.g.
-an integrator reached after a closed form) are compiled from those declarations in a second
-process (:mod:`fastdyn._precompile`) beside the run that reaches them, while that run compiles
-the rest, as a first ``fastdyn simulate`` does (:mod:`fastdyn.drive.compile_beside`). The small
-runs remain for every other kernel: the closed forms, the trained models' kernels and the generic
-integrators compiled for each model's maths (closures, cached under a fingerprint of that maths)
-are reached with argument types that depend on the config and are not declared by signature.
+The kernels declared with their argument types for each run (its model's ``warmup.precompile``:
+e.g. an integrator reached after a closed form, a trained model's fused steps; for an ODE model
+on the generic solver, the integrator built from its maths, which the driver declares itself)
+are compiled from those declarations in a second process (:mod:`fastdyn._precompile`) beside the
+run that reaches them, while that run compiles the rest, as a first ``fastdyn simulate`` does
+(:mod:`fastdyn.drive.compile_beside`); ``--list`` prints them. The small runs remain for every
+other kernel (the closed forms, set-ups and first steps).
 """
 
 from __future__ import annotations
@@ -79,17 +79,24 @@ def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]
 
 
 def declared(name: str, sets: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The (kernel, signature) pairs the model of a planned run (``name``, ``sets``: a preset and
-    its overrides) declares for that run's config (``warmup.precompile``)."""
+    """The (kernel, signature) pairs declared for a planned run (``name``, ``sets``: a preset and
+    its overrides): those its model declares for that config (``warmup.precompile``), else, for
+    an ODE model, the generic solver's kernel that the driver derives from the model's maths (its
+    ``setup`` is called for them: :func:`fastdyn.drive.ode_maths.precompile`)."""
     from .._precompile import name_of
     from ..config import load_config, presets
+    from ..core.device import Device
     from ..models.registry import get_model
 
     cfg = load_config(presets.resolve(name) if name else None, list(sets))
-    hook = get_model(cfg.model).warmup.precompile
-    return [
-        (k if isinstance(k, str) else name_of(k), sig) for k, sig in (hook(cfg) if hook else ())
-    ]
+    entry = get_model(cfg.model)
+    hook = entry.warmup.precompile
+    pairs = [(k if isinstance(k, str) else name_of(k), s) for k, s in (hook(cfg) if hook else ())]
+    if not pairs and entry.kind == "ode":
+        from ..drive.ode_maths import precompile
+
+        pairs = list(precompile(entry.setup(cfg, Device.CPU)))
+    return pairs
 
 
 def precompiles(runs: list[tuple[str, str, tuple[str, ...]]]) -> list[tuple[str, str]]:

@@ -173,3 +173,78 @@ def jit_cached(py_func: Any, sig: Any, **flags: Any) -> Any:
     dispatcher.compile(sig)
     dispatcher.disable_compile()
     return dispatcher
+
+
+def dotted(x: Any) -> str | None:
+    """``"package.module:name"`` of a module-level function or ``@njit`` dispatcher (the object
+    that name imports), the text of None, True or False, else None (no stable name)."""
+    import importlib
+
+    if x is None or isinstance(x, bool):
+        return repr(x)
+    fn = getattr(x, "py_func", x)
+    module, qual = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or not qual or "<" in qual or "." in qual:
+        return None
+    try:
+        found = getattr(importlib.import_module(module), qual)
+    except (ImportError, AttributeError):
+        return None
+    return f"{module}:{qual}" if found is x else None
+
+
+class KernelBuilder:
+    """A kernel built per model: ``source(*args)`` is the plain Python function (a closure over
+    the model's ``@njit`` functions ``args``) that :func:`jit_cached` compiles for its one
+    signature ``sig`` and keeps in numba's cache under its fingerprint, once per process and
+    ``args`` (``memo[(kind, *args)]``, ``kind`` the part of ``name`` after the colon).
+
+    ``name`` is its own dotted name (``"package.module:attribute"``, the attribute this object
+    is bound to); :meth:`name_for` names the kernel built for ``args``,
+    ``"package.module:attribute[pkg.mod:f,…,None,True]"``, so that :mod:`fastdyn._precompile`
+    rebuilds it in another process through this builder: the same fingerprint, so the cache
+    entry that a run loads.
+    """
+
+    def __init__(self, name: str, source: Any, sig: Any, memo: dict, **flags: Any) -> None:
+        self.name, self.source, self.sig, self.memo, self.flags = name, source, sig, memo, flags
+        self.kind = name.partition(":")[2]
+
+    def __call__(self, *args: Any) -> Any:
+        """The kernel for ``args``: built (compiled, or loaded from numba's cache) at the first
+        call of this process."""
+        key = (self.kind, *args)
+        if key not in self.memo:
+            self.memo[key] = jit_cached(self.source(*args), self.sig, **self.flags)
+        return self.memo[key]
+
+    @property
+    def signature(self) -> str:
+        """numba's text of the argument types the kernel is compiled for."""
+        from .._precompile import signature_text
+
+        return signature_text(self.sig.args)
+
+    def name_for(self, *args: Any) -> str | None:
+        """The dotted name of the kernel for ``args`` (None when one has no stable name)."""
+        names = [dotted(a) for a in args]
+        return None if None in names else f"{self.name}[{','.join(names)}]"
+
+    def cached(self, *args: Any) -> bool:
+        """Whether the kernel for ``args`` is built in this process or held in numba's cache for
+        this host (read without compiling); True where that cannot be told or it cannot be
+        cached (no fingerprint, no cache directory), so that nothing is started on its account."""
+        if (self.kind, *args) in self.memo:
+            return True
+        try:
+            from numba.core.registry import cpu_target
+
+            py_func = self.source(*args)
+            key = fingerprint(py_func)
+            if key is None:
+                return True
+            host = cpu_target.target_context.codegen().magic_tuple()
+            index = ModelKernelCache(py_func, key)._cache_file._load_index()
+        except Exception:  # noqa: BLE001 — an optimisation's check only
+            return True
+        return any(k[0] == self.sig and k[1] == host for k in index)

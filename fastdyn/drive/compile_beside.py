@@ -4,11 +4,18 @@ numba compiles one kernel at a time per process (its compiler lock), and a first
 of its time compiling: the quickstart preset compiles its closed form (≈ 12 s), then its integrator
 (≈ 7 s), while the second core idles. A model names the kernels a run reaches last, with the
 argument types the run passes them (``ModelEntry.warmup.precompile(cfg)``: (kernel, signature)
-pairs, :mod:`fastdyn._precompile`). :func:`start` compiles those not in numba's cache yet in a
-second process (``python -m fastdyn._precompile``), which writes them to the cache, while this
-process compiles the rest; the driver calls :meth:`Beside.wait` before its first integration step,
-and this process then loads the kernels from the cache. The same compiled code either way, so the
-results are the same bits; the second process runs no model and writes no file of its own.
+pairs, :mod:`fastdyn._precompile`); the ODE driver derives them itself for a model on the generic
+solver, whose integrator is built from the model's functions (``OdeJob.precompile``,
+:func:`fastdyn.drive.ode_maths.precompile`). :func:`start` (the model's pairs, before its set-up)
+or :func:`start_pairs` (the driver's, once it has them) compiles those not in numba's cache yet in
+a second process (``python -m fastdyn._precompile``), which writes them to the cache, while this
+process compiles the rest; the driver calls :meth:`Beside.wait` before the kernels are reached
+(the ODE driver before its first integration step, after the closed form; the trained-model
+driver before the first optimiser update, after the first step's loss, gradient and save), and
+this process then loads them from the cache. A declared kernel reached before that (a trained
+model's first step after a long set-up) is loaded where the second process has written it by
+then, else compiled here too. The same compiled code either way, so the results are the same
+bits; the second process runs no model and writes no file of its own.
 
 Only on the CPU, with at least two cores available to the process and the JIT on; never inside
 the second process itself; ``FASTDYN_COMPILE_BESIDE=0`` turns it off. If the second process fails
@@ -83,19 +90,36 @@ def launch(pairs: list[tuple[str, str]]) -> Beside | None:
 
 
 def start(entry: Any, cfg: Any, device: Device) -> Beside | None:
-    """Start the second process for a run of ``cfg`` on ``device`` where it helps (module
-    docstring), else None."""
-    import numba
-
+    """Start the second process for a run of ``cfg`` on ``device`` on the kernels its model
+    declares, where it helps (module docstring), else None."""
     hook = entry.warmup.precompile
-    if hook is None or device is not Device.CPU or os.environ.get(ENV) == "0":
+    if hook is None or not _helps(device):
         return None
-    if numba.config.DISABLE_JIT or _cores() < 2:
+    try:  # an optimisation only: whatever fails here, the run compiles the kernels itself
+        pairs = hook(cfg)
+    except (ImportError, ValueError):
+        return None
+    return start_pairs(pairs, device)
+
+
+def start_pairs(pairs: Any, device: Device) -> Beside | None:
+    """Start the second process on the (kernel, signature) ``pairs`` not in numba's cache yet,
+    where it helps (module docstring), else None."""
+    if not pairs or not _helps(device):
         return None
     from .._precompile import pending
 
-    try:  # an optimisation only: whatever fails here, the run compiles the kernels itself
-        pairs = pending(hook(cfg))
+    try:
+        todo = pending(pairs)
     except (ImportError, ValueError):
         return None
-    return launch(pairs) if pairs else None
+    return launch(todo) if todo else None
+
+
+def _helps(device: Device) -> bool:
+    """On the CPU, with the JIT on, two cores and the second process not turned off."""
+    import numba
+
+    if device is not Device.CPU or os.environ.get(ENV) == "0":
+        return False
+    return not numba.config.DISABLE_JIT and _cores() >= 2

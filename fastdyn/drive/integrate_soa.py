@@ -39,7 +39,7 @@ from numba import njit, prange, types
 from ..core import stop_flag
 from ..reduce import BLOCK
 from . import soa_tasks
-from ._kernel_cache import jit_cached
+from ._kernel_cache import KernelBuilder
 
 _FLAGS = {"cache": False, "nogil": True, "error_model": "numpy"}
 _njit = njit(**_FLAGS)
@@ -85,11 +85,8 @@ def _add_terms(test_part, train_part, b, te, tr):
         train_part[b, j] += tr[j]
 
 
-def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
-    """The parallel CPU kernel of RK4 for one model (compiled here, once per process and model)."""
-    key = ("rk4", rhs, observe, loss)
-    if key in _KERNELS:
-        return _KERNELS[key]
+def _rk4_source(rhs: Any, observe: Any, loss: Any) -> Any:
+    """The parallel CPU kernel of RK4 for one model, as the Python function :data:`rk4` jits."""
     task = soa_tasks.rk4_task(rhs, observe, loss, _njit)
 
     def kernel(params, y, t0, times, h, tpos, test_part, train_part, f_track, stop):
@@ -109,16 +106,17 @@ def _rk4_kernel_for(rhs: Any, observe: Any, loss: Any) -> Any:
                 for r in range(ns):
                     y[r, i] = yy[r]
 
-    _KERNELS[key] = kernel = jit_cached(kernel, _RK4_SIG, parallel=True, **_FLAGS)
     return kernel
 
 
-def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any, residual: Any = None) -> Any:
-    """The parallel CPU kernel of dopri5 for one model (compiled here, once per process and model;
-    ``residual``: with the settling rule)."""
-    key = ("dopri5", rhs, observe, loss, residual)
-    if key in _KERNELS:
-        return _KERNELS[key]
+#: ``rk4(rhs, observe, loss)``: the kernel of :func:`advance_rk4` for one model (compiled once per
+#: process and model, kept in numba's cache under the model's fingerprint)
+rk4 = KernelBuilder(f"{__name__}:rk4", _rk4_source, _RK4_SIG, _KERNELS, parallel=True, **_FLAGS)
+
+
+def _dopri5_source(rhs: Any, observe: Any, loss: Any, residual: Any) -> Any:
+    """The parallel CPU kernel of dopri5 for one model (``residual``: with the settling rule), as
+    the Python function :data:`dopri5` jits."""
     task = soa_tasks.dopri5_task(rhs, observe, loss, _njit, residual)
 
     def kernel(
@@ -155,8 +153,14 @@ def _dopri5_kernel_for(rhs: Any, observe: Any, loss: Any, residual: Any = None) 
                 counts[COUNT_FAILED, i] = failed
                 rprev[i] = rp
 
-    _KERNELS[key] = kernel = jit_cached(kernel, _DOPRI5_SIG, parallel=True, **_FLAGS)
     return kernel
+
+
+#: ``dopri5(rhs, observe, loss, residual)``: the kernel of :func:`advance_dopri5` for one model
+#: (``residual`` None: without the settling rule)
+dopri5 = KernelBuilder(
+    f"{__name__}:dopri5", _dopri5_source, _DOPRI5_SIG, _KERNELS, parallel=True, **_FLAGS
+)
 
 
 def advance_rk4(
@@ -174,7 +178,7 @@ def advance_rk4(
     n = y.shape[1]
     tpos = np.full(n, -1, dtype=np.int64)
     tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
-    _rk4_kernel_for(rhs, observe, loss)(
+    rk4(rhs, observe, loss)(
         params,
         y,
         float(t0),
@@ -253,7 +257,7 @@ def advance_dopri5(
     if rprev is None:
         rprev = np.full(n, np.inf)  # (read only by the settling rule)
     stop_flag.clear_halt()
-    _dopri5_kernel_for(rhs, observe, loss, residual)(
+    dopri5(rhs, observe, loss, residual)(
         params, y, h, counts, rprev, float(t0), times, float(rtol), float(atol),
         np.int64(max_steps), float(settle_tol), tpos, test_partials, train_partials, f_track,
         stop_flag.FLAG,
@@ -263,12 +267,9 @@ def advance_dopri5(
 # ---- fixed steps with options: per-task step sizes, gd, settling ------------------------------------
 
 
-def _fixed_kernel_for(rhs: Any, observe: Any, loss: Any, rate: Any, residual: Any, gd: bool) -> Any:
+def _fixed_source(rhs: Any, observe: Any, loss: Any, rate: Any, residual: Any, gd: bool) -> Any:
     """The parallel CPU kernel of :func:`fastdyn.drive.soa_tasks.fixed_task` for one model and
-    set of options (compiled here, once per process, and kept in numba's cache)."""
-    key = ("fixed", rhs, observe, loss, rate, residual, bool(gd))
-    if key in _KERNELS:
-        return _KERNELS[key]
+    set of options, as the Python function :data:`fixed` jits."""
     task = soa_tasks.fixed_task(rhs, observe, loss, rate, residual, bool(gd), _njit)
     NR = soa_tasks.FIXED_ROWS
 
@@ -301,8 +302,14 @@ def _fixed_kernel_for(rhs: Any, observe: Any, loss: Any, rate: Any, residual: An
                 for r in range(NR):
                     rec[r, i] = st[r]
 
-    _KERNELS[key] = kernel = jit_cached(kernel, _FIXED_SIG, parallel=True, **_FLAGS)
     return kernel
+
+
+#: ``fixed(rhs, observe, loss, rate, residual, gd)``: the kernel of :func:`advance_fixed` for one
+#: model and set of options (``rate``, ``residual`` None where not used; ``gd`` a bool)
+fixed = KernelBuilder(
+    f"{__name__}:fixed", _fixed_source, _FIXED_SIG, _KERNELS, parallel=True, **_FLAGS
+)
 
 
 def fixed_record(n: int) -> np.ndarray:
@@ -339,7 +346,7 @@ def advance_fixed(
         )
     tpos = np.full(n, -1, dtype=np.int64)
     tpos[np.asarray(local_track, dtype=np.int64)] = np.arange(len(local_track))
-    _fixed_kernel_for(rhs, observe, loss, rate, residual, gd)(
+    fixed(rhs, observe, loss, rate, residual, bool(gd))(
         params, y, rec, float(mark0), marks, float(steps_per_timescale), float(h), float(eta),
         float(settle_tol), np.int64(max_steps), tpos, test_partials, train_partials, f_track,
         stop_flag.FLAG,

@@ -44,7 +44,8 @@ class RunRequest:
     process compiling the kernels the run reaches last
     (:class:`~fastdyn.drive.compile_beside.Beside`, waited for before they are called), or None;
     ``grown``: a resume whose config adds steps or output times after the file's (the caller
-    checked that nothing else differs)."""
+    checked that nothing else differs); ``compile_beside``: the driver may start that process
+    itself on the kernels it derives (``beside`` None: the model declared none)."""
 
     entry: Any
     cfg: Any
@@ -54,6 +55,7 @@ class RunRequest:
     device: Any = "cpu"
     beside: Any = None
     grown: bool = False
+    compile_beside: bool = False
 
 
 class GridChanged(ValueError):

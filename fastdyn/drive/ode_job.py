@@ -72,3 +72,6 @@ class OdeJob:
     integrator: str = ""
     #: dataset → (units, long_name) beyond the file format's defaults (e.g. the model's statics)
     descriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the kernels the run reaches last (its integrator), as (kernel, signature) pairs that a
+    #: first run compiles in a second process (:mod:`fastdyn.drive.compile_beside`)
+    precompile: tuple[tuple[str, str], ...] = ()

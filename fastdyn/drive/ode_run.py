@@ -202,10 +202,28 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
     alone, but its kernel's last bit depends on the length of the grid it evaluates (a closed form of 41
     against 49 log-spaced times: 3 rows differ by ≤ 1.6e-16 relative), so only recomputing it on
     the grown grid gives the rows of a run made on that grid at once.
-    ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`."""
+    ``stop`` (the signal handlers) is supplied by :func:`fastdyn.drive.checkpoint.with_stop_signals`.
+
+    With ``request.compile_beside`` and no second process of the model's (``request.beside``),
+    the generic solver's kernel (``job.precompile``) is compiled in one started here
+    (:mod:`fastdyn.drive.compile_beside`), once the model's maths are set up."""
     t_wall = _time.time()
-    output = request.output
     job: OdeJob = ode_job(request.entry, request.cfg, request.device)
+    beside = request.beside
+    if beside is None and request.compile_beside:
+        from .compile_beside import start_pairs
+
+        beside = start_pairs(job.precompile, request.device)
+    try:
+        return _run(stop, request, job, beside, t_wall)
+    finally:
+        if beside is not None and beside is not request.beside:
+            beside.close()
+
+
+def _run(stop: StopSignals, request: RunRequest, job: OdeJob, beside: Any, t_wall: float) -> str:
+    """:func:`run_ode` once its job is set up (``beside``: the second process, or None)."""
+    output = request.output
     times, steps = job.times, job.steps
     chunks = Chunks(job)
     series, static = layout(job)
@@ -262,9 +280,9 @@ def run_ode(stop: StopSignals, request: RunRequest) -> str:
                 "theory/loss/test": th_all["test"][:a0], "theory/loss/train": th_all["train"][:a0],
                 "theory/tasks/f": th_all["f"][:a0],
             })  # fmt: skip
-        if job.simulate and request.beside is not None:  # its kernels, compiled in a second process
+        if job.simulate and beside is not None:  # its kernels, compiled in a second process
             bar.phase("compiling the integrator (second process)", 0, 1)
-            request.beside.wait(stop)
+            beside.wait(stop)
             bar.phase(None)
             if stop.requested:  # before the integrator compiles here
                 raise Ended(stop.status(f"before output time {a0 + 1}", output))

@@ -80,7 +80,10 @@ def simulate(
         compile_notice()
     beside = cb.start(entry, cfg, device) if compile_beside else None
     try:
-        return run(RunRequest(entry, cfg, Path(output), progress, resume, device, beside, grow))
+        request = RunRequest(
+            entry, cfg, Path(output), progress, resume, device, beside, grow, compile_beside
+        )
+        return run(request)
     except (DiskFull, WriteFailed) as e:  # creating, closing or compacting the file
         raise RunFailed(write_error(output, e)) from None
     finally:

@@ -9,6 +9,9 @@ module owns everything else, once, for every trained model:
 - checkpoints at save steps (``output.checkpoint_every``): the flat weights, the optimiser's
   moments and step counter and ``position = [step, rows]``; minibatches are a pure function of
   (seed, step), so ``--resume`` continues bit-identically;
+- a first run's second process (:mod:`fastdyn.drive.compile_beside`), compiling the kernels the
+  model declares: waited for before the first optimiser update, after the first step's loss,
+  gradient and save (the kernels of the later steps, e.g. fused GD steps, are then loaded);
 - SIGINT/SIGTERM: finish the step (a save's, or a block of fused GD steps between saves),
   checkpoint, status ``interrupted``, exit 130/143;
 - divergence (:class:`fastdyn.drive.train.DivergedError`: status ``failed: diverged at step …``);
@@ -86,7 +89,13 @@ def run_trained(stop: StopSignals, request: RunRequest) -> str:
         len(job.save_steps), request.progress, "train", start=writer.n_rows, total_steps=total
     )
 
+    beside = [request.beside] if request.beside is not None else []  # waited for once
+
     def on_checkpoint(step: int, th: np.ndarray, o: Optimizer) -> None:
+        if beside:  # before the first update: the kernels of the later steps, compiled there
+            bar.phase("compiling the training steps (second process)", 0, 1)
+            beside.pop().wait(stop)
+            bar.phase(None)
         if stop.requested or sched.due(step):
             state = {f"optim_{k}": v for k, v in o.state.items()}
             writer.checkpoint({"theta": th, "position": np.array([step, writer.n_rows]), **state})

@@ -183,11 +183,14 @@ class WarmupHooks:
     - ``sizes``: ``--set`` overrides that shrink any preset of the model to a few steps;
     - ``variants``: (label, preset, overrides) runs that reach the kernels its presets do not.
     - ``precompile(cfg)``: the kernels a run of ``cfg`` reaches last (an integrator after its
-      closed form), as (kernel, signature) pairs: an ``@njit(cache=True)`` dispatcher or its
-      dotted name ``"package.module:name"``, and numba's text of the argument types the run
-      passes it, ``"(float64[::1], int64, …)"`` (:mod:`fastdyn._precompile`). On a cold cache
-      ``fastdyn simulate`` compiles them in a second process while the run compiles the rest,
-      and ``fastdyn warmup`` beside its runs; empty when the run has one phase.
+      closed form; a trained model's kernels of the steps after the first, which the driver
+      waits for before the first optimiser update), as (kernel, signature) pairs: an
+      ``@njit(cache=True)`` dispatcher or its dotted name ``"package.module:name"``, and numba's
+      text of the argument types the run passes it, ``"(float64[::1], int64, …)"``
+      (:mod:`fastdyn._precompile`). On a cold cache ``fastdyn simulate`` compiles them in a
+      second process while the run compiles the rest, and ``fastdyn warmup`` beside its runs;
+      empty when the run has one phase. An ODE model on the generic solver needs none: the
+      driver declares the integrator it builds from the model's functions.
     """
 
     sizes: tuple[str, ...] = ()

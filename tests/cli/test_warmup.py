@@ -85,28 +85,43 @@ def test_plan_runs_every_preset_and_every_model():
 
 def test_an_installed_plug_in_is_warmed_at_its_defaults_and_listed():
     """examples/logistic (installed by the test command) has no preset: it is warmed at its
-    own defaults, shrunk by its warmup sizes, and --list shows that run."""
+    own defaults, shrunk by its warmup sizes, and --list shows that run, after the generic rk4
+    kernel declared for it (built from its three functions)."""
     assert "logistic" not in shipped_models()
     (run,) = [r for r in warmup.plan(("logistic",))]
     assert run[0] == "logistic defaults" and run[1] == ""
     assert _config(run[1], run[2]).task.n_tasks == 2000
     r = CliRunner().invoke(main, ["warmup", "--list", "--model", "logistic"])
     assert r.exit_code == 0, r.output
-    assert r.output.strip() == (
-        "logistic defaults: fastdyn simulate --set 'task.n_tasks=2000' "
-        "--set 'time.n_times=8' --set 'model=\"logistic\"'"
+    from fastdyn.drive import integrate_soa
+
+    kernel = (
+        "fastdyn.drive.integrate_soa:rk4[fastdyn_logistic.kernels:rhs,"
+        "fastdyn_logistic.kernels:observe,fastdyn_logistic.kernels:loss]"
     )
+    assert r.output.strip().splitlines() == [
+        f"precompile: {kernel} {integrate_soa.rk4.signature}",
+        "logistic defaults: fastdyn simulate --set 'task.n_tasks=2000' "
+        "--set 'time.n_times=8' --set 'model=\"logistic\"'",
+    ]
 
 
 def test_declared_kernels_come_from_the_models_of_the_plan():
     """The pairs compiled beside the runs are those the planned runs' models declare: MSFR's
     two integrator kernels (dopri5's, the lane kernel of rk4 and gd) and its tracked tasks'
-    closed-form f, none for a model that declares none; each pair once."""
+    closed-form f; attn-m's fused GD steps; for an installed plug-in on the generic solver, the
+    integrator the driver builds from its functions; each pair once."""
     msfr = warmup.precompiles(warmup.plan(("msfr",)))
     names = [k.rsplit(":", 1)[1] for k, _ in msfr]
     assert sorted(names) == ["_f_curves_kernel", "dopri5_kernel", "lanes_kernel"]
-    assert warmup.precompiles(warmup.plan(("attn-m", "logistic"))) == []
-    assert warmup.precompiles(warmup.plan()) == msfr
+    other = warmup.precompiles(warmup.plan(("attn-m", "logistic")))
+    assert [k for k, _ in other] == [
+        "fastdyn.models.icl.attn_m.kernels:lin_last_gd",
+        "fastdyn.drive.integrate_soa:rk4[fastdyn_logistic.kernels:rhs,"
+        "fastdyn_logistic.kernels:observe,fastdyn_logistic.kernels:loss]",
+    ]
+    every = warmup.precompiles(warmup.plan())
+    assert len(set(every)) == len(every) and set(msfr) | set(other) <= set(every)
 
 
 def test_plan_configs_are_valid_and_restricted_by_model():

@@ -124,10 +124,15 @@ def _declaring_runs() -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
 def test_declared_pairs_name_dispatchers_and_parse():
     """Every pair a built-in model declares, for any run ``fastdyn warmup`` plans, names a
     cached ``@njit`` dispatcher and as many argument types as its Python function takes; MSFR
-    declares its two integrator kernels and its tracked tasks' closed-form f."""
+    declares its two integrator kernels and its tracked tasks' closed-form f, attn-m and attn-s
+    their fused GD steps, msfr-attn its training kernels (and MSFR's gd lane kernel of its
+    comparison), msfr-h (the driver, for it) the generic rk4 kernel built from its functions."""
     pairs = _declaring_runs()
-    names = {k.rsplit(":", 1)[1] for k, _ in pairs}
-    assert names == {"dopri5_kernel", "lanes_kernel", "_f_curves_kernel"}
+    names = {k.split("[")[0].rsplit(":", 1)[1] for k, _ in pairs}
+    assert names == {
+        "dopri5_kernel", "lanes_kernel", "_f_curves_kernel", "lin_last_gd", "_sparse_pass1",
+        "_sparse_pass2", "_dense_kernel", "rk4",
+    }  # fmt: skip
     for kernel, sig in pairs:
         d = pc.kernel(kernel)
         assert not isinstance(d._cache, NullCache), kernel  # @njit(cache=True)
@@ -198,7 +203,7 @@ def test_started_only_where_it_helps(monkeypatch):
     monkeypatch.setattr(cb, "_cores", lambda: 2)
     monkeypatch.setattr(pc, "is_cached", lambda d, types: True)
     assert cb.start(entry, cfg, Device.CPU) is None
-    assert get_model("attn-m").warmup.precompile is None
+    assert get_model("msfr-h").warmup.precompile is None
     assert len(launched) == 1
 
 

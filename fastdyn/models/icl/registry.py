@@ -73,6 +73,35 @@ _VARIANTS = {
 }  # fmt: skip
 
 
+#: lin_last_gd(theta, H, R, D, mask, rows, SpT, xqT, yq, inv_rho, G, b, y2, lr, limit, losses): the
+#: fused full-batch GD steps of linear attention, as ``ReducedKernels.gd_steps`` passes them
+LIN_GD_ARGS = (
+    "(float64[::1], int64, int64, int64, float64[::1], int64[::1], float64[:, ::1], "
+    "float64[:, ::1], float64[::1], float64, float64[:, ::1], float64[::1], float64, float64, "
+    "float64, float64[::1])"
+)
+
+
+def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
+    """Full-batch GD of linear attention on per-sample data (attn-m, attn-s) on the CPU: the fused
+    GD steps' kernel (≈ 5 s to compile), first reached after the first step, whose per-sample
+    loss and gradient kernels take ≈ 13 s. Nothing for the other paths: softmax, Adam and
+    minibatches have one phase; the reduced, population and mlp-cubic kernels compile in about
+    a second, less than a second process would save."""
+    s = cfg.settings
+    m, d = s.model, s.data
+    if cfg.device != "cpu" or s.optim.name != "gd" or m.name == "mlp-cubic":
+        return ()
+    if m.softmax or m.reduced or d.population:
+        return ()
+    if m.loss == "cumulative" and not d.from_file:  # prefix rows prepared only up to a size
+        from .config import PREFIX_BYTES_MAX, prefix_moment_bytes
+
+        if prefix_moment_bytes(d.P, d.N, d.D) > PREFIX_BYTES_MAX:
+            return ()
+    return (("fastdyn.models.icl.attn_m.kernels:lin_last_gd", LIN_GD_ARGS),)
+
+
 def param_targets(run: Any) -> dict[str, np.ndarray]:
     """The global minimum's eigen-projections e_dᵀΓ*e_d = 1 / (λ_d (1 + (1 + trΛ/λ_d)/N))
     (spec icl.md §4) from the stored data config, as the target of ``params/Gamma_eig``."""
@@ -118,7 +147,7 @@ def _entry(name: str) -> _spec.ModelEntry:
                 "`fastdyn theory plateaus` and `fastdyn plot`"
             ),
         ),
-        warmup=_spec.WarmupHooks(sizes=_TINY, variants=_VARIANTS[name]),
+        warmup=_spec.WarmupHooks(sizes=_TINY, variants=_VARIANTS[name], precompile=precompile),
     )
 
 

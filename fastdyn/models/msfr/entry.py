@@ -49,9 +49,10 @@ def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
     """The integrator's kernel when a closed form comes first (dopri5's, or the lane kernel of
     rk4 and gd: ≈ 7 s to compile, while the closed form takes ≈ 12 s), then the tracked tasks'
     closed-form f (≈ 0.6 s, reached after the closed form's loss); nothing for a run with one
-    phase (no closed form, or no integrator)."""
-    if cfg.theory.level == "none" or cfg.solver.integrator == "none":
-        return ()
+    phase (no closed form, or no integrator), or on the generic solver (``solver.fast_path``
+    false)."""
+    if cfg.theory.level == "none" or cfg.solver.integrator == "none" or not cfg.solver.fast_path:
+        return ()  # (the generic solver's kernel: declared by the driver)
     f_curves = ("fastdyn.models.msfr.theory:_f_curves_kernel", F_CURVES_ARGS)
     if cfg.solver.integrator == "dopri5":
         return ((f"{_KERNELS}:dopri5_kernel", DOPRI5_ARGS), f_curves)
