@@ -153,6 +153,18 @@ class ModelKernelCache(FunctionCache):
         return (sig, codegen.magic_tuple(), (code, self._key))
 
 
+def cache_of(py_func: Any) -> ModelKernelCache | None:
+    """numba's cache of ``py_func`` under its fingerprint (None when it has none), its closures
+    named apart (:func:`_name_apart`); RuntimeError or OSError when numba has no cache directory
+    for it."""
+    reached: list[Any] = []
+    key = fingerprint(py_func, reached)
+    if key is None:
+        return None
+    _name_apart(reached, key)
+    return ModelKernelCache(py_func, key)
+
+
 def jit_cached(py_func: Any, sig: Any, **flags: Any) -> Any:
     """``njit(sig, **flags)(py_func)``, the compiled code kept in numba's cache directory under
     the fingerprint of ``py_func`` (compiled as before, uncached, when it has none or numba has no
@@ -162,14 +174,12 @@ def jit_cached(py_func: Any, sig: Any, **flags: Any) -> Any:
     dispatcher = njit(**flags)(py_func)
     if not hasattr(dispatcher, "compile"):  # NUMBA_DISABLE_JIT: the Python function itself
         return dispatcher
-    reached: list[Any] = []
-    key = fingerprint(py_func, reached)
-    if key is not None:
-        _name_apart(reached, key)
-        try:
-            dispatcher._cache = ModelKernelCache(py_func, key)
-        except (RuntimeError, OSError):  # no cache directory for it: compiled in this process only
-            pass
+    try:
+        cache = cache_of(py_func)
+    except (RuntimeError, OSError):  # no cache directory for it: compiled in this process only
+        cache = None
+    if cache is not None:
+        dispatcher._cache = cache
     dispatcher.compile(sig)
     dispatcher.disable_compile()
     return dispatcher
@@ -239,12 +249,11 @@ class KernelBuilder:
         try:
             from numba.core.registry import cpu_target
 
-            py_func = self.source(*args)
-            key = fingerprint(py_func)
-            if key is None:
+            cache = cache_of(self.source(*args))
+            if cache is None:
                 return True
             host = cpu_target.target_context.codegen().magic_tuple()
-            index = ModelKernelCache(py_func, key)._cache_file._load_index()
+            index = cache._cache_file._load_index()
         except Exception:  # noqa: BLE001 — an optimisation's check only
             return True
         return any(k[0] == self.sig and k[1] == host for k in index)

@@ -199,26 +199,17 @@ def generic_job(m: OdeMaths, device: Device = Device.CPU) -> OdeJob:
 
 def precompile(m: OdeMaths, device: Device = Device.CPU) -> tuple[tuple[str, str], ...]:
     """The generic solver's kernel for ``m`` as a (kernel, signature) pair
-    (:mod:`fastdyn._precompile`): the builder of :mod:`fastdyn.drive.integrate_soa` that
-    :func:`generic_job` calls for ``solver.integrator`` and its options, named with the model's
+    (:mod:`fastdyn._precompile`): the builder of :mod:`fastdyn.drive.integrate_soa` that its
+    solver's ``advance`` calls (:meth:`fastdyn.drive.solvers.Solver.kernel`), named with the model's
     functions, ``"fastdyn.drive.integrate_soa:rk4[pkg.mod:rhs,pkg.mod:observe,pkg.mod:loss]"``.
     Nothing for the closed form alone, a fast path, the GPU, or a model whose functions are not
     module-level (no stable dotted name)."""
-    integrator, s = str(m.solver.integrator), m.solver
-    fast = m.fast_paths.get(integrator) is not None and bool(getattr(s, "fast_path", True))
-    if device != Device.CPU or integrator == "none" or fast:
+    s = m.solver
+    fast = m.fast_paths.get(str(s.integrator)) is not None and bool(getattr(s, "fast_path", True))
+    kernel = None if device != Device.CPU or fast else solver_of(m).kernel(m)
+    if kernel is None:
         return ()
-    gd = integrator == "gd"  # the choice of generic_job, option for option
-    per_task = m.rate_scale is not None and hasattr(s, "steps_per_timescale")
-    settle = m.residual is not None and float(getattr(s, "settle_tol", 0.0)) > 0.0
-    residual = m.residual if settle else None
-    if gd or (integrator == "rk4" and (per_task or settle)):
-        rate = m.rate_scale if per_task and not gd else None
-        builder, args = integrate_soa.fixed, (m.rhs, m.observe, m.loss, rate, residual, gd)
-    elif integrator == "dopri5":
-        builder, args = integrate_soa.dopri5, (m.rhs, m.observe, m.loss, residual)
-    else:
-        builder, args = integrate_soa.rk4, (m.rhs, m.observe, m.loss)
+    builder, args = getattr(integrate_soa, kernel[0]), kernel[1]
     name = builder.name_for(*args)
     return () if name is None else ((name, builder.signature),)
 

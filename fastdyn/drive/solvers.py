@@ -99,6 +99,12 @@ class Solver:
         """``advance(chunk, state, times, …)`` of this run (built once)."""
         raise NotImplementedError
 
+    def kernel(self, m: OdeMaths) -> tuple[str, tuple[Any, ...]] | None:
+        """The kernel its ``advance`` calls: the builder's name in
+        :mod:`fastdyn.drive.integrate_soa` and the arguments it builds the kernel for (None:
+        no kernel)."""
+        return None
+
     def checkpoint(self, m: OdeMaths) -> dict[str, tuple[tuple[int, ...], str]]:
         """The arrays a checkpoint holds, ``{name: (shape, dtype)}`` (:meth:`SoaState.arrays`)."""
         n = int(m.n_tasks) if self.simulate else 0
@@ -163,6 +169,9 @@ class GlobalStep(Solver):
 
         return advance
 
+    def kernel(self, m: OdeMaths) -> tuple[str, tuple[Any, ...]] | None:
+        return "rk4", (m.rhs, m.observe, m.loss)
+
     def attrs(self, m: OdeMaths) -> dict[str, Any]:
         return {"rk4_h": float(m.solver.h)}
 
@@ -206,6 +215,10 @@ class FixedSteps(Solver):
             state.t_at[a] = float(tt[-1])
 
         return advance
+
+    def kernel(self, m: OdeMaths) -> tuple[str, tuple[Any, ...]] | None:
+        kw = self.options(m)
+        return "fixed", (m.rhs, m.observe, m.loss, kw["rate"], kw["residual"], kw["gd"])
 
     def failure(self, m: OdeMaths, counts: Mapping[str, int]) -> str | None:
         bad = counts.get("step_limit", 0) + counts.get("diverged", 0)
@@ -283,6 +296,9 @@ class Adaptive(Solver):
             state.t_at[a] = float(tt[-1])
 
         return advance
+
+    def kernel(self, m: OdeMaths) -> tuple[str, tuple[Any, ...]] | None:
+        return "dopri5", (m.rhs, m.observe, m.loss, m.residual if settles(m) else None)
 
     def attrs(self, m: OdeMaths) -> dict[str, Any]:
         return {"dopri5_rtol": float(m.solver.rtol), "dopri5_atol": float(m.solver.atol)}
