@@ -13,6 +13,9 @@ and its sum: 4; w x_c = (δ/ρ) x_c: 2D; T_pc += S_p w x_c: 2NQ); per block the 
 2 n_params, and for ATTN_S B_i = K_iᵀQ_i and the chain rule to K, Q: 6 H R D1 D. Bytes: packed S,
 x_q, y_q: P (NP + D + 1)·8.
 
+Minibatch step (``lin_minibatch``, B samples): the last-token count on the B gathered rows
+(one block for B ≤ BLOCK), the optimiser's update 2 n_params (SGD) or 14 n_params (Adam).
+
 Cumulative loss (ATTN_M, prefix n = 1..N, T = N terms per sample): ``lin_last`` on the P·N prefix
 rows prepared once (packed S_n, x_n/ρ_n, y_n): the last-token count with P·N rows, bytes
 P N (NP + D + 1)·8. (The token path ``lin_cum``, kept for sets above ``PREFIX_BYTES_MAX``, rebuilds
@@ -61,6 +64,17 @@ def lin_last(D: int, H: int, P: int, n_params: int, R: int = 0) -> tuple[float, 
     fl = P * (4 * NQ + 4 * D + 4) + n_blocks(P) * (1 + NQ) * (LANES - 1)
     fl += 6 * H * D1 * D1 * D + 2 * n_params + 6 * H * R * D1 * D
     return float(fl), 8.0 * P * (NP + D + 1)
+
+
+def lin_minibatch(D: int, H: int, B: int, n_params: int, opt: str) -> tuple[float, float]:
+    """One minibatch step of last-token linear attention (ATTN_M) on B samples: the last-token
+    count on B rows, with Adam's update (14 n_params: m 3, v 4, the bias-corrected ratio with its
+    square root 5, θ 2) in place of GD's (2 n_params). Bytes: the B rows read once; their gather
+    into block-local arrays (as many bytes again, written) is not counted."""
+    fl, by = lin_last(D, H, B, n_params)
+    if opt == "adam":
+        fl += 12 * n_params
+    return fl, by
 
 
 def lin_cum(D: int, N: int, H: int, P: int, n_params: int) -> tuple[float, float]:

@@ -296,7 +296,8 @@ def add_peer_cases(cases: dict, losses: dict, jax, torch, jax_pair, torch_pair, 
 
 
 def measure_with_peers(
-    cases, peers, jax, torch, jax_trainer, torch_trainer, theta0, repeats, title, epochs, ref, flops
+    cases, peers, jax, torch, jax_trainer, torch_trainer, theta0, repeats, title, epochs, ref, flops,
+    unit="epoch",
 ):  # fmt: skip
     """Runs fastdyn's ``cases`` once (compiling), adds the peer cases of each entry suffix →
     (loss kind, host arrays) of ``peers`` (:func:`add_peer_cases`, the trainers called as
@@ -313,7 +314,7 @@ def measure_with_peers(
             theta0, suffix,
         )  # fmt: skip
     res = measure(cases, repeats)
-    report(title, res, epochs, "epoch", ref, flops)
+    report(title, res, epochs, unit, ref, flops)
     return res, losses
 
 

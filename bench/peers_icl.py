@@ -1,8 +1,9 @@
 """ICL per-sample training, fastdyn vs the strongest peers in the same run (issue 20).
 
-    python bench/peers_icl.py [--only attn_m,cumulative,attn_s,attn_s_r4,softmax,mlp]
+    python bench/peers_icl.py [--only attn_m,cumulative,attn_s,attn_s_r4,softmax,mlp,large_d]
                               [--epochs 200] [--cum-epochs 20] [--fig4-p 80000]
                               [--fig4-epochs 10] [--softmax-p 20000] [--softmax-epochs 10]
+                              [--large-d 12] [--large-p 16384] [--large-epochs 20]
                               [--repeats 3] [--no-torch] [--peak-n 2048]
 
 Workloads (float64 everywhere; each case trains E full-batch GD epochs from the same θ0; its
@@ -17,6 +18,12 @@ Workloads (float64 everywhere; each case trains E full-batch GD epochs from the 
   P = 80000, ρ = 1, init 5e-3 reference, lr 2e-2) with R = 1 and R = 4.
 - ``softmax``: ATTN_S with softmax, R = 1, Fig. 4's sizes (P = --softmax-p).
 - ``mlp``: MLP-cubic (D = 8, H = 9, N = 31, ρ = N, P = --fig4-p, init 5e-3, lr 2e-2).
+- ``large_d``: ATTN_M at D = --large-d (N = 31, H = 8, ρ = 1, P = --large-p, init 1e-3 reference,
+  lr 1e-4, last-token loss), where NQ = NP·D > 1024 and fastdyn takes no moments
+  (``config.icl.uses_moments`` false: every epoch runs the per-sample kernel ``lin_last``, fused
+  by ``gd_steps``). The peers' moments are shown beside it as "not fastdyn's algebra".
+
+Minibatch SGD and Adam: bench/peers_icl_minibatch.py.
 
 fastdyn takes a full-batch step of linear attention (``attn_m``, ``cumulative``, ``attn_s*``)
 from the data's moments (G = Σ φφᵀ, b = Σ yφ, y2 over the rows, φ = Sp ⊗ x_q: ŷ = φ·m is linear
@@ -171,6 +178,15 @@ def workload(kind, a):
         f = _flops.lin_moments(D, H, model.n_params)
         title = f"ICL Fig. 1 ATTN_M, {loss} loss (D={D}, N={N}, H={H}, P={P}), {E} GD epochs"
         return model, P, 1e-6, 1e-3, E, title, *f, 0.0
+    if kind == "large_d":
+        D, H, P, E = a.large_d, 8, a.large_p, a.large_epochs
+        model = AttnM(D, H, N, attention_scale="1")
+        f = _flops.lin_last(D, H, P, model.n_params)
+        nq = (D + 1) * (D + 2) // 2 * D
+        title = (
+            f"ICL ATTN_M large D (D={D}, N={N}, H={H}, P={P}, NQ={nq}: no moments), {E} GD epochs"
+        )
+        return model, P, 1e-3, 1e-4, E, title, *f, 0.0
     D, H = 8, 9
     if kind.startswith("attn_s"):
         R = 4 if kind == "attn_s_r4" else 1
@@ -256,7 +272,10 @@ def peer_arrays(kind, model, data, prep):
     out = {", packed S_mu + contracted M": ("packed", (Sp, xq, yq, iu[0], iu[1]))}
     if kind == "attn_m":
         out[", per head, S_mu precomputed"] = ("per_head", (S, xq, yq))
-    out[_MOMENTS] = _quad(Sp, xq, yq, iu)
+    if kind == "large_d":  # fastdyn takes no moments here (NQ > MOMENT_NQ_MAX)
+        out[", moments (not fastdyn's algebra)"] = _quad(Sp, xq, yq, iu)
+    else:
+        out[_MOMENTS] = _quad(Sp, xq, yq, iu)
     return out
 
 
@@ -273,7 +292,14 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     data = generate(model.D, model.N, P, seed=0)
     prep = model.prepare(data.tokens, data.labels)
     per_sample = model.prepare(data.tokens, data.labels)  # the per-sample kernels, for comparison
-    per_sample["moments"] = False
+    per_sample.moments = False
+    if kind == "large_d":
+        from fastdyn.models.icl.config import uses_moments
+
+        print(
+            f"  uses_moments(P={P}, D={model.D}) = {uses_moments(P, model.D)}; "
+            f"prepared set's moments flag: {prep.moments}"
+        )
     idx_all = np.arange(P)  # an explicit index keeps the MLP's per-sample features
     theta0 = model.init("reference", init, 0)
     nthr = numba.config.NUMBA_NUM_THREADS
@@ -335,6 +361,9 @@ def main() -> None:
     ap.add_argument("--fig4-epochs", type=int, default=10)
     ap.add_argument("--softmax-p", type=int, default=20000)
     ap.add_argument("--softmax-epochs", type=int, default=10)
+    ap.add_argument("--large-d", type=int, default=12, help="D of large_d (NQ > 1024 from D = 12)")
+    ap.add_argument("--large-p", type=int, default=16384)
+    ap.add_argument("--large-epochs", type=int, default=20)
     _peers.main(ap, bench)
 
 

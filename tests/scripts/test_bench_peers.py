@@ -17,7 +17,8 @@ import _peers  # noqa: E402
 
 
 @pytest.mark.parametrize(
-    "script", ["peers_msfr.py", "peers_icl.py", "peers_msfr_attn.py", "peak.py"]
+    "script",
+    ["peers_msfr.py", "peers_icl.py", "peers_icl_minibatch.py", "peers_msfr_attn.py", "peak.py"],
 )
 def test_help_without_peers(script):
     code = (
