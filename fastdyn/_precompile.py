@@ -29,8 +29,10 @@ numba at fastdyn's cache directory (:mod:`fastdyn._cache`), as in the run that l
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 _LITERALS = {"None": None, "True": True, "False": False}
@@ -170,8 +172,22 @@ def compile_pair(name: str, signature: str) -> Any:
 
 
 def command(pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """The command line that compiles ``pairs`` in a process of its own."""
-    return [sys.executable, "-m", "fastdyn._precompile", *(x for p in pairs for x in p)]
+    """The command line that compiles ``pairs`` in a process of its own. ``-P``: the working
+    directory is not put first on the path, so a ``fastdyn`` folder there (another checkout)
+    cannot stand in for this one (it compiled that checkout's kernels, which this run then
+    compiled again); :func:`environment` puts this one first instead."""
+    return [sys.executable, "-P", "-m", "fastdyn._precompile", *(x for p in pairs for x in p)]
+
+
+def environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the folder that holds this ``fastdyn`` package first on ``PYTHONPATH``, so the
+    process of :func:`command` imports this package (a source checkout that is not installed
+    included), whatever its working directory holds."""
+    import fastdyn
+
+    root = str(Path(fastdyn.__file__).resolve().parent.parent)
+    rest = env.get("PYTHONPATH", "")
+    return dict(env, PYTHONPATH=root + (os.pathsep + rest if rest else ""))
 
 
 def main(argv: Sequence[str]) -> int:

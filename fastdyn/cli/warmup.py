@@ -162,9 +162,11 @@ def command(ctx, cache_dir, models, threads, as_list) -> None:
     why = _writable_dir(d)
     if why is not None:
         raise UserError(f"--cache-dir: {d} is not a writable directory ({why})")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(d))
+    from .._precompile import environment
+
+    env = environment(dict(os.environ, NUMBA_CACHE_DIR=str(d)))  # this fastdyn, not the cwd's
     child = "import sys; from fastdyn.cli.warmup import _child; sys.exit(_child(sys.argv[1:]))"
-    args = [sys.executable, "-c", child, str(d), str(verbosity(ctx))]
+    args = [sys.executable, "-P", "-c", child, str(d), str(verbosity(ctx))]
     args += [f"--threads={threads}"] if threads else []
     r = subprocess.run([*args, *models], env=env)
     if r.returncode:

@@ -76,9 +76,9 @@ def _cores() -> int:
 
 def launch(pairs: list[tuple[str, str]]) -> Beside | None:
     """Start ``python -m fastdyn._precompile`` on ``pairs`` (None if it cannot start)."""
-    from .._precompile import command
+    from .._precompile import command, environment
 
-    env = dict(os.environ, **{ENV: "0", "NUMBA_NUM_THREADS": "1"})
+    env = environment(dict(os.environ, **{ENV: "0", "NUMBA_NUM_THREADS": "1"}))
     try:
         proc = subprocess.Popen(
             command(pairs), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

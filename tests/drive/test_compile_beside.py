@@ -88,6 +88,27 @@ def test_second_process_writes_a_cache_a_fresh_process_loads(tmp_path):
         assert r.stdout.split() == expect.split(), sig
 
 
+def test_the_second_process_imports_this_fastdyn_not_the_working_directorys(tmp_path):
+    """Started in a folder that holds another ``fastdyn`` (a second checkout), the second process
+    still imports this one: it compiled the other checkout's kernels before, and the run then
+    compiled its own again (a cold quickstart took 28 s instead of 19)."""
+    decoy = tmp_path / "fastdyn"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("")
+    (decoy / "_precompile.py").write_text("import sys\nprint('the other checkout')\nsys.exit(3)\n")
+    (tmp_path / "fdpre_tiny.py").write_text(_TINY_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "mods"), env.get("PYTHONPATH", "")])
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "fdpre_tiny.py").rename(tmp_path / "mods" / "fdpre_tiny.py")
+    r = subprocess.run(
+        pc.command([("fdpre_tiny:add", "(float64, float64)")]), env=pc.environment(env),
+        cwd=tmp_path, capture_output=True, text=True, timeout=SUBPROCESS_S,
+    )  # fmt: skip
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "the other checkout" not in r.stdout
+
+
 def test_bad_pairs_are_refused_one_line_each(capsys):
     """A name that is not a dispatcher, a signature with a return type (cached under another
     key than a call's) or not numba's: ValueError saying which; the command exits 2 with one
