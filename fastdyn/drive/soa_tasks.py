@@ -38,41 +38,51 @@ def rk_step(tab: Tableau, rhs: Any, jit: Callable) -> Any:
     ``er``; with FSAL the last stage is rhs(p, yn). Every sum runs over the nonzero coefficients
     in stage order and starts from its first term (no added zero), so the rounding is the
     textbook formula's written out term by term."""
+    A = np.ascontiguousarray(tab.a, dtype=np.float64)
+    B = np.ascontiguousarray(tab.b, dtype=np.float64)
+    has_e = tab.e is not None
+    E = np.ascontiguousarray(tab.e if has_e else np.zeros(tab.stages), dtype=np.float64)
     S, b_den, fsal = tab.stages, float(tab.b_den), bool(tab.fsal)
     last = S - 1 if fsal else S  # stages built from A before the new state
-    # the rows of the sums: stage i < S from A's row i, the new state from b (row S) and, for an
-    # embedded pair, the error from e (row S + 1)
-    W = np.zeros((S + 2, S))
-    W[:S] = tab.a
-    W[S] = tab.b
-    if tab.e is not None:
-        W[S + 1] = tab.e
-    rows = S + 2 if tab.e is not None else S + 1
+
+    # the rows summed: stage i (1 ≤ i < last) from A's row i into yt, scaled by h; then, as row
+    # ``last``, the new state from b into yn, scaled by h/b_den
+    W = np.zeros((last + 1, S))
+    W[:last] = A[:last]
+    W[last] = B
 
     def step(p, yy, hh, K, yt, yn, er):
         ns = yy.shape[0]
-        for i in range(1, rows):
-            if last <= i < S:
-                continue  # the FSAL stage: rhs(p, yn) below
+        for i in range(1, last + 1):
+            new = i == last
+            out = yn if new else yt
+            sc = hh / b_den if new else hh
+            n = S if new else i
             for r in range(ns):
                 acc = 0.0
                 started = False
-                for j in range(min(i, S)):
-                    w = W[i, j]
+                for j in range(n):
+                    a = W[i, j]
+                    if a != 0.0:
+                        t = a * K[j, r]
+                        acc = acc + t if started else t
+                        started = True
+                out[r] = yy[r] + sc * acc
+            if not new:
+                rhs(p, yt, K[i])
+        if fsal:
+            rhs(p, yn, K[S - 1])
+        if has_e:
+            for r in range(ns):
+                acc = 0.0
+                started = False
+                for j in range(S):
+                    w = E[j]
                     if w != 0.0:
                         t = w * K[j, r]
                         acc = acc + t if started else t
                         started = True
-                if i < S:
-                    yt[r] = yy[r] + hh * acc
-                elif i == S:
-                    yn[r] = yy[r] + hh / b_den * acc
-                else:
-                    er[r] = hh * acc
-            if i < S:
-                rhs(p, yt, K[i])
-            elif i == S and fsal:
-                rhs(p, yn, K[S - 1])
+                er[r] = hh * acc
 
     return jit(step)
 

@@ -45,6 +45,14 @@ def _break(law: str) -> Any:
     return number(100.0, 1.0, 1e10, help=f"s_b of {law} = 'broken-power'", units="tasks")
 
 
+def _beyond(default: float, lo: float, what: str, law: str, lo_open: bool = False) -> Any:
+    """The exponent of a broken power law beyond its break (``what``: which one; ``law``: its
+    key), in (lo, 20] or [lo, 20]."""
+    return number(
+        default, lo, 20.0, lo_open=lo_open, help=f"{what} beyond s_b ({law} = 'broken-power')"
+    )
+
+
 @dataclass(frozen=True)
 class TaskSection(Section, prefix="task."):
     """[task]: the MSFR task distribution (docs/theory.md, MSFR)."""
@@ -83,13 +91,7 @@ class TaskSection(Section, prefix="task."):
     )
     frequency_decay: float = _decay("P(s) ∝ e^-(s−1)/s0", "frequency_law")
     frequency_break: float = _break("frequency_law")
-    alpha2: float = number(
-        2.0,
-        0.0,
-        20.0,
-        lo_open=True,
-        help="exponent α2 of P(s) beyond s_b (frequency_law = 'broken-power')",
-    )
+    alpha2: float = _beyond(2.0, 0.0, "exponent α2 of P(s)", "frequency_law", lo_open=True)
     strength_law: str = choice(
         "power",
         STRENGTH_LAWS,
@@ -97,9 +99,7 @@ class TaskSection(Section, prefix="task."):
     )
     strength_decay: float = _decay("Λ_s = Λ0 e^-(s−1)/s0", "strength_law")
     strength_break: float = _break("strength_law")
-    gamma2: float = number(
-        1.0, -5.0, 20.0, help="exponent γ2 of Λ_s beyond s_b (strength_law = 'broken-power')"
-    )
+    gamma2: float = _beyond(1.0, -5.0, "exponent γ2 of Λ_s", "strength_law")
     strength_sigma: float = number(
         1.0,
         0.0,
