@@ -31,6 +31,7 @@ numbers resolved, so a segment costs one kernel call and no per-step Python.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -61,7 +62,7 @@ def _step_cause(m: OdeMaths) -> str:
     return f"the rk4 step h = {m.solver.h:g} is too large for the fastest task; lower solver.h or use solver.integrator = 'dopri5'"
 
 
-class Solver:
+class Solver(ABC):
     """One ``solver.integrator`` of the generic solver (a stateless object; every method takes
     the model's maths ``m``). The defaults are a method that integrates and keeps only y."""
 
@@ -95,9 +96,9 @@ class Solver:
         """The state record at the start, holding ``y`` (n_state, n)."""
         return SoaState.start(y, self.adaptive, None, settle=self.adaptive and settles(m))
 
+    @abstractmethod
     def stepper(self, m: OdeMaths, integrators: Any) -> Advance:
-        """``advance(chunk, state, times, …)`` of this run (built once)."""
-        raise NotImplementedError
+        """``advance(chunk, state, times, …)`` of this run (built once; every solver defines it)."""
 
     def kernel(self, m: OdeMaths) -> tuple[str, tuple[Any, ...]] | None:
         """The kernel its ``advance`` calls: the builder's name in
