@@ -1,9 +1,13 @@
-"""Measured hardware limits of this machine on 1 and 2 threads (issue 20, bench/RESULTS.md).
+"""Measured hardware limits of this machine on 1 and 2 threads (bench/RESULTS.md).
 
     python bench/peak.py [--n 4096] [--triad 2**25] [--exp 2**24] [--repeats 5]
 
 - FLOP peak: float64 matmul C = A B (n × n, 2n³ flops) through numpy's BLAS, in a subprocess per
   thread count (OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = MKL_NUM_THREADS = k), best of ``repeats``.
+- register FLOP peak: 16 independent 512-bit chains a·x + y per thread (128 float64 in
+  registers, no memory traffic; 2 flops each), once contracted to FMA and once as a multiply and
+  an add: what the core issues at most. A BLAS may not reach it (on the AMD EPYC, OpenBLAS's
+  matmul runs at about half of it).
 - memory bandwidth: STREAM-like triad a = b + s c (numba prange, 24 bytes per element counted,
   write-allocate not counted), best of ``repeats``.
 - exp throughput: y_i = e^{x_i} over x ≤ 0, in-cache blocks of 1024 per thread swept
@@ -80,6 +84,7 @@ def main() -> None:
     import numpy as np
     from numba import njit, prange
 
+    from fastdyn._jit import prefer_wide_vectors
     from fastdyn.models.msfr._closed_form import exp_nonpos
 
     @njit(parallel=True, fastmath=False)
@@ -104,6 +109,26 @@ def main() -> None:
             for _ in range(reps):
                 for i in range(b * _BLK, (b + 1) * _BLK):
                     out[i] = exp_nonpos(x[i])
+
+    def chains(contract):
+        @njit(parallel=True, fastmath={"contract"} if contract else False)
+        def k(n, x, y, out):
+            for t in prange(out.shape[0]):
+                prefer_wide_vectors()
+                acc = np.empty(128)
+                for j in range(128):
+                    acc[j] = 1.0 + j * 1e-3
+                for _ in range(n):
+                    for j in range(128):
+                        acc[j] = acc[j] * x + y
+                s = 0.0
+                for j in range(128):
+                    s += acc[j]
+                out[t] = s
+
+        return k
+
+    fma_chains, muladd_chains = chains(True), chains(False)
 
     def best(f, *args):
         f(*args)
@@ -136,8 +161,12 @@ def main() -> None:
         for _ in range(reps_e // 8):
             np.exp(xn, out=on)
         gnp = 8192 * (reps_e // 8) / (time.perf_counter() - t) * 1e-9
+        n_ch, o_ch = 1_000_000, np.empty(k)
+        g_fma = 256 * n_ch * k / best(fma_chains, n_ch, 0.999999, 1e-9, o_ch) * 1e-9
+        g_ma = 256 * n_ch * k / best(muladd_chains, n_ch, 0.999999, 1e-9, o_ch) * 1e-9
         print(
-            f"{k} thread(s): float64 matmul {gf:7.2f} GFLOP/s (n={a.n}); triad {bw:6.2f} GB/s; "
+            f"{k} thread(s): register peak {g_fma:7.2f} GFLOP/s FMA, {g_ma:7.2f} multiply + add; "
+            f"float64 matmul {gf:7.2f} GFLOP/s (n={a.n}); triad {bw:6.2f} GB/s; "
             f"exp: math.exp {ge:.3f} Gexp/s, fastdyn exp_nonpos {gn:.3f} Gexp/s, "
             f"numpy np.exp (SIMD, 1 thread, 8192 in cache) {gnp:.3f} Gexp/s  "
             f"(load {os.getloadavg()[0]:.2f})"
