@@ -13,7 +13,7 @@ handed to the peers; fastdyn's cases draw them as the driver does (timed), the s
 
 - fastdyn, "driver (fused blocks)": what ``drive.train.train`` runs for a minibatch, called as
   is (one save, at step E; no observer): the steps between saves in fused blocks
-  (``model.minibatch_steps``: ``attn_m.kernels.lin_last_steps`` gathers each step's B rows,
+  (``model.optimizer_steps``: ``attn_m.kernels.lin_last_steps`` gathers each step's B rows,
   takes ``lin_last``'s loss and gradient and the optimiser's update, ``core.updates``), each
   block's batches drawn beforehand (``drive.optim.minibatch_block``), blocks of about
   ``drive.train.BLOCK_SECONDS``; on 1 and 2 numba threads. Other case, "per-step path": per step
@@ -133,7 +133,7 @@ def torch_trainer(torch, model, host, batches, lr, opt):
 def breakdown(model, prep, theta0, batches, opt, repeats) -> None:
     """Where a step goes (per step, medians of ``repeats`` sweeps over the E batches, the calling
     thread). The fused path: the E batches drawn at once (``minibatch_block``) and the E steps
-    in one fused call (``minibatch_steps``, batches given). The per-step path: the indices,
+    in one fused call (``optimizer_steps``, batches given). The per-step path: the indices,
     ``loss_and_grad``, the ``lin_last`` call inside it alone (on the same batch, M folded
     beforehand) and the optimiser step."""
     import statistics
@@ -162,7 +162,7 @@ def breakdown(model, prep, theta0, batches, opt, repeats) -> None:
             f(s)
         return (time.perf_counter() - t) / E
 
-    advance = model.minibatch_steps(prep)
+    advance = model.optimizer_steps(prep)
     losses = np.empty(E)
 
     def whole(f):

@@ -4,6 +4,7 @@ resume, and settings validation."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -482,22 +483,22 @@ def test_fused_statistics_gd_near_an_exact_fit_takes_the_rows_as_one_step_at_a_t
         np.testing.assert_array_equal(rec_f[k], rec_s[k])
 
 
-def _spy_minibatch_steps(monkeypatch, calls: list[int], cls=AttnM) -> None:
-    """A model class's fused minibatch steps, recording the steps each block takes."""
-    orig = cls.minibatch_steps
+def _spy_optimizer_steps(monkeypatch, calls: list[int], cls=AttnM) -> None:
+    """A model class's fused optimiser steps, recording the steps each block takes."""
+    orig = cls.optimizer_steps
 
-    def minibatch_steps(self, prep):
+    def optimizer_steps(self, prep):
         advance = orig(self, prep)
 
         def spy(theta, batches, update, losses, limit):
-            assert batches.shape == (losses.shape[0], batches.shape[1])
+            assert batches.shape[0] == (losses.shape[0] if batches.size else 0)
             done = advance(theta, batches, update, losses, limit)
             calls.append(done)
             return done
 
         return spy
 
-    monkeypatch.setattr(cls, "minibatch_steps", minibatch_steps)
+    monkeypatch.setattr(cls, "optimizer_steps", optimizer_steps)
 
 
 def test_minibatch_block_is_the_stacked_minibatch_indices():
@@ -511,9 +512,10 @@ def test_minibatch_block_is_the_stacked_minibatch_indices():
 
 
 #: (model, optimiser, batch size, steps): ATTN_M last-token and cumulative (prefix rows), ATTN_S
-#: of rank 2; plain SGD, heavy-ball momentum, Adam with L2 decay, AdamW. The cumulative case's
-#: batch has 6 · 2800 rows a step: 17 reduction blocks, so the blocks run on the numba threads
-_MINIBATCH_CASES = {
+#: of rank 2; plain SGD, heavy-ball momentum, Adam with L2 decay, AdamW; minibatches, and the
+#: full batch (None: from the data's moments, "rows": from the rows). The cumulative minibatch
+#: has 6 · 2800 rows a step: 17 reduction blocks, so the blocks run on the numba threads
+_OPTIMIZER_CASES = {
     "attn-m sgd": (lambda: AttnM(3, 2, 6), ("sgd", {}), 64, 300),
     "attn-m ic_only adam": (
         lambda: AttnM(3, 2, 6, attention_scale="1", ic_only=True),
@@ -533,21 +535,33 @@ _MINIBATCH_CASES = {
         64,
         300,
     ),
+    "attn-m adam full batch": (lambda: AttnM(3, 2, 6), ("adam", {}), None, 300),
+    "attn-m cumulative momentum full batch, rows": (
+        lambda: AttnM(3, 2, 6, loss="cumulative"),
+        ("sgd", {"momentum": 0.5}),
+        "rows",
+        100,
+    ),
 }
 
 
-@pytest.mark.parametrize("case", list(_MINIBATCH_CASES))
-def test_fused_minibatch_steps_equal_one_step_at_a_time(monkeypatch, case):
-    """Minibatch steps in fused blocks (``minibatch_steps``) against one ``loss_and_grad`` and
+@pytest.mark.parametrize("case", list(_OPTIMIZER_CASES))
+def test_fused_optimizer_steps_equal_one_step_at_a_time(monkeypatch, case):
+    """Optimiser steps in fused blocks (``optimizer_steps``) against one ``loss_and_grad`` and
     ``optimizer.step`` per step: θ, every record and the optimiser's state bit-identical, on 1
     and 2 numba threads."""
     import numba
 
-    build, (name, kw), B, n = _MINIBATCH_CASES[case]
+    build, (name, kw), B, n = _OPTIMIZER_CASES[case]
     m = build()
     cls = type(m)
-    d = generate(3, 6, 3000 if B > 1000 else 300, seed=6)
+    d = generate(3, 6, 3000 if B == 2800 else 300, seed=6)
     prep = m.prepare(d.tokens, d.labels)
+    if B == "rows":
+        prep.moments = False  # the per-sample kernel on every row (else the data's moments)
+    full = not isinstance(B, int)
+    assert prep.moments or B == "rows"
+    B = None if full else B
     th0 = m.init("paper", 0.3, 2)
     saves = [0, 1, 9, n // 2, n]
 
@@ -565,11 +579,11 @@ def test_fused_minibatch_steps_equal_one_step_at_a_time(monkeypatch, case):
             numba.set_num_threads(nt)
             calls: list[int] = []
             with monkeypatch.context() as mp:
-                _spy_minibatch_steps(mp, calls, cls)
+                _spy_optimizer_steps(mp, calls, cls)
                 out[nt, "fused"] = run()
             assert sum(calls) == n - 4 and calls[0] == 3  # all but the saves' 4 updates
             with monkeypatch.context() as mp:
-                mp.setattr(cls, "minibatch_steps", lambda self, prep: None)
+                mp.setattr(cls, "optimizer_steps", lambda self, prep: None)
                 out[nt, "per step"] = run()
     finally:
         numba.set_num_threads(before)
@@ -589,27 +603,35 @@ def test_fused_minibatch_steps_equal_one_step_at_a_time(monkeypatch, case):
         assert st_ref["step"][0] == n
 
 
-def test_fused_minibatch_divergence_is_reported_as_one_step_at_a_time(monkeypatch):
-    """A fused block that meets a non-finite step stops before it, θ and the momentum buffer as
-    the previous step left them; the step then raises the same DivergedError as per step."""
+@pytest.mark.parametrize(
+    ("batch", "scale", "lr"), [(32, 1.0, 30.0), (None, 0.3, 1.0)], ids=["minibatch", "full batch"]
+)
+def test_fused_optimizer_divergence_is_reported_as_one_step_at_a_time(
+    monkeypatch, batch, scale, lr
+):
+    """A fused block that meets a non-finite step (or, full batch, a loss above EXPLODE times
+    the first save's: here at step 14, loss ≈ 6e10) stops before it, θ and the momentum buffer as the previous step left them; the step then raises
+    the same DivergedError as per step."""
     d = generate(3, 6, 300, seed=1)
     m = AttnM(3, 2, 6)
     prep = m.prepare(d.tokens, d.labels)
-    th0 = m.init("paper", 1.0, 0)
+    th0 = m.init("paper", scale, 0)
 
     def message():
         th = th0.copy()
-        opt = make_optimizer("sgd", m.n_params, 30.0, momentum=0.5)
+        opt = make_optimizer("sgd", m.n_params, lr, momentum=0.5)
         with pytest.raises(DivergedError) as e:
-            train(m, prep, th, opt, 200, [0, 200], batch_size=32, seed=1)
+            train(m, prep, th, opt, 200, [0, 200], batch_size=batch, seed=1)
         return e.value.step, str(e.value), th, opt.state["buf"].copy()
 
     calls: list[int] = []
-    _spy_minibatch_steps(monkeypatch, calls)
+    _spy_optimizer_steps(monkeypatch, calls)
     fused = message()
     assert fused[0] > 1 and fused[0] == 1 + sum(calls)  # a fused block stopped before that step
+    if batch is None:  # the explosion check: a finite loss
+        assert re.search(r"the training loss is [0-9.]+e\+\d+;", fused[1]), fused[1]
     assert np.all(np.isfinite(fused[2])) and np.all(np.isfinite(fused[3]))
-    monkeypatch.setattr(AttnM, "minibatch_steps", lambda self, prep: None)
+    monkeypatch.setattr(AttnM, "optimizer_steps", lambda self, prep: None)
     stepwise = message()
     assert fused[:2] == stepwise[:2]
     np.testing.assert_array_equal(fused[2], stepwise[2])

@@ -33,7 +33,7 @@ def _invoke(*args: str):
 
 
 @pytest.mark.parametrize(
-    ("hook", "args"), [("gd_steps", ARGS), ("minibatch_steps", MINIBATCH)], ids=["gd", "minibatch"]
+    ("hook", "args"), [("gd_steps", ARGS), ("optimizer_steps", MINIBATCH)], ids=["gd", "minibatch"]
 )
 def test_sigterm_during_fused_steps_stops_between_saves_and_resumes(
     tmp_path, monkeypatch, hook, args

@@ -16,7 +16,7 @@ from ...core.device import Device
 from .. import _spec
 from .attn_m import theory as attn_m_theory
 from .config import IclConfig
-from .setup import batch_size, setup
+from .setup import setup
 
 _SUMMARIES = {
     "attn-m": "multi-head linear/softmax attention with merged key-query on in-context regression",
@@ -58,7 +58,6 @@ _VARIANTS = {
         ("attn-m population", "icl_fig1", (*_POP, 'data.spectrum="white"')),
         ("attn-m reduced, finite data", "icl_fig1", ("attention.reduced=true",)),
         ("attn-m adam minibatch", "icl_variants", ('optim.name="adam"', "optim.batch_size=10")),
-        ("attn-m sgd minibatch", "icl_variants", ('optim.name="sgd"', "optim.batch_size=10")),
         ("attn-m icl_fraction 0", "icl_variants", ("data.icl_fraction=0.0",)),
     ),
     "attn-s": (
@@ -83,29 +82,26 @@ LIN_GD_ARGS = (
 )
 
 
-#: lin_last_steps(theta, H, R, D, mask, batches, P, n_prefix, SpT, xqT, yq, inv_rho, rule, hyper,
-#: buf, m, v, step, limit, losses): the fused minibatch steps of linear attention, as
-#: ``ReducedKernels.minibatch_steps`` passes them
+#: lin_last_steps(theta, H, R, D, mask, batches, P, n_prefix, SpT, xqT, yq, inv_rho, G, b, y2,
+#: rule, hyper, buf, m, v, step, limit, losses): the fused steps of the other optimisers
+#: (minibatches or full batch), as ``ReducedKernels.optimizer_steps`` passes them
 LIN_STEPS_ARGS = (
     "(float64[::1], int64, int64, int64, float64[::1], int64[:, ::1], int64, int64, "
-    "float64[:, ::1], float64[:, ::1], float64[::1], float64, int64, float64[::1], float64[::1], "
-    "float64[::1], float64[::1], int64[::1], float64, float64[::1])"
+    "float64[:, ::1], float64[:, ::1], float64[::1], float64, float64[:, ::1], float64[::1], "
+    "float64, int64, float64[::1], float64[::1], float64[::1], float64[::1], int64[::1], "
+    "float64, float64[::1])"
 )
 
 
 def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
-    """Linear attention on per-sample data (attn-m, attn-s) on the CPU, trained by full-batch GD
-    or on minibatches (sgd with ``optim.batch_size`` below data.P): the fused steps' kernel
-    (≈ 5 s to compile), first reached after the first step, whose per-sample loss and gradient
-    kernels take ≈ 13 s. Nothing for the other paths: softmax and full-batch sgd/Adam have one
-    phase; the reduced, population and mlp-cubic kernels compile in about a second, less than a
-    second process would save."""
+    """Linear attention on per-sample data (attn-m, attn-s) on the CPU: the fused steps' kernel
+    (≈ 3–5 s to compile), first reached after the first step, whose per-sample loss and
+    gradient kernels take ≈ 11–13 s: full-batch GD's, or the other optimisers' (minibatches or
+    full batch). Nothing for the other paths: softmax has one phase; the reduced, population
+    and mlp-cubic kernels compile in about a second, less than a second process would save."""
     s = cfg.settings
     m, d = s.model, s.data
     if cfg.device != "cpu" or m.name == "mlp-cubic":
-        return ()
-    minibatch = batch_size(s) is not None and (d.from_file or batch_size(s) < d.P)
-    if s.optim.name != "gd" and not minibatch:
         return ()
     if m.softmax or m.reduced or d.population:
         return ()
@@ -114,7 +110,7 @@ def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
 
         if prefix_moment_bytes(d.P, d.N, d.D) > PREFIX_BYTES_MAX:
             return ()
-    if minibatch:
+    if s.optim.name != "gd":
         return (("fastdyn.models.icl.attn_m.kernels:lin_last_steps", LIN_STEPS_ARGS),)
     return (("fastdyn.models.icl.attn_m.kernels:lin_last_gd", LIN_GD_ARGS),)
 

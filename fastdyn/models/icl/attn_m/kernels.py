@@ -586,36 +586,35 @@ def lin_last_gd(
 
 @njit(**SERIAL)
 def lin_last_steps(
-    theta, H, R, D, maskf, batches, P, n_prefix, SpT, xqT, yq, inv_rho,
+    theta, H, R, D, maskf, batches, P, n_prefix, SpT, xqT, yq, inv_rho, G, yphi, y2,
     rule, hyper, buf, m, v, step, limit, losses,
 ):  # fmt: skip
-    """Up to n = len(losses) minibatch steps of linear attention with an optimiser's update in one
-    call; returns the number of steps taken. Step s draws on the samples ``batches[s]`` (B sorted
-    indices): their rows, (j−1)·P + μ for prefix j = 1..``n_prefix`` (the cumulative loss's
-    prefix-major rows, :func:`pack_prefixes`; ``n_prefix`` = 1: the last-token rows μ), gathered
-    by :func:`lin_last`; L and ∂L/∂θ by :func:`_lin_last_grad` (θ: ATTN_M's or ATTN_S's), the
-    gradient times ``maskf`` and the update ``rule`` with ``hyper`` and the optimiser's state
+    """Up to n = len(losses) steps of linear attention with an optimiser's update in one call;
+    returns the number of steps taken. Minibatches: step s draws on the samples ``batches[s]``
+    (B sorted indices), their rows (j−1)·P + μ for prefix j = 1..``n_prefix`` (the cumulative
+    loss's prefix-major rows, :func:`pack_prefixes`; ``n_prefix`` = 1: the last-token rows μ)
+    gathered by :func:`lin_last`. Full batch (``batches`` of shape (0, 0)): every row, read in
+    place, with the set's moments (G, yphi = b, y2; G of shape (0, 0) for none) as in
+    :func:`lin_last_gd`. L and ∂L/∂θ by :func:`_lin_last_grad` (θ: ATTN_M's or ATTN_S's), then
+    the gradient times ``maskf`` and the update ``rule`` with ``hyper`` and the optimiser's state
     (``buf``, ``m``, ``v``, ``step``: :func:`fastdyn.core.updates.checked_update`).
 
     The operations of :func:`linear_loss_and_grad` on those samples and of the optimiser's own
     step, in the same order: θ, the state and the losses are bit-identical to one call each per
-    step. losses[s] = the minibatch loss before update s. A step whose loss or gradient is not
-    finite, or whose loss exceeds ``limit``, is not taken (θ and the state as the previous steps
-    left them)."""
+    step. losses[s] = the loss before update s. A step whose loss or gradient is not finite, or
+    whose loss exceeds ``limit``, is not taken (θ and the state as the previous steps left
+    them)."""
+    full = batches.shape[0] == 0  # a computed flag: the literal would compile lin_last anew
     nb = batches.shape[1]
-    rows = np.empty(nb * n_prefix, dtype=np.int64)
+    rows = np.arange(yq.shape[0]) if full else np.empty(nb * n_prefix, dtype=np.int64)
     scratch = _lin_scratch(H, R, D, theta.shape[0], rows.shape[0])
     grad = scratch[-1]
-    G, yphi = (
-        np.empty((0, 0)),
-        np.empty(0),
-    )  # a minibatch's loss is a mean over its rows: no moments
-    full = rows.shape[0] < 0  # False; a computed flag: the literal would compile lin_last anew
     for s in range(losses.shape[0]):
-        for j in range(n_prefix):
-            for k in range(nb):
-                rows[j * nb + k] = j * P + batches[s, k]
-        L = _lin_last_grad(theta, H, R, D, rows, full, SpT, xqT, yq, inv_rho, G, yphi, 0.0, scratch)
+        if not full:
+            for j in range(n_prefix):
+                for k in range(nb):
+                    rows[j * nb + k] = j * P + batches[s, k]
+        L = _lin_last_grad(theta, H, R, D, rows, full, SpT, xqT, yq, inv_rho, G, yphi, y2, scratch)
         if not checked_update(rule, theta, grad, maskf, L, limit, hyper, buf, m, v, step):
             return s
         losses[s] = L
