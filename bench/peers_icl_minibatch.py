@@ -8,13 +8,18 @@ Workload: Fig. 1's ATTN_M (D = 4, N = 31, H = 8, ρ = 1, P = 5000, init 1e-6 ref
 loss), E = --steps optimiser steps on minibatches of B = --batch samples from θ0. A minibatch loss
 is a mean over B rows, so the data's moments do not apply: every step runs the per-sample kernel
 (``attn_m.kernels.lin_last`` on the B gathered rows). The batches are the trained-run driver's,
-``drive.optim.minibatch_indices(seed = 0, step k, P, B)`` for k = 0..E−1, drawn once (untimed) and
-handed to every case, so all see the same batches.
+``drive.optim.minibatch_indices(seed = 0, step k, P, B)`` for k = 0..E−1: drawn once (untimed) and
+handed to the peers; fastdyn's cases draw them as the driver does (timed), the same batches.
 
-- fastdyn, "driver step": per step what ``drive.train.train`` runs for a minibatch: the indices
+- fastdyn, "driver (fused blocks)": what ``drive.train.train`` runs for a minibatch, called as
+  is (one save, at step E; no observer): the steps between saves in fused blocks
+  (``model.optimizer_steps``: ``attn_m.kernels.lin_last_steps`` gathers each step's B rows,
+  takes ``lin_last``'s loss and gradient and the optimiser's update, ``core.updates``), each
+  block's batches drawn beforehand (``drive.optim.minibatch_block``), blocks of about
+  ``drive.train.BLOCK_SECONDS``; on 1 and 2 numba threads. Other case, "per-step path": per step
+  what the driver ran before the fused blocks (and still runs at a save): the indices
   (``minibatch_indices``), ``model.loss_and_grad(θ, prep, grad, idx)``, the finite check and
-  ``optimizer.step`` (``gd_step`` for SGD, ``adam_step`` for Adam); on 1 and 2 numba threads;
-  "indices precomputed": the same with the indices drawn beforehand.
+  ``optimizer.step`` (``gd_step`` for SGD, ``adam_step`` for Adam).
 - JAX ``jit`` of one ``lax.fori_loop`` over the E steps (float64, 2 XLA threads): step k gathers
   its B rows of the packed per-sample arrays (S_μ packed to NP = (D+1)(D+2)/2 entries, x_q, y_q,
   computed once, untimed) and takes ``jax.grad`` of the packed-algebra loss (the heads folded
@@ -126,15 +131,17 @@ def torch_trainer(torch, model, host, batches, lr, opt):
 
 
 def breakdown(model, prep, theta0, batches, opt, repeats) -> None:
-    """Where a driver step goes (per step, medians of ``repeats`` sweeps over the E batches, the
-    calling thread): the indices, ``loss_and_grad``, the ``lin_last`` call inside it alone (on
-    the same batch, M folded beforehand) and the optimiser step."""
+    """Where a step goes (per step, medians of ``repeats`` sweeps over the E batches, the calling
+    thread). The fused path: the E batches drawn at once (``minibatch_block``) and the E steps
+    in one fused call (``optimizer_steps``, batches given). The per-step path: the indices,
+    ``loss_and_grad``, the ``lin_last`` call inside it alone (on the same batch, M folded
+    beforehand) and the optimiser step."""
     import statistics
     import time
 
     import numpy as np
 
-    from fastdyn.drive.optim import minibatch_indices
+    from fastdyn.drive.optim import minibatch_block, minibatch_indices
     from fastdyn.models.icl.attn_m.kernels import contract_M, lin_last
     from fastdyn.reduce import n_blocks
 
@@ -155,6 +162,26 @@ def breakdown(model, prep, theta0, batches, opt, repeats) -> None:
             f(s)
         return (time.perf_counter() - t) / E
 
+    advance = model.optimizer_steps(prep)
+    losses = np.empty(E)
+
+    def whole(f):
+        t = time.perf_counter()
+        f()
+        return (time.perf_counter() - t) / E
+
+    fused = {
+        "minibatch_block (the E batches at once)": lambda: minibatch_block(0, 0, E, P, B),
+        "fused steps (lin_last_steps, batches given)": lambda: advance(
+            theta0.copy(), batches, opt.update_args(), losses, np.inf
+        ),
+    }
+    for f in fused.values():
+        whole(f)
+    times = {k: statistics.median(whole(f) for _ in range(repeats)) for k, f in fused.items()}
+    print("  where a fused step goes (1 thread, per step):")
+    for k, v in times.items():
+        print(f"    {k:<46} {v * 1e6:8.2f} us")
     parts = {
         "minibatch_indices": lambda s: minibatch_indices(0, s, P, B),
         "loss_and_grad": lambda s: model.loss_and_grad(theta, prep, grad, batches[s]),
@@ -169,7 +196,7 @@ def breakdown(model, prep, theta0, batches, opt, repeats) -> None:
     for f in parts.values():
         sweep(f)
     times = {k: statistics.median(sweep(f) for _ in range(repeats)) for k, f in parts.items()}
-    print("  where a driver step goes (1 thread, per step):")
+    print("  where a per-step path step goes (1 thread, per step):")
     for k, v in times.items():
         print(f"    {k:<46} {v * 1e6:8.2f} us")
 
@@ -179,6 +206,7 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     import numpy as np
 
     from fastdyn.drive.optim import make_optimizer, minibatch_indices
+    from fastdyn.drive.train import train
     from fastdyn.models.icl.attn_m import AttnM
     from fastdyn.models.icl.problem import generate
 
@@ -193,27 +221,32 @@ def bench(kind, a, jax, torch, peaks) -> dict:
     nthr = numba.config.NUMBA_NUM_THREADS
     model.loss_value(theta0, prep)  # compiles; takes the full set's moments (saves' loss only)
 
-    def fd(k, driver):
+    def quiet(theta):  # the save's observer: nothing beyond the train loss
+        return {}, {}
+
+    def fd(k, fused):
         def run():
             numba.set_num_threads(k)
             theta = theta0.copy()
-            grad = np.empty(model.n_params)
             opt = make_optimizer(kind, model.n_params, lr)
-            for s in range(E):
-                idx = minibatch_indices(seed, s, P, B) if driver else batches[s]
-                L = model.loss_and_grad(theta, prep, grad, idx)
-                if not (np.isfinite(L) and np.all(np.isfinite(grad))):
-                    raise FloatingPointError(f"step {s}: loss {L}")
-                opt.step(theta, grad)
+            if fused:
+                train(model, prep, theta, opt, E, [E], batch_size=B, seed=seed, observe=quiet)
+            else:
+                grad = np.empty(model.n_params)
+                for s in range(E):
+                    L = model.loss_and_grad(theta, prep, grad, minibatch_indices(seed, s, P, B))
+                    if not (np.isfinite(L) and np.all(np.isfinite(grad))):
+                        raise FloatingPointError(f"step {s}: loss {L}")
+                    opt.step(theta, grad)
             numba.set_num_threads(nthr)
             return theta
 
         return _peers.Call(run)
 
     threads = (1, min(2, nthr))
-    cases = {f"fastdyn {k} thread(s), driver step": fd(k, True) for k in threads}
-    cases[f"fastdyn {threads[-1]} thread(s), indices precomputed"] = fd(threads[-1], False)
-    ref = f"fastdyn {threads[-1]} thread(s), driver step"
+    cases = {f"fastdyn {k} thread(s), driver (fused blocks)": fd(k, True) for k in threads}
+    cases[f"fastdyn {threads[-1]} thread(s), per-step path"] = fd(threads[-1], False)
+    ref = f"fastdyn {threads[-1]} thread(s), driver (fused blocks)"
     name = "SGD" if kind == "sgd" else "Adam"
     title = (
         f"ICL Fig. 1 ATTN_M (D={D}, N={N}, H={H}, P={P}), minibatch {name}, B={B}, lr={lr:g}, "

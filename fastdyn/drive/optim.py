@@ -9,57 +9,21 @@ so a run can checkpoint and resume bit-identically:
   (:func:`minibatch_indices`);
 - ``adam`` Adam (Kingma & Ba) with bias correction and L2 weight decay added to the gradient;
 - ``adamw`` Adam with decoupled weight decay ``θ ← θ − η λ θ`` (Loshchilov & Hutter).
+
+The updates themselves are :mod:`fastdyn.core.updates`' kernels, which the models' fused training
+loops call too (:meth:`Optimizer.update_args`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from numba import njit
 
-from .._jit import SERIAL
 from ..config.schema import OPTIMIZERS
+from ..core.updates import ADAM, ADAMW, MOMENTUM, PLAIN, adam_step, gd_step, momentum_step
 from ..problems.rng import STREAM_MINIBATCH, generator
-
-
-@njit(**SERIAL)
-def gd_step(theta, grad, lr):
-    """θ ← θ − η g (in place)."""
-    for k in range(theta.shape[0]):
-        theta[k] -= lr * grad[k]
-
-
-@njit(**SERIAL)
-def momentum_step(theta, grad, buf, lr, mu):
-    """b ← μ b + g; θ ← θ − η b (in place)."""
-    for k in range(theta.shape[0]):
-        buf[k] = mu * buf[k] + grad[k]
-        theta[k] -= lr * buf[k]
-
-
-@njit(**SERIAL)
-def adam_step(theta, grad, m, v, step, lr, b1, b2, eps, wd, decoupled):
-    """One Adam/AdamW update; ``step`` is a length-1 int64 array (incremented here).
-
-    g ← g + λθ (Adam) ; m ← β1 m + (1−β1) g ; v ← β2 v + (1−β2) g² ;
-    θ ← θ − η [m/(1−β1^t)] / (√(v/(1−β2^t)) + ε) − η λ θ (AdamW only)."""
-    step[0] += 1
-    t = step[0]
-    c1 = 1.0 - b1**t
-    c2 = 1.0 - b2**t
-    for k in range(theta.shape[0]):
-        g = grad[k]
-        if not decoupled:
-            g += wd * theta[k]
-        m[k] = b1 * m[k] + (1.0 - b1) * g
-        v[k] = b2 * v[k] + (1.0 - b2) * g * g
-        upd = (m[k] / c1) / (math.sqrt(v[k] / c2) + eps)
-        if decoupled:
-            theta[k] -= lr * wd * theta[k]
-        theta[k] -= lr * upd
 
 
 @dataclass
@@ -87,6 +51,24 @@ class Optimizer:
                 theta, grad, s["m"], s["v"], s["step"], self.lr, self.beta1, self.beta2, self.eps,
                 self.weight_decay, self.name == "adamw",
             )  # fmt: skip
+
+    def update_args(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(rule, hyper, buf, m, v, step) of :func:`fastdyn.core.updates.apply_update`: the rule's
+        code, [η, μ, β1, β2, ε, λ] and this optimiser's own state arrays (updated in place by a
+        fused loop; empty where the rule has none), the update :meth:`step` applies."""
+        if self.name == "gd" or (self.name == "sgd" and self.momentum == 0.0):
+            rule = PLAIN
+        elif self.name == "sgd":
+            rule = MOMENTUM
+        else:
+            rule = ADAMW if self.name == "adamw" else ADAM
+        hyper = np.array(
+            [self.lr, self.momentum, self.beta1, self.beta2, self.eps, self.weight_decay]
+        )
+        none = np.empty(0)
+        s = self.state
+        step = s.get("step", np.zeros(1, dtype=np.int64))
+        return rule, hyper, s.get("buf", none), s.get("m", none), s.get("v", none), step
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Copies of the state arrays."""
@@ -157,3 +139,22 @@ def minibatch_indices(seed: int, step: int, P: int, batch_size: int) -> np.ndarr
     e, j = divmod(int(step), nb)
     perm = _epoch_permutation(int(seed), e, int(P))
     return np.sort(perm[j * batch_size : (j + 1) * batch_size]).astype(np.int64)
+
+
+def minibatch_block(seed: int, first: int, n: int, P: int, batch_size: int) -> np.ndarray:
+    """The (n, B) int64 array whose row s is :func:`minibatch_indices` (seed, first + s, P, B):
+    each epoch's permutation drawn once, its batches sorted at once (the same sorted integers)."""
+    if not 0 < batch_size <= P:
+        raise ValueError(f"optim.batch_size: must lie in [1, P = {P}], got {batch_size}")
+    nb = P // batch_size
+    out = np.empty((n, batch_size), dtype=np.int64)
+    s = 0
+    while s < n:
+        e, j = divmod(int(first) + s, nb)
+        cnt = min(nb - j, n - s)
+        perm = _epoch_permutation(int(seed), e, int(P))
+        out[s : s + cnt] = np.sort(
+            perm[j * batch_size : (j + cnt) * batch_size].reshape(cnt, batch_size), axis=1
+        )
+        s += cnt
+    return out

@@ -7,7 +7,12 @@ lr, n_steps, losses)`` (several GD steps inside one compiled call, used for the 
 ``gd_steps(prep)`` (None, or ``advance(theta, lr, losses, limit) -> steps taken``: up to
 ``len(losses)`` full-batch GD steps in one compiled call, bit-identical to a ``loss_and_grad`` and
 a GD step each, losses[s] the loss before update s, stopping before a step whose loss or gradient
-is not finite or whose loss exceeds ``limit``). ``prep`` is the model's prepared data, a
+is not finite or whose loss exceeds ``limit``) and ``optimizer_steps(prep)`` (None, or
+``advance(theta, batches, update, losses, limit) -> steps taken``: the same for up to
+``len(losses)`` steps of any optimiser, with its update ``update`` =
+:meth:`Optimizer.update_args`: step s on the samples ``batches[s]``, or on the full set for
+``batches`` of shape (0, 0); bit-identical to a ``loss_and_grad`` on those samples and an
+``optimizer.step`` each). ``prep`` is the model's prepared data, a
 :class:`fastdyn.models._spec.Prepared`: the loop reads only its ``n_samples`` (minibatches draw
 from 0..n_samples−1) and ``full_batch`` (no minibatches; GD through ``fused_gd``).
 ``train`` runs ``n_steps`` optimiser updates, and at each save step s (0 ≤ s ≤ n_steps, the
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .optim import Optimizer, minibatch_indices
+from .optim import Optimizer, minibatch_block, minibatch_indices
 
 if TYPE_CHECKING:
     from ..models._spec import Prepared
@@ -39,12 +44,16 @@ __all__ = ["EXPLODE", "DivergedError", "hessian_lambda_max", "train"]
 #: crosses this factor within a few dozen steps, well before it overflows)
 EXPLODE = 1e6
 
-#: wall time a block of fused GD steps (``gd_steps``) aims at, s: the stop request is polled
-#: between blocks, so a SIGINT is answered within about this long
+#: wall time a block of fused steps (``gd_steps``, ``optimizer_steps``) aims at, s: the stop
+#: request is polled between blocks, so a SIGINT is answered within about this long
 BLOCK_SECONDS = 0.02
 #: steps of the first fused block (later ones are sized from the time per step measured): one, so
 #: that no block of a large run takes much longer than BLOCK_SECONDS
 FIRST_BLOCK = 1
+
+
+#: the ``batches`` of a full-batch block of ``optimizer_steps``
+_FULL = np.empty((0, 0), dtype=np.int64)
 
 
 class DivergedError(FloatingPointError):
@@ -157,8 +166,11 @@ def train(
     ``tests`` losses and the model's weights, :func:`_default_observer`); its losses are recorded as
     ``loss/<name>`` and its weights passed to ``on_save``.
 
-    Full-batch GD on a model whose ``gd_steps(prep)`` gives an ``advance`` runs the steps between
-    saves in fused blocks of about :data:`BLOCK_SECONDS` each; after a block that ends before a
+    Full-batch GD on a model whose ``gd_steps(prep)`` gives an ``advance``, and the other
+    optimisers' steps (full batch or minibatches: the block's batches drawn beforehand by
+    :func:`minibatch_block`) on one whose ``optimizer_steps(prep)`` does, run the steps between
+    saves in fused blocks of about
+    :data:`BLOCK_SECONDS` each; after a block that ends before a
     save, ``poll()`` (a stop request) is asked, and when it answers true ``on_checkpoint`` is
     called at that step (to checkpoint and stop the run).
 
@@ -180,9 +192,23 @@ def train(
     full = batch_size is None or batch_size >= P or prep.full_batch
     fused = full and optimizer.name == "gd" and hasattr(model, "fused_gd") and prep.full_batch
 
-    advance = None
+    advance = None  # advance(first step, losses, limit) -> steps taken: a fused block
     if full and not fused and optimizer.name == "gd" and hasattr(model, "gd_steps"):
-        advance = model.gd_steps(prep)
+        gd = model.gd_steps(prep)
+        if gd is not None:
+
+            def advance(first: int, losses: np.ndarray, limit: float) -> int:
+                return gd(theta, optimizer.lr, losses, limit)
+
+    elif not fused and not (full and optimizer.name == "gd") and hasattr(model, "optimizer_steps"):
+        steps = model.optimizer_steps(prep)
+        if steps is not None:
+
+            def advance(first: int, losses: np.ndarray, limit: float) -> int:
+                n = losses.shape[0]
+                batches = _FULL if full else minibatch_block(seed, first, n, P, batch_size)
+                return steps(theta, batches, optimizer.update_args(), losses, limit)
+
     cap = FIRST_BLOCK  # steps of the next fused block
     buf = np.empty(cap if advance is not None else 0)  # the block's losses
     retry = False  # the fused block stopped before a bad step: take it the per-step way
@@ -236,9 +262,10 @@ def train(
             n = min(nxt - k, cap)
             if buf.shape[0] < n:
                 buf = np.empty(n)
-            limit = EXPLODE * good["ref"] if good["ref"] is not None else np.inf
+            # a minibatch's loss is not checked against the full set's (as per step)
+            limit = EXPLODE * good["ref"] if full and good["ref"] is not None else np.inf
             t0 = _time.perf_counter()
-            done = advance(theta, optimizer.lr, buf[:n], limit)
+            done = advance(k, buf[:n], limit)
             dt = _time.perf_counter() - t0
             k += done
             retry = done < n

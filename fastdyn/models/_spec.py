@@ -292,7 +292,8 @@ class TrainedSetup:
 
     - ``model``: ``n_params``, ``loss_and_grad(theta, prep, grad, idx) -> loss`` (``idx`` None: the
       full training set), ``loss_value(theta, prep)``; optionally ``fused_gd`` and ``gd_steps``
-      (GD steps in one compiled call, :mod:`fastdyn.drive.train`).
+      (GD steps in one compiled call) and ``optimizer_steps`` (the other optimisers' steps, full
+      batch or minibatches, in one compiled call; :mod:`fastdyn.drive.train`).
     - ``prep``: the prepared training data (a :class:`Prepared`).
     - ``observe(theta) -> (losses, weights)``: what is measured at a save besides the train loss.
     - ``row(i, step, losses, weights) -> {series: row}``: row ``i`` of every series in ``series``.

@@ -146,13 +146,14 @@ def test_declared_pairs_name_dispatchers_and_parse():
     """Every pair a built-in model declares, for any run ``fastdyn warmup`` plans, names a
     cached ``@njit`` dispatcher and as many argument types as its Python function takes; MSFR
     declares its two integrator kernels and its tracked tasks' closed-form f, attn-m and attn-s
-    their fused GD steps, msfr-attn its training kernels (and MSFR's gd lane kernel of its
-    comparison), msfr-h (the driver, for it) the generic rk4 kernel built from its functions."""
+    their fused GD and minibatch steps, msfr-attn its training kernels (and MSFR's gd lane
+    kernel of its comparison), msfr-h (the driver, for it) the generic rk4 kernel built from its
+    functions."""
     pairs = _declaring_runs()
     names = {k.split("[")[0].rsplit(":", 1)[1] for k, _ in pairs}
     assert names == {
-        "dopri5_kernel", "lanes_kernel", "_f_curves_kernel", "lin_last_gd", "_sparse_pass1",
-        "_sparse_pass2", "_dense_kernel", "rk4",
+        "dopri5_kernel", "lanes_kernel", "_f_curves_kernel", "lin_last_gd", "lin_last_steps",
+        "_sparse_pass1", "_sparse_pass2", "_dense_kernel", "rk4",
     }  # fmt: skip
     for kernel, sig in pairs:
         d = pc.kernel(kernel)

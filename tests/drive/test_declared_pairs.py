@@ -99,15 +99,18 @@ def test_a_fresh_process_loads_every_declared_kernel(tmp_path):
 
 
 def test_one_phase_and_other_paths_declare_nothing():
-    """Paths with one phase or small kernels declare nothing: ICL softmax, Adam, the reduced and
+    """Paths with one phase or small kernels declare nothing: ICL softmax, the reduced and
     population paths, mlp-cubic; msfr-attn without its comparison; the generic solver on the GPU,
-    for the closed form only, or with model functions that are not module-level."""
+    for the closed form only, or with model functions that are not module-level. (ICL's other
+    optimisers, full batch or minibatches, declare their fused steps.)"""
     hook = get_model("attn-m").warmup.precompile
     for sets in (
-        ["attention.softmax=true"], ['optim.name="adam"'], ["attention.reduced=true"],
-        ['model="mlp-cubic"'],
+        ["attention.softmax=true"], ["attention.reduced=true"], ['model="mlp-cubic"'],
     ):  # fmt: skip
         assert hook(load_config(presets.resolve("icl_variants"), sets)) == (), sets
+    for sets in (['optim.name="adam"'], ['optim.name="sgd"', "optim.batch_size=10"]):
+        cfg = load_config(presets.resolve("icl_variants"), sets)
+        assert [k for k, _ in hook(cfg)] == ["fastdyn.models.icl.attn_m.kernels:lin_last_steps"]
     cfg = load_config(presets.resolve("msfr_attention"), ["theory.compare=false"])
     assert get_model("msfr-attn").warmup.precompile(cfg) == ()
     cfg = load_config(None, [*_LOGISTIC, 'solver.integrator="dopri5"'])

@@ -4,6 +4,7 @@ resume, and settings validation."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -480,3 +481,200 @@ def test_fused_statistics_gd_near_an_exact_fit_takes_the_rows_as_one_step_at_a_t
     np.testing.assert_array_equal(fused, stepwise)
     for k in rec_s:
         np.testing.assert_array_equal(rec_f[k], rec_s[k])
+
+
+def _spy_optimizer_steps(monkeypatch, calls: list[int], cls=AttnM) -> None:
+    """A model class's fused optimiser steps, recording the steps each block takes."""
+    orig = cls.optimizer_steps
+
+    def optimizer_steps(self, prep):
+        advance = orig(self, prep)
+
+        def spy(theta, batches, update, losses, limit):
+            assert batches.shape[0] == (losses.shape[0] if batches.size else 0)
+            done = advance(theta, batches, update, losses, limit)
+            calls.append(done)
+            return done
+
+        return spy
+
+    monkeypatch.setattr(cls, "optimizer_steps", optimizer_steps)
+
+
+def test_minibatch_block_is_the_stacked_minibatch_indices():
+    from fastdyn.drive.optim import minibatch_block, minibatch_indices
+
+    for first, n in ((0, 1), (5, 40), (7, 3)):  # 300 // 64 = 4 batches an epoch: blocks span epochs
+        got = minibatch_block(3, first, n, 300, 64)
+        want = np.stack([minibatch_indices(3, first + s, 300, 64) for s in range(n)])
+        assert got.dtype == np.int64 and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
+
+
+#: (model, optimiser, batch size, steps): ATTN_M last-token and cumulative (prefix rows), ATTN_S
+#: of rank 2; plain SGD, heavy-ball momentum, Adam with L2 decay, AdamW; minibatches, and the
+#: full batch (None: from the data's moments, "rows": from the rows). The cumulative minibatch
+#: has 6 · 2800 rows a step: 17 reduction blocks, so the blocks run on the numba threads
+_OPTIMIZER_CASES = {
+    "attn-m sgd": (lambda: AttnM(3, 2, 6), ("sgd", {}), 64, 300),
+    "attn-m ic_only adam": (
+        lambda: AttnM(3, 2, 6, attention_scale="1", ic_only=True),
+        ("adam", {"weight_decay": 0.01}),
+        64,
+        300,
+    ),
+    "attn-m cumulative momentum": (
+        lambda: AttnM(3, 2, 6, loss="cumulative"),
+        ("sgd", {"momentum": 0.9}),
+        2800,
+        30,
+    ),
+    "attn-s adamw": (
+        lambda: __import__("fastdyn.models.icl.attn_s", fromlist=["AttnS"]).AttnS(3, 2, 6, R=2),
+        ("adamw", {"weight_decay": 0.01}),
+        64,
+        300,
+    ),
+    "attn-m adam full batch": (lambda: AttnM(3, 2, 6), ("adam", {}), None, 300),
+    "attn-m cumulative momentum full batch, rows": (
+        lambda: AttnM(3, 2, 6, loss="cumulative"),
+        ("sgd", {"momentum": 0.5}),
+        "rows",
+        100,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(_OPTIMIZER_CASES))
+def test_fused_optimizer_steps_equal_one_step_at_a_time(monkeypatch, case):
+    """Optimiser steps in fused blocks (``optimizer_steps``) against one ``loss_and_grad`` and
+    ``optimizer.step`` per step: θ, every record and the optimiser's state bit-identical, on 1
+    and 2 numba threads."""
+    import numba
+
+    build, (name, kw), B, n = _OPTIMIZER_CASES[case]
+    m = build()
+    cls = type(m)
+    d = generate(3, 6, 3000 if B == 2800 else 300, seed=6)
+    prep = m.prepare(d.tokens, d.labels)
+    if B == "rows":
+        prep.moments = False  # the per-sample kernel on every row (else the data's moments)
+    full = not isinstance(B, int)
+    assert prep.moments or B == "rows"
+    B = None if full else B
+    th0 = m.init("paper", 0.3, 2)
+    saves = [0, 1, 9, n // 2, n]
+
+    def run():
+        th = th0.copy()
+        opt = make_optimizer(name, m.n_params, 0.01, **kw)
+        rec = train(m, prep, th, opt, n, saves, batch_size=B, seed=9)
+        return th, rec, opt.state_dict()
+
+    monkeypatch.setattr(train_mod, "FIRST_BLOCK", 3)  # blocks that split the gaps between saves
+    out = {}
+    before = numba.get_num_threads()
+    try:
+        for nt in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(nt)
+            calls: list[int] = []
+            with monkeypatch.context() as mp:
+                _spy_optimizer_steps(mp, calls, cls)
+                out[nt, "fused"] = run()
+            assert sum(calls) == n - 4 and calls[0] == 3  # all but the saves' 4 updates
+            with monkeypatch.context() as mp:
+                mp.setattr(cls, "optimizer_steps", lambda self, prep: None)
+                out[nt, "per step"] = run()
+    finally:
+        numba.set_num_threads(before)
+    (th_ref, rec_ref, st_ref), *rest = out.values()
+    assert not np.array_equal(th_ref, th0)
+    assert rec_ref["loss/train"][-1] < rec_ref["loss/train"][0]
+    for th, rec, st in rest:
+        np.testing.assert_array_equal(th, th_ref)
+        assert rec.keys() == rec_ref.keys() and st.keys() == st_ref.keys()
+        for k in rec:
+            np.testing.assert_array_equal(rec[k], rec_ref[k])
+        for k in st:
+            np.testing.assert_array_equal(st[k], st_ref[k])
+    if name != "sgd" or kw:
+        assert st_ref  # a state to compare: momentum buffer, or Adam's moments and step count
+    if "step" in st_ref:
+        assert st_ref["step"][0] == n
+
+
+@pytest.mark.parametrize(
+    ("batch", "scale", "lr"), [(32, 1.0, 30.0), (None, 0.3, 1.0)], ids=["minibatch", "full batch"]
+)
+def test_fused_optimizer_divergence_is_reported_as_one_step_at_a_time(
+    monkeypatch, batch, scale, lr
+):
+    """A fused block that meets a non-finite step (or, full batch, a loss above EXPLODE times
+    the first save's: here at step 14, loss ≈ 6e10) stops before it, θ and the momentum buffer as the previous step left them; the step then raises
+    the same DivergedError as per step."""
+    d = generate(3, 6, 300, seed=1)
+    m = AttnM(3, 2, 6)
+    prep = m.prepare(d.tokens, d.labels)
+    th0 = m.init("paper", scale, 0)
+
+    def message():
+        th = th0.copy()
+        opt = make_optimizer("sgd", m.n_params, lr, momentum=0.5)
+        with pytest.raises(DivergedError) as e:
+            train(m, prep, th, opt, 200, [0, 200], batch_size=batch, seed=1)
+        return e.value.step, str(e.value), th, opt.state["buf"].copy()
+
+    calls: list[int] = []
+    _spy_optimizer_steps(monkeypatch, calls)
+    fused = message()
+    assert fused[0] > 1 and fused[0] == 1 + sum(calls)  # a fused block stopped before that step
+    if batch is None:  # the explosion check: a finite loss
+        assert re.search(r"the training loss is [0-9.]+e\+\d+;", fused[1]), fused[1]
+    assert np.all(np.isfinite(fused[2])) and np.all(np.isfinite(fused[3]))
+    monkeypatch.setattr(AttnM, "optimizer_steps", lambda self, prep: None)
+    stepwise = message()
+    assert fused[:2] == stepwise[:2]
+    np.testing.assert_array_equal(fused[2], stepwise[2])
+    np.testing.assert_array_equal(fused[3], stepwise[3])
+
+
+def test_stop_between_fused_minibatch_blocks_checkpoints_there_and_resumes_bit_identically(
+    monkeypatch,
+):
+    d = generate(3, 6, 300, seed=2)
+    m = AttnM(3, 2, 6)
+    prep = m.prepare(d.tokens, d.labels)
+    th0 = m.init("paper", 0.1, 3)
+    saves = [0, 50, 100]
+    monkeypatch.setattr(train_mod, "FIRST_BLOCK", 4)
+
+    def fresh():
+        return make_optimizer("adam", m.n_params, 0.01)
+
+    ref, opt_ref = th0.copy(), fresh()
+    rec_ref = train(m, prep, ref, opt_ref, 100, saves, batch_size=64, seed=5)
+
+    class Stop(Exception):
+        pass
+
+    at = {}
+
+    def on_checkpoint(step, th, opt):
+        if step not in saves:  # only ever asked between blocks when poll() says stop
+            at["step"], at["theta"], at["state"] = step, th.copy(), opt.state_dict()
+            raise Stop
+
+    with pytest.raises(Stop):
+        train(m, prep, th0.copy(), fresh(), 100, saves, batch_size=64, seed=5,
+              on_checkpoint=on_checkpoint, poll=lambda: True)  # fmt: skip
+    assert at["step"] == 1 + 4  # the save's step, then the first block of FIRST_BLOCK steps
+    assert at["state"]["step"][0] == at["step"]
+    th, opt = at["theta"], fresh()
+    opt.load_state(at["state"])
+    rest = [s for s in saves if s >= at["step"]]  # as the driver resumes
+    rec = train(m, prep, th, opt, 100, rest, batch_size=64, seed=5,
+                first_step=at["step"], resumed=True)  # fmt: skip
+    np.testing.assert_array_equal(th, ref)
+    for k, v in opt_ref.state.items():
+        np.testing.assert_array_equal(opt.state[k], v)
+    np.testing.assert_array_equal(rec["loss/train"], rec_ref["loss/train"][1:])

@@ -1,6 +1,6 @@
-"""A stop request while a trained run takes fused GD steps between saves (per-sample ATTN_M, full
-batch): the run stops after the block it is in, checkpoints at that step (between two saves) and
-resumes bit-identically."""
+"""A stop request while a trained run takes fused steps between saves (per-sample ATTN_M: full-batch
+GD, and minibatch SGD with momentum): the run stops after the block it is in, checkpoints at that
+step (between two saves, with the optimiser's state) and resumes bit-identically."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import signal
 
 import h5py
+import pytest
 from click.testing import CliRunner
 
 import fastdyn
@@ -23,23 +24,30 @@ ARGS = [
     "--set", "schedule.save_every=100", "--set", "optim.name=gd", "--set", "optim.lr=0.01",
     "--set", "output.checkpoint_every=0",
 ]  # fmt: skip
+#: the same with minibatch SGD and momentum (a state to checkpoint): the minibatch fused steps
+MINIBATCH = [*ARGS, "--set", "optim.name=sgd", "--set", "optim.batch_size=50", "--set", "optim.momentum=0.5"]  # fmt: skip
 
 
 def _invoke(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-def test_sigterm_during_fused_steps_stops_between_saves_and_resumes(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("hook", "args"), [("gd_steps", ARGS), ("optimizer_steps", MINIBATCH)], ids=["gd", "minibatch"]
+)
+def test_sigterm_during_fused_steps_stops_between_saves_and_resumes(
+    tmp_path, monkeypatch, hook, args
+):
     ref = tmp_path / "ref.h5"
-    assert _invoke("-q", "simulate", *ARGS, "-o", str(ref)).exit_code == 0
-    orig = AttnM.gd_steps
+    assert _invoke("-q", "simulate", *args, "-o", str(ref)).exit_code == 0
+    orig = getattr(AttnM, hook)
     seen = {"blocks": 0, "steps": 0}
 
-    def gd_steps(self, prep):
+    def steps(self, prep):
         advance = orig(self, prep)
 
-        def signal_in_first_block(theta, lr, losses, limit):
-            done = advance(theta, lr, losses, limit)
+        def signal_in_first_block(*a):
+            done = advance(*a)
             seen["blocks"] += 1
             seen["steps"] += done
             if seen["blocks"] == 1:
@@ -48,9 +56,9 @@ def test_sigterm_during_fused_steps_stops_between_saves_and_resumes(tmp_path, mo
 
         return signal_in_first_block
 
-    monkeypatch.setattr(AttnM, "gd_steps", gd_steps)
+    monkeypatch.setattr(AttnM, hook, steps)
     p = tmp_path / "int.h5"
-    res = _invoke("-q", "simulate", *ARGS, "-o", str(p))
+    res = _invoke("-q", "simulate", *args, "-o", str(p))
     monkeypatch.undo()
     assert res.exit_code == 143, res.output
     r = fastdyn.load(p)

@@ -82,15 +82,26 @@ LIN_GD_ARGS = (
 )
 
 
+#: lin_last_steps(theta, H, R, D, mask, batches, P, n_prefix, SpT, xqT, yq, inv_rho, G, b, y2,
+#: rule, hyper, buf, m, v, step, limit, losses): the fused steps of the other optimisers
+#: (minibatches or full batch), as ``ReducedKernels.optimizer_steps`` passes them
+LIN_STEPS_ARGS = (
+    "(float64[::1], int64, int64, int64, float64[::1], int64[:, ::1], int64, int64, "
+    "float64[:, ::1], float64[:, ::1], float64[::1], float64, float64[:, ::1], float64[::1], "
+    "float64, int64, float64[::1], float64[::1], float64[::1], float64[::1], int64[::1], "
+    "float64, float64[::1])"
+)
+
+
 def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
-    """Full-batch GD of linear attention on per-sample data (attn-m, attn-s) on the CPU: the fused
-    GD steps' kernel (≈ 5 s to compile), first reached after the first step, whose per-sample
-    loss and gradient kernels take ≈ 13 s. Nothing for the other paths: softmax, Adam and
-    minibatches have one phase; the reduced, population and mlp-cubic kernels compile in about
-    a second, less than a second process would save."""
+    """Linear attention on per-sample data (attn-m, attn-s) on the CPU: the fused steps' kernel
+    (≈ 3–5 s to compile), first reached after the first step, whose per-sample loss and
+    gradient kernels take ≈ 11–13 s: full-batch GD's, or the other optimisers' (minibatches or
+    full batch). Nothing for the other paths: softmax has one phase; the reduced, population
+    and mlp-cubic kernels compile in about a second, less than a second process would save."""
     s = cfg.settings
     m, d = s.model, s.data
-    if cfg.device != "cpu" or s.optim.name != "gd" or m.name == "mlp-cubic":
+    if cfg.device != "cpu" or m.name == "mlp-cubic":
         return ()
     if m.softmax or m.reduced or d.population:
         return ()
@@ -99,6 +110,8 @@ def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
 
         if prefix_moment_bytes(d.P, d.N, d.D) > PREFIX_BYTES_MAX:
             return ()
+    if s.optim.name != "gd":
+        return (("fastdyn.models.icl.attn_m.kernels:lin_last_steps", LIN_STEPS_ARGS),)
     return (("fastdyn.models.icl.attn_m.kernels:lin_last_gd", LIN_GD_ARGS),)
 
 

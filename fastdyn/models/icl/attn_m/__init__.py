@@ -313,6 +313,63 @@ class ReducedKernels:
 
         return advance
 
+    def optimizer_steps(self, prep: Stats | PerSample):
+        """Fused optimiser steps on the CPU (None elsewhere): ``advance(theta, batches, update,
+        losses, limit) -> steps taken``, up to ``len(losses)`` steps in one compiled call with the
+        optimiser's ``update`` = (rule, hyper, buf, m, v, step) (its state updated in place):
+        step s on the samples ``batches[s]`` (an (n, B) int64 array of sorted indices), or on
+        the full set for ``batches`` of shape (0, 0) (from the data's moments where the set has
+        them); bit-identical to :meth:`loss_and_grad` on those samples and the optimiser's step
+        each. Linear attention, last-token or cumulative with prepared prefix rows:
+        :func:`.kernels.lin_last_steps`."""
+        if getattr(self, "device", "cpu") != "cpu":
+            return None
+        if not isinstance(prep, LinearData) or prep.SpT is None:
+            return None
+        from .kernels import full_moments, lin_last_steps
+
+        H, R, D = self.H, self._kq_rank, self.D
+        maskf = self.mask.astype(np.float64)
+        P, n_prefix = prep.n_samples, prep.N if prep.loss == "cumulative" else 1
+        S, X, y, inv_rho = prep.SpT, prep.xqT, prep.yq, prep.inv_rho
+        none = (np.empty((0, 0)), np.empty(0), 0.0)  # a minibatch's loss: no moments
+
+        def advance(
+            theta: np.ndarray, batches: np.ndarray, update: tuple, losses: np.ndarray,
+            limit: float,
+        ) -> int:  # fmt: skip
+            rule, hyper, buf, m, v, step = update
+            G, b, y2 = (full_moments(prep) or none) if batches.shape[0] == 0 else none
+            return int(
+                lin_last_steps(
+                    theta,
+                    H,
+                    R,
+                    D,
+                    maskf,
+                    batches,
+                    P,
+                    n_prefix,
+                    S,
+                    X,
+                    y,
+                    inv_rho,
+                    G,
+                    b,
+                    y2,
+                    rule,
+                    hyper,
+                    buf,
+                    m,
+                    v,
+                    step,
+                    limit,
+                    losses,
+                )  # fmt: skip
+            )
+
+        return advance
+
     def fused_gd(
         self, theta: np.ndarray, prep: Stats, lr: float, n: int, losses: np.ndarray
     ) -> None:
