@@ -206,11 +206,15 @@ def test_fused_per_sample_divergence_is_reported_as_one_step_at_a_time(monkeypat
     assert fused == message()
 
 
-def test_stop_between_fused_blocks_checkpoints_there_and_resumes_bit_identically(monkeypatch):
+def _small_attn_m():
+    """A small ATTN_M (D = 3, H = 2, N = 6) on 300 samples, its prepared data and weights."""
     d = generate(3, 6, 300, seed=2)
     m = AttnM(3, 2, 6)
-    prep = m.prepare(d.tokens, d.labels)
-    th0 = m.init("paper", 0.1, 3)
+    return m, m.prepare(d.tokens, d.labels), m.init("paper", 0.1, 3)
+
+
+def test_stop_between_fused_blocks_checkpoints_there_and_resumes_bit_identically(monkeypatch):
+    m, prep, th0 = _small_attn_m()
     saves = [0, 50, 100]
     monkeypatch.setattr(train_mod, "FIRST_BLOCK", 4)
     ref = th0.copy()
@@ -641,10 +645,7 @@ def test_fused_optimizer_divergence_is_reported_as_one_step_at_a_time(
 def test_stop_between_fused_minibatch_blocks_checkpoints_there_and_resumes_bit_identically(
     monkeypatch,
 ):
-    d = generate(3, 6, 300, seed=2)
-    m = AttnM(3, 2, 6)
-    prep = m.prepare(d.tokens, d.labels)
-    th0 = m.init("paper", 0.1, 3)
+    m, prep, th0 = _small_attn_m()
     saves = [0, 50, 100]
     monkeypatch.setattr(train_mod, "FIRST_BLOCK", 4)
 
