@@ -39,36 +39,44 @@ class Optimizer:
     momentum: float = 0.0
     state: dict[str, np.ndarray] = field(default_factory=dict)
 
+    def _rule(self) -> int:
+        """The update rule's code (:mod:`fastdyn.core.updates`): PLAIN, MOMENTUM, ADAM or ADAMW."""
+        if self.name == "gd" or (self.name == "sgd" and self.momentum == 0.0):
+            return PLAIN
+        if self.name == "sgd":
+            return MOMENTUM
+        return ADAMW if self.name == "adamw" else ADAM
+
     def step(self, theta: np.ndarray, grad: np.ndarray) -> None:
         """Update ``theta`` in place from ``grad``."""
-        if self.name == "gd" or (self.name == "sgd" and self.momentum == 0.0):
+        rule = self._rule()
+        if rule == PLAIN:
             gd_step(theta, grad, self.lr)
-        elif self.name == "sgd":
+        elif rule == MOMENTUM:
             momentum_step(theta, grad, self.state["buf"], self.lr, self.momentum)
         else:
             s = self.state
             adam_step(
                 theta, grad, s["m"], s["v"], s["step"], self.lr, self.beta1, self.beta2, self.eps,
-                self.weight_decay, self.name == "adamw",
+                self.weight_decay, rule == ADAMW,
             )  # fmt: skip
 
     def update_args(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(rule, hyper, buf, m, v, step) of :func:`fastdyn.core.updates.apply_update`: the rule's
         code, [η, μ, β1, β2, ε, λ] and this optimiser's own state arrays (updated in place by a
-        fused loop; empty where the rule has none), the update :meth:`step` applies."""
-        if self.name == "gd" or (self.name == "sgd" and self.momentum == 0.0):
-            rule = PLAIN
-        elif self.name == "sgd":
-            rule = MOMENTUM
-        else:
-            rule = ADAMW if self.name == "adamw" else ADAM
+        fused loop; empty where the rule has none), the update :meth:`step` applies. A state
+        array the rule needs and the optimiser lacks raises KeyError, as :meth:`step` does (the
+        compiled loop would write past an empty one)."""
+        rule = self._rule()
         hyper = np.array(
             [self.lr, self.momentum, self.beta1, self.beta2, self.eps, self.weight_decay]
         )
         none = np.empty(0)
         s = self.state
-        step = s.get("step", np.zeros(1, dtype=np.int64))
-        return rule, hyper, s.get("buf", none), s.get("m", none), s.get("v", none), step
+        buf = s["buf"] if rule == MOMENTUM else none
+        if rule in (ADAM, ADAMW):
+            return rule, hyper, buf, s["m"], s["v"], s["step"]
+        return rule, hyper, buf, none, none, np.zeros(1, dtype=np.int64)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Copies of the state arrays."""

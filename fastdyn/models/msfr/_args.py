@@ -7,7 +7,7 @@ import numpy as np
 from numba import njit
 
 from ..._jit import SERIAL
-from ...reduce import n_blocks
+from ...reduce import BLOCK, n_blocks
 from ._closed_form import EXACT, FIRST_ORDER, LEADING
 
 LEVELS: dict[str, int] = {"leading": LEADING, "first_order": FIRST_ORDER, "exact": EXACT}
@@ -53,8 +53,10 @@ def _count_bad(x, lo, hi, out):
     out[2] += lt
 
 
-#: bits of each count in :func:`_bad_code` (a block has at most 2^20 tasks)
+#: bits of each count in :func:`_bad_code`: a block has fewer than 2^20 tasks
 _FIELD = 20
+if BLOCK >= 1 << _FIELD:  # a count of 2^20 would carry into the next one
+    raise ImportError(f"reduce.BLOCK = {BLOCK} needs more than {_FIELD} bits a count in _bad_code")
 
 
 @njit(**SERIAL, inline="always")
@@ -70,7 +72,7 @@ def _bad_code(v):
 
 @njit(**SERIAL)
 def block_is_valid(lam, psi, rate, v0x, v0y, w0x, w0y, lo, hi, out):
-    """The counts of :func:`_bad_counts` for tasks lo … hi−1 (at most 2^20) into ``out`` (7 × 3);
+    """The counts of :func:`_bad_counts` for tasks lo … hi−1 (fewer than 2^20) into ``out`` (7 × 3);
     True iff every value is finite, ψ > 0 and rate ≥ 0 there. A kernel calls it on each block
     before computing it, so the values are checked while they are in cache. One loop reads the
     seven arrays together, so their cache misses overlap (seven loops one after the other: 3.4
