@@ -1,4 +1,4 @@
-"""FLOPs and bytes per full-batch epoch of fastdyn's per-sample kernels, counted by hand (issue 20).
+"""FLOPs and bytes per full-batch epoch of fastdyn's per-sample kernels, counted by hand.
 
 Counting rule: every floating-point multiply, add, subtract and divide the kernel executes is one
 FLOP (no FMA contraction: a multiply-add is 2; an exp is counted separately, not as FLOPs; max and

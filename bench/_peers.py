@@ -1,4 +1,4 @@
-"""Shared helpers of the peer benchmarks (bench/peers_*.py, issue 20).
+"""Shared helpers of the peer benchmarks (bench/peers_*.py).
 
 - :func:`setup_env` sets the JAX defaults *before* JAX is imported: float64 and
   ``XLA_FLAGS="--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads=2"`` (unless the

@@ -1,4 +1,4 @@
-"""The shipped ICL Fig. 1 config, whole process and per epoch (issue 20, acceptance 1).
+"""The shipped ICL Fig. 1 config, whole process and per epoch.
 
 Times ``fastdyn simulate fastdyn/presets/icl_fig1.toml`` (6001 epochs) as a user runs it, as
 separate processes, in three variants alternated over ``--repeat`` rounds:

@@ -1,5 +1,5 @@
 """Benchmark: 1 vs 2 numba threads for the MSFR integrators on a power-law task table and for the
-closed form through the CLI (issue 20).
+closed form through the CLI.
 
     python bench/msfr_threads.py [n_tasks=1e5] [t_max=1e4] [repeats=3] [closed_form_tasks=1e7] [n_times=128]
 

@@ -1,4 +1,4 @@
-"""ICL per-sample training, fastdyn vs the strongest peers in the same run (issue 20).
+"""ICL per-sample training, fastdyn vs the strongest peers in the same run.
 
     python bench/peers_icl.py [--only attn_m,cumulative,attn_s,attn_s_r4,softmax,mlp,large_d]
                               [--epochs 200] [--cum-epochs 20] [--fig4-p 80000]

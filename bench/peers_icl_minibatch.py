@@ -1,4 +1,4 @@
-"""ICL minibatch SGD and Adam, fastdyn vs the strongest peers in the same run (issue 20).
+"""ICL minibatch SGD and Adam, fastdyn vs the strongest peers in the same run.
 
     python bench/peers_icl_minibatch.py [--only sgd,adam] [--steps 2000] [--batch 256]
                                         [--P 5000] [--lr 1e-3] [--repeats 3] [--no-torch]

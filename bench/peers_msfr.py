@@ -1,4 +1,4 @@
-"""MSFR hot paths, fastdyn vs the strongest peers in the same run (issue 20).
+"""MSFR hot paths, fastdyn vs the strongest peers in the same run.
 
     python bench/peers_msfr.py [--closed 1e6] [--times 256,16] [--rk4 2e5] [--steps 1000]
                                [--dopri 2e4] [--repeats 3] [--only closed,rk4,dopri5]

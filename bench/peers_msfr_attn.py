@@ -1,4 +1,4 @@
-"""msfr-attn trained attention, fastdyn vs the strongest peers in the same run (issue 20).
+"""msfr-attn trained attention, fastdyn vs the strongest peers in the same run.
 
     python bench/peers_msfr_attn.py [--only sparse,dense] [--sparse-tasks 100000]
                                     [--sparse-samples 1000000] [--sparse-psi0 100]
