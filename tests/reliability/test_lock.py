@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -43,25 +44,30 @@ _DIE = textwrap.dedent(
 )
 
 
-#: a writer slowed down to 50 ms per appended segment (≥ 5 s in all), so it is certainly still
-#: running when the second writer tries
+#: a writer held after each appended segment while the file named by FASTDYN_TEST_HOLD exists
+#: (at most 60 s), so it is certainly still running when the second writer tries, and finishes
+#: at once when the test releases it (:func:`_finish`)
 _SLOW = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     import fastdyn.h5.writer as w
     from fastdyn.cli import main
     orig = w.RunWriter.append
+    hold, t0 = os.environ["FASTDYN_TEST_HOLD"], time.monotonic()
     def append(self, *a, **k):
         orig(self, *a, **k)
-        time.sleep(0.05)
+        while os.path.exists(hold) and time.monotonic() - t0 < 60.0:
+            time.sleep(0.01)
     w.RunWriter.append = append
     main(["-q", "simulate", *sys.argv[1:]], standalone_mode=True)
     """
 )
 
 
-def _slow(*args: str) -> subprocess.Popen:
-    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+def _slow(hold: Path, *args: str) -> subprocess.Popen:
+    """A writer of ``args`` held at its appends until ``hold`` (created here) is removed."""
+    hold.touch()
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", FASTDYN_TEST_HOLD=str(hold))
     return subprocess.Popen(
         [sys.executable, "-c", _SLOW, *args],
         stdout=subprocess.PIPE,
@@ -69,6 +75,12 @@ def _slow(*args: str) -> subprocess.Popen:
         text=True,
         env=env,
     )
+
+
+def _finish(proc: subprocess.Popen, hold: Path) -> tuple[str, str]:
+    """Release the held writer and wait for it."""
+    hold.unlink()
+    return proc.communicate(timeout=300)
 
 
 def _wait_for_lock(p, proc) -> None:
@@ -142,12 +154,13 @@ def test_second_resume_exits_2_at_once_and_the_first_finishes_identically(tmp_pa
     p = tmp_path / "k.h5"
     _killed(p)
     assert lock_path(p).exists()  # stale: its holder died with os._exit, like a kill -9
-    first = _slow("--resume", str(p))
+    hold = tmp_path / "hold"
+    first = _slow(hold, "--resume", str(p))
     _wait_for_lock(p, first)
     t1 = time.monotonic()
     second = CliRunner().invoke(main, ["-q", "simulate", "--resume", str(p)])
     elapsed = time.monotonic() - t1
-    assert first.poll() is None, first.communicate()  # still writing (≥ 5 s by construction)
+    assert first.poll() is None, first.communicate()  # still writing (held until released)
     assert second.exit_code == 2, second.output
     lines = [ln for ln in second.output.splitlines() if ln.strip()]
     assert (
@@ -155,7 +168,7 @@ def test_second_resume_exits_2_at_once_and_the_first_finishes_identically(tmp_pa
         and f"being written by pid {first.pid} on {socket.gethostname()}" in lines[0]
     ), second.output
     assert elapsed < 2.0, elapsed  # a latency the acceptance asks for (≤ 2 s); measured 1–3 ms
-    _out, err = first.communicate(timeout=300)
+    _out, err = _finish(first, hold)
     assert first.returncode == 0, err
     assert_same_series(fastdyn.load(ref), fastdyn.load(p))
     assert not lock_path(p).exists()
@@ -163,12 +176,13 @@ def test_second_resume_exits_2_at_once_and_the_first_finishes_identically(tmp_pa
 
 def test_overwrite_of_a_file_being_written_exits_2(tmp_path):
     p = tmp_path / "w.h5"
-    first = _slow(*LONG, "-o", str(p))
+    hold = tmp_path / "hold"
+    first = _slow(hold, *LONG, "-o", str(p))
     _wait_for_lock(p, first)
     res = CliRunner().invoke(main, ["-q", "simulate", *LONG, "-o", str(p), "--overwrite"])
     assert first.poll() is None
     assert res.exit_code == 2 and f"being written by pid {first.pid}" in res.output, res.output
-    _out, err = first.communicate(timeout=300)
+    _out, err = _finish(first, hold)
     assert first.returncode == 0, err
     assert fastdyn.load(p).status == "complete"
 
@@ -179,7 +193,8 @@ def test_a_second_writer_by_another_name_exits_2_naming_the_holder(way, tmp_path
     running file, or after its lock file was deleted, exits 2 within 2 s naming the holder."""
     p = tmp_path / "k.h5"
     _killed(p)
-    first = _slow("--resume", str(p))
+    hold = tmp_path / "hold"
+    first = _slow(hold, "--resume", str(p))
     _wait_for_lock(p, first)
     other = tmp_path / "other.h5"
     if way == "symlink":
@@ -199,7 +214,7 @@ def test_a_second_writer_by_another_name_exits_2_naming_the_holder(way, tmp_path
     lines = [ln for ln in second.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"being written by pid {first.pid}" in lines[0], second.output
     assert elapsed < 2.0, elapsed  # a latency the acceptance asks for (≤ 2 s)
-    _out, err = first.communicate(timeout=300)
+    _out, err = _finish(first, hold)
     assert first.returncode == 0, err
     assert fastdyn.load(p).status == "complete"
 
