@@ -405,12 +405,12 @@ def heads_from_T(r, B, Tp, coef, dr, dB):
     over independent entries (heads for dr, (b, c) for dB) and vectorises."""
     H, D1 = r.shape
     K = D1 * B.shape[2]
-    _heads_from_T(r, B, Tp, coef, dr, dB, np.empty((D1, K)), np.empty((K, H)), np.empty(max(K, H)))
+    _heads_from_T(r, B, Tp, coef, dr, dB, np.empty((D1, K)), np.empty((K, H)), np.empty(H * K))
 
 
 @njit(**SERIAL)
 def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, acc):
-    """:func:`heads_from_T` with its scratch: T (D1, D1·D), Bt (D1·D, H), acc (max(D1·D, H))."""
+    """:func:`heads_from_T` with its scratch: T (D1, D1·D), Bt (D1·D, H), acc (H·D1·D)."""
     H, D1 = r.shape
     D = B.shape[2]
     p = 0  # T[a, b·D + c] = T_abc
@@ -424,15 +424,36 @@ def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, acc):
         for b in range(D1):
             for c in range(D):
                 Bt[b * D + c, i] = B[i, b, c]
-    for a in range(D1):  # dr[:, a] = coef Σ_k T[a, k] Bt[k, :]
-        _weighted_rows(T[a], Bt, acc)
+    # dr[i, a] = coef Σ_k T[a, k] Bt[k, i], k in order; dB[i, b, c] = coef Σ_a r[i, a] T[a, b·D + c],
+    # a in order. Each step k (a) updates the sums of every a (i) side by side, so a sum's next
+    # term does not wait for its last one (the same bits as one row of sums after another;
+    # Fig. 1 sizes: heads_from_T 725 -> 523 ns, a fused GD epoch ≈ 3 % faster)
+    K = D1 * D
+    ar = acc[: D1 * H].reshape((D1, H))
+    for a in range(D1):
         for i in range(H):
-            dr[i, a] = coef * acc[i]
-    for i in range(H):  # dB[i] = coef Σ_a r[i, a] T[a, :]
-        _weighted_rows(r[i], T, acc)
+            ar[a, i] = 0.0
+    for k in range(K):
+        for a in range(D1):
+            tk = T[a, k]
+            for i in range(H):
+                ar[a, i] = ar[a, i] + tk * Bt[k, i]
+    for a in range(D1):
+        for i in range(H):
+            dr[i, a] = coef * ar[a, i]
+    aB = acc[: H * K].reshape((H, K))
+    for i in range(H):
+        for k in range(K):
+            aB[i, k] = 0.0
+    for a in range(D1):
+        for i in range(H):
+            ria = r[i, a]
+            for k in range(K):
+                aB[i, k] = aB[i, k] + ria * T[a, k]
+    for i in range(H):
         for b in range(D1):
             for c in range(D):
-                dB[i, b, c] = coef * acc[b * D + c]
+                dB[i, b, c] = coef * aB[i, b * D + c]
 
 
 @njit(**dict(SERIAL, inline="always", cache=False))
@@ -497,7 +518,7 @@ def _lin_scratch(H, R, D, n_params, n_rows):
         np.empty(NP * D),
         np.empty((D1, D1 * D)),
         np.empty((D1 * D, H)),
-        np.empty(max(D1 * D, H)),
+        np.empty(H * D1 * D),
         np.empty((H, D1)),
         np.empty((H, D1, D)),
         np.empty((H, D1, D)),  # ATTN_S: B from K and Q
