@@ -136,7 +136,6 @@ def breakdown(model, prep, theta0, batches, opt, repeats) -> None:
     in one fused call (``optimizer_steps``, batches given). The per-step path: the indices,
     ``loss_and_grad``, the ``lin_last`` call inside it alone (on the same batch, M folded
     beforehand) and the optimiser step."""
-    import statistics
     import time
 
     import numpy as np
@@ -176,12 +175,7 @@ def breakdown(model, prep, theta0, batches, opt, repeats) -> None:
             theta0.copy(), batches, opt.update_args(), losses, np.inf
         ),
     }
-    for f in fused.values():
-        whole(f)
-    times = {k: statistics.median(whole(f) for _ in range(repeats)) for k, f in fused.items()}
-    print("  where a fused step goes (1 thread, per step):")
-    for k, v in times.items():
-        print(f"    {k:<46} {v * 1e6:8.2f} us")
+    _breakdown("where a fused step goes", fused, whole, repeats)
     parts = {
         "minibatch_indices": lambda s: minibatch_indices(0, s, P, B),
         "loss_and_grad": lambda s: model.loss_and_grad(theta, prep, grad, batches[s]),
@@ -193,10 +187,17 @@ def breakdown(model, prep, theta0, batches, opt, repeats) -> None:
         ),
         "optimizer.step": lambda s: opt.step(theta, grad * 0.0),
     }
-    for f in parts.values():
-        sweep(f)
-    times = {k: statistics.median(sweep(f) for _ in range(repeats)) for k, f in parts.items()}
-    print("  where a per-step path step goes (1 thread, per step):")
+    _breakdown("where a per-step path step goes", parts, sweep, repeats)
+
+
+def _breakdown(title, cases, timer, repeats) -> None:
+    """Each case timed by ``timer`` once to warm up, then the median of ``repeats``, printed."""
+    import statistics
+
+    for f in cases.values():
+        timer(f)
+    times = {k: statistics.median(timer(f) for _ in range(repeats)) for k, f in cases.items()}
+    print(f"  {title} (1 thread, per step):")
     for k, v in times.items():
         print(f"    {k:<46} {v * 1e6:8.2f} us")
 
