@@ -80,9 +80,10 @@ def plan(models: tuple[str, ...] = ()) -> list[tuple[str, str, tuple[str, ...]]]
 
 def declared(name: str, sets: tuple[str, ...]) -> list[tuple[str, str]]:
     """The (kernel, signature) pairs declared for a planned run (``name``, ``sets``: a preset and
-    its overrides): those its model declares for that config (``warmup.precompile``), else, for
-    an ODE model, the generic solver's kernel that the driver derives from the model's maths (its
-    ``setup`` is called for them: :func:`fastdyn.drive.ode_maths.precompile`)."""
+    its overrides): those its model declares for that config (``warmup.precompile``, then
+    ``warmup.compile_here``), else, for an ODE model, the generic solver's kernel that the driver
+    derives from the model's maths (its ``setup`` is called for them:
+    :func:`fastdyn.drive.ode_maths.precompile`)."""
     from .._precompile import name_of
     from ..config import load_config, presets
     from ..core.device import Device
@@ -90,8 +91,8 @@ def declared(name: str, sets: tuple[str, ...]) -> list[tuple[str, str]]:
 
     cfg = load_config(presets.resolve(name) if name else None, list(sets))
     entry = get_model(cfg.model)
-    hook = entry.warmup.precompile
-    pairs = [(k if isinstance(k, str) else name_of(k), s) for k, s in (hook(cfg) if hook else ())]
+    hooks = (entry.warmup.precompile, entry.warmup.compile_here)
+    pairs = [(k if isinstance(k, str) else name_of(k), s) for h in hooks if h for k, s in h(cfg)]
     if not pairs and entry.kind == "ode":
         from ..drive.ode_maths import precompile
 

@@ -12,7 +12,10 @@ a second process (``python -m fastdyn._precompile``), which writes them to the c
 process compiles the rest; the driver calls :meth:`Beside.wait` before the kernels are reached
 (the ODE driver before its first integration step, after the closed form; the trained-model
 driver before the first optimiser update, after the first step's loss, gradient and save), and
-this process then loads them from the cache. A declared kernel reached before that (a trained
+this process then loads them from the cache. A model may also name kernels the run compiles
+itself meanwhile (``warmup.compile_here``: MSFR's integrator, while the second process compiles
+its closed form, the two halves of its first run's compiling); the ODE driver compiles those and
+then waits for the second process before its first kernel call. A declared kernel reached before that (a trained
 model's first step after a long set-up) is loaded where the second process has written it by
 then, else compiled here too. The same compiled code either way, so the results are the same
 bits; the second process runs no model and writes no file of its own.
@@ -39,10 +42,24 @@ WAIT_S = 300.0
 
 
 class Beside:
-    """The second process."""
+    """The second process, and the pairs this process compiles itself meanwhile (``here``:
+    the model's ``warmup.compile_here``, those not in numba's cache yet)."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
+    def __init__(self, proc: subprocess.Popen, here: tuple[tuple[str, str], ...] = ()) -> None:
         self.proc = proc
+        self.here = here
+
+    def compile_here(self) -> None:
+        """Compile the ``here`` pairs in this process (once; a pair that fails is left to the
+        run's own call, which compiles it or says what is wrong)."""
+        from .._precompile import compile_pair
+
+        here, self.here = self.here, ()
+        for name, sig in here:
+            try:
+                compile_pair(name, sig)
+            except (ImportError, ValueError):
+                pass
 
     def wait(self, stop: Any = None) -> bool:
         """Wait for the second process (at most :data:`WAIT_S`, and no longer than a stop
@@ -95,11 +112,21 @@ def start(entry: Any, cfg: Any, device: Device) -> Beside | None:
     hook = entry.warmup.precompile
     if hook is None or not _helps(device):
         return None
+    here_hook = entry.warmup.compile_here
     try:  # an optimisation only: whatever fails here, the run compiles the kernels itself
         pairs = hook(cfg)
+        here = tuple(here_hook(cfg)) if here_hook is not None else ()
     except (ImportError, ValueError):
         return None
-    return start_pairs(pairs, device)
+    beside = start_pairs(pairs, device)
+    if beside is not None and here:
+        from .._precompile import pending
+
+        try:
+            beside.here = tuple(pending(here))
+        except (ImportError, ValueError):
+            pass
+    return beside
 
 
 def start_pairs(pairs: Any, device: Device) -> Beside | None:

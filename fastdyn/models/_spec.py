@@ -191,11 +191,17 @@ class WarmupHooks:
       second process while the run compiles the rest, and ``fastdyn warmup`` beside its runs;
       empty when the run has one phase. An ODE model on the generic solver needs none: the
       driver declares the integrator it builds from the model's functions.
+    - ``compile_here(cfg)``: pairs as above that the run compiles itself, at once, while the
+      second process compiles ``precompile``'s; with them the ODE driver waits for the second
+      process before its first kernel call (after the set-up), so ``precompile`` may name the
+      kernels reached first (MSFR: the closed form beside, the integrator here, two halves of
+      about equal compile time). None or empty: ``precompile`` names the kernels reached last.
     """
 
     sizes: tuple[str, ...] = ()
     variants: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     precompile: Callable[[Any], Sequence[tuple[Any, str]]] | None = None
+    compile_here: Callable[[Any], Sequence[tuple[Any, str]]] | None = None
 
 
 class ModelEntry:

@@ -108,13 +108,15 @@ def test_an_installed_plug_in_is_warmed_at_its_defaults_and_listed():
 
 def test_declared_kernels_come_from_the_models_of_the_plan():
     """The pairs compiled beside the runs are those the planned runs' models declare: MSFR's
-    two integrator kernels (dopri5's, the lane kernel of rk4 and gd) and its tracked tasks'
-    closed-form f; attn-m's fused GD steps and fused minibatch steps; for an installed plug-in
+    closed form, and the two integrator kernels (dopri5's, the lane kernel of rk4 and gd) and
+    tracked tasks' closed-form f its run compiles itself meanwhile; attn-m's fused GD steps and fused minibatch steps; for an installed plug-in
     on the generic solver, the
     integrator the driver builds from its functions; each pair once."""
     msfr = warmup.precompiles(warmup.plan(("msfr",)))
     names = [k.rsplit(":", 1)[1] for k, _ in msfr]
-    assert sorted(names) == ["_f_curves_kernel", "dopri5_kernel", "lanes_kernel"]
+    assert sorted(names) == [
+        "_f_curves_kernel", "_loss_partials_kernel", "dopri5_kernel", "lanes_kernel"
+    ]  # fmt: skip
     other = warmup.precompiles(warmup.plan(("attn-m", "logistic")))
     assert [k for k, _ in other] == [
         "fastdyn.models.icl.attn_m.kernels:lin_last_gd",

@@ -145,15 +145,16 @@ def _declaring_runs() -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
 def test_declared_pairs_name_dispatchers_and_parse():
     """Every pair a built-in model declares, for any run ``fastdyn warmup`` plans, names a
     cached ``@njit`` dispatcher and as many argument types as its Python function takes; MSFR
-    declares its two integrator kernels and its tracked tasks' closed-form f, attn-m and attn-s
+    declares its closed form (its integrator kernels and tracked tasks' f it compiles itself,
+    ``warmup.compile_here``, with the same kind of pairs), attn-m and attn-s
     their fused GD and minibatch steps, msfr-attn its training kernels (and MSFR's gd lane
     kernel of its comparison), msfr-h (the driver, for it) the generic rk4 kernel built from its
     functions."""
     pairs = _declaring_runs()
     names = {k.split("[")[0].rsplit(":", 1)[1] for k, _ in pairs}
     assert names == {
-        "dopri5_kernel", "lanes_kernel", "_f_curves_kernel", "lin_last_gd", "lin_last_steps",
-        "_sparse_pass1", "_sparse_pass2", "_dense_kernel", "rk4",
+        "_loss_partials_kernel", "dopri5_kernel", "lanes_kernel", "_f_curves_kernel",
+        "lin_last_gd", "lin_last_steps", "_sparse_pass1", "_sparse_pass2", "_dense_kernel", "rk4",
     }  # fmt: skip
     for kernel, sig in pairs:
         d = pc.kernel(kernel)
@@ -179,22 +180,30 @@ def test_a_run_calls_each_kernel_with_its_declared_types(tmp_path):
 def test_one_phase_declares_nothing(sets):
     """A run with one phase (no closed form, or the closed form alone) declares no kernel."""
     cfg = load_config(presets.resolve("quickstart"), sets)
-    assert tuple(get_model("msfr").warmup.precompile(cfg)) == ()
+    warm = get_model("msfr").warmup
+    assert tuple(warm.precompile(cfg)) == () == tuple(warm.compile_here(cfg))
 
 
 def test_explicit_times_and_integrators_declare_their_kernel():
-    """The pairs do not depend on the run's sizes: an explicit time grid declares dopri5's
-    kernel too (the small run it replaces could not shrink one); rk4 and gd the lane kernel."""
-    hook = get_model("msfr").warmup.precompile
+    """The pairs do not depend on the run's sizes: an explicit time grid declares the closed
+    form beside and dopri5's kernel here too (the small run it replaces could not shrink one);
+    rk4 and gd the lane kernel here; every level the one closed-form kernel."""
+    warm = get_model("msfr").warmup
     cfg = load_config(presets.resolve("quickstart"), ['time.grid="explicit"', "time.times=[1.0, 2.0]"])  # fmt: skip
     f_curves = "fastdyn.models.msfr.theory:_f_curves_kernel"
-    assert [k for k, _ in hook(cfg)] == [
+    closed_form = ["fastdyn.models.msfr.theory:_loss_partials_kernel"]
+    assert [k for k, _ in warm.precompile(cfg)] == closed_form
+    assert [k for k, _ in warm.compile_here(cfg)] == [
         "fastdyn.models.msfr.integrate_kernels:dopri5_kernel",
         f_curves,
     ]
-    for sets in (['solver.integrator="rk4"'], ['solver.integrator="gd"', "solver.lr=0.01"]):
+    for sets in (
+        ['solver.integrator="rk4"', 'theory.level="leading"'],
+        ['solver.integrator="gd"', "solver.lr=0.01", 'theory.level="exact"'],
+    ):
         cfg = load_config(presets.resolve("quickstart"), [*sets, "time.t_max=1"])
-        assert [k for k, _ in hook(cfg)] == [
+        assert [k for k, _ in warm.precompile(cfg)] == closed_form
+        assert [k for k, _ in warm.compile_here(cfg)] == [
             "fastdyn.models.msfr.integrate_kernels:lanes_kernel",
             f_curves,
         ]
@@ -210,12 +219,13 @@ def test_started_only_where_it_helps(monkeypatch):
     cfg = load_config(presets.resolve("quickstart"))
     entry = get_model("msfr")
     launched = []
-    monkeypatch.setattr(cb, "launch", lambda pairs: launched.append(pairs) or "started")
+    monkeypatch.setattr(cb, "launch", lambda pairs: launched.append(pairs) or cb.Beside(None))
     monkeypatch.setattr(pc, "is_cached", lambda d, types: False)
     monkeypatch.setattr(cb, "_cores", lambda: 2)
     monkeypatch.setenv(cb.ENV, "1")
-    assert cb.start(entry, cfg, Device.CPU) == "started"
+    beside = cb.start(entry, cfg, Device.CPU)
     assert launched == [list(entry.warmup.precompile(cfg))]
+    assert beside.here == tuple(entry.warmup.compile_here(cfg))  # the run compiles these itself
     monkeypatch.setenv(cb.ENV, "0")
     assert cb.start(entry, cfg, Device.CPU) is None
     monkeypatch.setenv(cb.ENV, "1")
@@ -257,26 +267,29 @@ def test_a_failed_or_slow_second_process_is_given_up(monkeypatch):
 
 
 #: the cold run, in a fresh process with two cores assumed (the test is about the mechanism):
-#: the CLI in-process, then dopri5's cache hits and misses
+#: the CLI in-process, then the cache hits and misses of the closed form and of dopri5
 _COLD = textwrap.dedent("""
     import sys
     from click.testing import CliRunner
     from fastdyn.cli import main
     from fastdyn.drive import compile_beside
     from fastdyn.models.msfr.integrate_kernels import dopri5_kernel
+    from fastdyn.models.msfr.theory import _loss_partials_kernel
     compile_beside._cores = lambda: 2
     res = CliRunner().invoke(main, sys.argv[1:])
     assert res.exit_code == 0, res.output
-    s = dopri5_kernel.stats
-    print(sum(s.cache_hits.values()), sum(s.cache_misses.values()))
+    for k in (_loss_partials_kernel, dopri5_kernel):
+        print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))
 """)
 
 
-def test_a_cold_run_loads_the_integrator_the_second_process_compiled(tmp_path):
+def test_a_cold_run_loads_the_closed_form_the_second_process_compiled(tmp_path):
     """A run on an empty numba cache (a fresh process, its own NUMBA_CACHE_DIR): the second
-    process compiles dopri5's kernel, as declared, into the cache and the run loads it from there
-    (one cache hit, no compile of its own); the file is the same bits as a run in this process
-    without the second process; the second process leaves no file in the temporary folder."""
+    process compiles the closed form's kernel, as declared, into the cache and the run loads it
+    from there (one cache hit, no compile of its own), while the run compiles dopri5's kernel
+    itself (one miss: the cache was empty, and nothing else wrote it); the file is the same bits
+    as a run in this process without the second process; the second process leaves no file in
+    the temporary folder."""
     tmp = tmp_path / "tmp"  # the child's own temporary folder: other processes' stay out of it
     tmp.mkdir()
     args = ["-q", "simulate", "quickstart"]
@@ -287,7 +300,7 @@ def test_a_cold_run_loads_the_integrator_the_second_process_compiled(tmp_path):
     )
     out = _python(_COLD, env, *args, "-o", str(tmp_path / "cold.h5"))
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["1", "0"]
+    assert out.stdout.split() == ["1", "0", "0", "1"]
     assert list(tmp.iterdir()) == []
     plain = ["-q", "simulate", "quickstart", *(a for s in SMALL for a in ("--set", s))]
     res = CliRunner().invoke(

@@ -146,6 +146,8 @@ def test_built_names_are_checked():
 class _Fake:
     """A second process that is not one: records its waits and closes."""
 
+    here = ()  # no kernels for the run to compile itself meanwhile
+
     def __init__(self, log: list) -> None:
         self.log = log
 
@@ -174,6 +176,33 @@ def test_the_ode_driver_starts_the_generic_kernel_and_waits(tmp_path, monkeypatc
     assert r.exit_code == 0, r.output
     assert started == [[_declared()[-1]]]
     assert log == ["wait", "close"]
+
+
+def test_msfr_compiles_its_integrator_then_waits_before_the_closed_form(tmp_path, monkeypatch):
+    """A quickstart run with a second process that compiles the closed form: the run compiles
+    the pairs it keeps (``here``) itself, then waits for the second process, both before the
+    closed form; the wait before integrating returns at once; the process is closed at the end."""
+    from fastdyn.drive import ode_run
+
+    log: list = []
+
+    class _Here(_Fake):
+        here = (("fastdyn.models.msfr.integrate_kernels:dopri5_kernel", "(…)"),)
+
+        def compile_here(self) -> None:
+            self.log.append("compile here")
+            self.here = ()
+
+    monkeypatch.setattr(cb, "start", lambda entry, cfg, device: _Here(log))
+    closed_form = ode_run.theory_all
+    monkeypatch.setattr(
+        ode_run, "theory_all", lambda *a, **k: log.append("closed form") or closed_form(*a, **k)
+    )
+    args = ["-q", "simulate", "quickstart", "-o", str(tmp_path / "q.h5")]
+    sets = ("task.n_tasks=3000", "time.n_times=6", "output.track=[1, 2]")
+    r = CliRunner().invoke(main, args + [a for s in sets for a in ("--set", s)])
+    assert r.exit_code == 0, r.output
+    assert log == ["compile here", "wait", "closed form", "wait", "close"]
 
 
 def test_the_trained_driver_waits_before_the_first_update(tmp_path, monkeypatch):

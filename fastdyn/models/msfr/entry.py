@@ -40,20 +40,40 @@ DOPRI5_ARGS = f"({_STATE}, int64[::1], float64, float64, float64[::1], float64, 
 #: test_part, train_part, f_track, stop, bins): rk4 and gd
 LANES_ARGS = f"(boolean, {_STATE}, float64, float64, float64[::1], float64, float64, {_TAIL})"
 _KERNELS = "fastdyn.models.msfr.integrate_kernels"
+_THEORY = "fastdyn.models.msfr.theory"
+#: _loss_partials_kernel(level, times, lam, psi, rate, wtest, v0x, v0y, w0x, w0y, rtol, test_p,
+#: train_p, bad): the closed form's loss, every level
+PARTIALS_ARGS = (
+    "(int64, " + ", ".join(["float64[::1]"] * 9) + ", float64, float64[:, ::1], float64[:, ::1], int64[:, :, ::1])"
+)  # fmt: skip
 #: _f_curves_kernel(level, times, lam, psi, rate, v0x, v0y, w0x, w0y, rtol, out): the tracked tasks'
 #: closed-form f, reached after the closed form's loss
 F_CURVES_ARGS = "(int64, " + ", ".join(["float64[::1]"] * 8) + ", float64, float64[:, ::1])"
 
 
+def _two_phases(cfg: Any) -> bool:
+    """A closed form and an integrator on the fast path (the generic solver's kernel is
+    declared by the driver)."""
+    return cfg.theory.level != "none" and cfg.solver.integrator != "none" and cfg.solver.fast_path
+
+
 def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
-    """The integrator's kernel when a closed form comes first (dopri5's, or the lane kernel of
-    rk4 and gd: ≈ 7 s to compile, while the closed form takes ≈ 12 s), then the tracked tasks'
-    closed-form f (≈ 0.6 s, reached after the closed form's loss); nothing for a run with one
-    phase (no closed form, or no integrator), or on the generic solver (``solver.fast_path``
-    false)."""
-    if cfg.theory.level == "none" or cfg.solver.integrator == "none" or not cfg.solver.fast_path:
-        return ()  # (the generic solver's kernel: declared by the driver)
-    f_curves = ("fastdyn.models.msfr.theory:_f_curves_kernel", F_CURVES_ARGS)
+    """The closed form's kernel (one signature for every level: ≈ 10 s to compile, the larger
+    half of a first run's compiling), compiled in the second process while the run compiles
+    :func:`compile_here`'s; nothing for a run with one phase (no closed form, or no integrator),
+    or on the generic solver (``solver.fast_path`` false)."""
+    if not _two_phases(cfg):
+        return ()
+    return ((f"{_THEORY}:_loss_partials_kernel", PARTIALS_ARGS),)
+
+
+def compile_here(cfg: Any) -> tuple[tuple[str, str], ...]:
+    """The integrator's kernel (dopri5's, or the lane kernel of rk4 and gd: ≈ 6.5 s to compile)
+    and the tracked tasks' closed-form f (≈ 0.6 s), compiled by the run itself after its set-up
+    (task table and checks, ≈ 3 s) while the second process compiles the closed form."""
+    if not _two_phases(cfg):
+        return ()
+    f_curves = (f"{_THEORY}:_f_curves_kernel", F_CURVES_ARGS)
     if cfg.solver.integrator == "dopri5":
         return ((f"{_KERNELS}:dopri5_kernel", DOPRI5_ARGS), f_curves)
     return ((f"{_KERNELS}:lanes_kernel", LANES_ARGS), f_curves)
@@ -112,5 +132,7 @@ ENTRY = _spec.ModelEntry(
         check_device=check_device,
     ),
     analysis=_spec.AnalysisHooks(task_strengths=task_strengths, scaling=SCALING),
-    warmup=_spec.WarmupHooks(sizes=_TINY, variants=_VARIANTS, precompile=precompile),
+    warmup=_spec.WarmupHooks(
+        sizes=_TINY, variants=_VARIANTS, precompile=precompile, compile_here=compile_here
+    ),
 )
