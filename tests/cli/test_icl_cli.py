@@ -176,3 +176,41 @@ def test_attn_s_rules_use_the_file_dimensions(tmp_path):
     sets = ["--set", 'optim.name="sgd"', "--set", "optim.batch_size=100", "--set", "attention.H=8"]
     res, out = _sim(tmp_path, *base, "--set", f'data.from_file="{d8}"', *sets)
     assert res.exit_code == 2 and "optim.batch_size" in res.output and "data.P = 80" in res.output
+
+
+def test_adam_takes_its_minibatches_from_optim_batch_size(tmp_path):
+    """``optim.batch_size`` with Adam draws minibatches (it was once read for sgd alone, so an
+    Adam run with it was full batch): the file's losses are those of the training loop with
+    B = 50 and differ from the full-batch run's; with gd it is refused in one line."""
+    from fastdyn.config import load_config
+    from fastdyn.drive.optim import make_optimizer
+    from fastdyn.drive.train import train
+    from fastdyn.models.icl.setup import prepare
+
+    adam = ["model=attn-m", "optim.name=adam", "optim.lr=0.01", *SMALL[1::2]]
+    runs = {}
+    for name, extra in (("mini", ["optim.batch_size=50"]), ("full", [])):
+        res = CliRunner().invoke(
+            main,
+            ["-q", "simulate", "-o", str(tmp_path / f"{name}.h5")]
+            + [a for s in adam + extra for a in ("--set", s)],
+        )
+        assert res.exit_code == 0, res.output
+        runs[name] = fastdyn.load(tmp_path / f"{name}.h5")["loss/train"]
+    s = load_config(None, adam).settings
+    p = prepare(s)
+    o = s.optim
+    opt = make_optimizer(o.name, p.model.n_params, o.lr, beta1=o.beta1, beta2=o.beta2, eps=o.eps)
+    rec = train(
+        p.model, p.prep, p.theta, opt, s.schedule.epochs, s.schedule.steps(), batch_size=50,
+        seed=s.seed,
+    )  # fmt: skip
+    np.testing.assert_array_equal(runs["mini"], rec["loss/train"])
+    assert not np.array_equal(runs["mini"][1:], runs["full"][1:])
+    res, out = _sim(tmp_path, *SMALL, "--set", "model=attn-m", "--set", "optim.batch_size=50")
+    line = res.output.strip()
+    assert res.exit_code == 2 and "\n" not in line and not out.exists(), res.output
+    assert line.endswith(
+        "optim.batch_size: not with optim.name = 'gd' (full-batch gradient descent); use 'sgd', "
+        "'adam' or 'adamw' for minibatches, or omit it"
+    ), line

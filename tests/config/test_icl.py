@@ -97,7 +97,9 @@ def test_unset_optional_fields_are_omitted_and_set_ones_written():
         and "batch_size" not in text
         and "\nseed" not in text.split("[data]")[1]
     )
-    cfg = load_config(None, ["model=attn-m", "data.seed=3", "init.seed=4", "optim.batch_size=7"])
+    cfg = load_config(
+        None, ["model=attn-m", "data.seed=3", "init.seed=4", "optim.name=sgd", "optim.batch_size=7"]
+    )
     d = tomllib.loads(to_toml(cfg))
     assert (d["data"]["seed"], d["init"]["seed"], d["optim"]["batch_size"]) == (3, 4, 7)
 
@@ -135,8 +137,14 @@ def test_settings_are_the_configs_run():
         ),
         (["data.population=true"], lambda: ICLSettings(data=DataSettings(population=True))),
         (
-            ["optim.batch_size=11", "data.P=10"],
-            lambda: ICLSettings(data=DataSettings(P=10), optim=OptimSettings(batch_size=11)),
+            ["optim.name=sgd", "optim.batch_size=11", "data.P=10"],
+            lambda: ICLSettings(
+                data=DataSettings(P=10), optim=OptimSettings(name="sgd", batch_size=11)
+            ),
+        ),
+        (  # minibatches with full-batch gradient descent: refused, not silently ignored
+            ["optim.batch_size=5", "data.P=10"],
+            lambda: ICLSettings(data=DataSettings(P=10), optim=OptimSettings(batch_size=5)),
         ),
     ],
 )

@@ -188,7 +188,7 @@ class OptimSettings(Section, prefix="optim."):
     name: str = common.optimizer()
     lr: float = number(1e-3, 0.0, lo_open=True, help="learning rate η (paper time t/τ = 2η·step)")
     batch_size: int | None = integer(
-        None, 1, 10**10, help="sgd: sequences per minibatch; omitted = full batch"
+        None, 1, 10**10, help="sgd, adam, adamw: sequences per minibatch; omitted = full batch"
     )
     momentum: float = common.momentum()
     beta1: float = common.beta1()
@@ -283,6 +283,10 @@ def _check_run(
         )
     if init is not None and init.match is not None and init.from_file:
         raise ConfigError("init.match: cannot be combined with init.from_file")
+    if optim.batch_size is not None and optim.name == "gd":
+        raise ConfigError(
+            "optim.batch_size: not with optim.name = 'gd' (full-batch gradient descent); use 'sgd', 'adam' or 'adamw' for minibatches, or omit it"
+        )
     if optim.batch_size is not None and not data.population and optim.batch_size > P:
         raise ConfigError(
             f"optim.batch_size: must be ≤ data.P = {P}{where}, got {optim.batch_size}"
@@ -416,7 +420,7 @@ def bytes_needed(
             terms.append((copies * _prefix_bytes(M, N, D), (name, "data.N", "data.D")))
             if name == "data.P" and _prefix_bytes(M, N, D):
                 terms.append((moment_bytes(M * N, D), ("data.D",)))
-    batch = optim.batch_size if optim.name == "sgd" and optim.batch_size else P
+    batch = optim.batch_size or P
     blocks = 0.0 if data.population else math.ceil(max(batch, nt) / 1024)
     if features:
         terms.append((f8 * (blocks + 2) * (1 + K + K * K), ("data.D",)))

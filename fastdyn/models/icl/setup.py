@@ -415,8 +415,9 @@ def pcr_theory(s: Any, p: IclRun) -> dict[str, np.ndarray]:
 
 
 def batch_size(s: ICLSettings) -> int | None:
-    """Minibatch size of the step loop (None: full batch; only sgd draws minibatches)."""
-    return s.optim.batch_size if s.optim.name == "sgd" else None
+    """Minibatch size of the step loop (None: full batch): ``optim.batch_size`` for sgd, adam
+    and adamw (the config refuses it with gd, which is full batch by definition)."""
+    return s.optim.batch_size
 
 
 def _train_moments(model: Any, prep: Stats | PerSample) -> tuple | None:
