@@ -110,3 +110,23 @@ def test_bad_settings():
         make_optimizer("gd", 3, -1.0)
     with pytest.raises(ValueError, match=r"^optim.beta1: must lie in \[0, 1\), got 1.0$"):
         make_optimizer("adam", 3, 0.1, beta1=1.0)
+
+
+def test_minibatch_block_beyond_the_compiled_range_is_numpys_own_draw(monkeypatch):
+    """P above philox.MAX_P (2³², numpy's 64-bit draws) goes to numpy's Generator itself: the
+    bound lowered to 100 here, a block of P = 300 across two epochs is numpy's, and the compiled
+    draw is not called."""
+    from fastdyn.drive.optim import minibatch_block
+    from fastdyn.problems import philox
+    from fastdyn.problems.rng import STREAM_MINIBATCH, generator
+
+    def compiled(*args):
+        raise AssertionError("the compiled draw was called")
+
+    monkeypatch.setattr(philox, "MAX_P", 100)
+    monkeypatch.setattr(philox, "epoch_batches", compiled)
+    want = [
+        np.sort(generator(3, STREAM_MINIBATCH, e).permutation(300)[j * 64 : (j + 1) * 64])
+        for e, j in (divmod(k, 4) for k in range(2, 8))
+    ]
+    np.testing.assert_array_equal(minibatch_block(3, 2, 6, 300, 64), np.stack(want))
