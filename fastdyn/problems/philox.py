@@ -36,6 +36,10 @@ _ROUNDS = 10
 #: the largest P whose permutation takes only 32-bit draws (random_interval's max = P − 1 < 2³²)
 MAX_P = 1 << 32
 
+#: epoch_batches(seed, stream, first, n, P, B): the argument types fastdyn.drive.optim passes (a
+#: model may declare the kernel for a first run's second process, fastdyn.drive.compile_beside)
+EPOCH_BATCHES_ARGS = "(uint64, int64, int64, int64, int64, int64)"
+
 
 @intrinsic
 def _mulhilo(typingctx, a, b):  # noqa: ARG001 (numba passes the typing context)

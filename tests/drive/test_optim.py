@@ -130,3 +130,18 @@ def test_minibatch_block_beyond_the_compiled_range_is_numpys_own_draw(monkeypatc
         for e, j in (divmod(k, 4) for k in range(2, 8))
     ]
     np.testing.assert_array_equal(minibatch_block(3, 2, 6, 300, 64), np.stack(want))
+
+
+def test_minibatch_block_calls_its_kernel_with_the_declared_types():
+    """The types a model declares for the draw's kernel (philox.EPOCH_BATCHES_ARGS, compiled in
+    a first run's second process) are those minibatch_block passes, for any seed and any integer
+    types of the other arguments (one compiled entry)."""
+    from fastdyn import _precompile as pc
+    from fastdyn.drive.optim import minibatch_block
+    from fastdyn.problems import philox
+
+    minibatch_block(3, 0, 2, 300, 64)
+    before = set(philox.epoch_batches.overloads)
+    minibatch_block(2**64 - 1, np.int32(5), np.int64(2), np.uint16(300), np.int8(64))
+    assert pc.argument_types(philox.EPOCH_BATCHES_ARGS) in before
+    assert set(philox.epoch_batches.overloads) == before
