@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types, uint64
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from .._jit import SERIAL
 
@@ -41,9 +41,16 @@ MAX_P = 1 << 32
 EPOCH_BATCHES_ARGS = "(uint64, int64, int64, int64, int64, int64)"
 
 
+def _mulhilo(a, b):
+    """(hi, lo) of the 128-bit product of two uint64 (in plain Python, ``NUMBA_DISABLE_JIT=1``;
+    compiled: one widening multiply, :func:`_mul128`)."""
+    p = int(a) * int(b)
+    return uint64(p >> 64), uint64(p & 0xFFFF_FFFF_FFFF_FFFF)
+
+
 @intrinsic
-def _mulhilo(typingctx, a, b):  # noqa: ARG001 (numba passes the typing context)
-    """(hi, lo) of the 128-bit product of two uint64: one widening multiply."""
+def _mul128(typingctx, a, b):  # noqa: ARG001 (numba passes the typing context)
+    """:func:`_mulhilo` in LLVM: both operands widened to 128 bits, multiplied, split."""
     sig = types.UniTuple(types.uint64, 2)(types.uint64, types.uint64)
 
     def codegen(context, builder, signature, args):
@@ -54,6 +61,14 @@ def _mulhilo(typingctx, a, b):  # noqa: ARG001 (numba passes the typing context)
         return context.make_tuple(builder, signature.return_type, (hi, lo))
 
     return sig, codegen
+
+
+@overload(_mulhilo, inline="always")
+def _mulhilo_jit(a, b):
+    def impl(a, b):
+        return _mul128(a, b)
+
+    return impl
 
 
 @njit(**SERIAL)

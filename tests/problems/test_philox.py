@@ -70,3 +70,23 @@ def test_epoch_batches_are_numpys_permutations_sliced_and_sorted(first, n, P, B)
         got = epoch_batches(np.uint64(seed), 4, first, n, P, B)
         np.testing.assert_array_equal(got, want)
         assert got.dtype == np.int64 and got.flags.c_contiguous
+
+
+def test_the_same_integers_as_plain_python():
+    """With ``NUMBA_DISABLE_JIT=1`` the kernels run as Python (the widening multiply in Python
+    integers): a block of batches is still numpy's."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, warnings; warnings.simplefilter('ignore')\n"
+        "from fastdyn.problems.philox import epoch_batches\n"
+        "g = np.random.Generator(np.random.Philox(np.random.SeedSequence([2**63 + 5, 4, 1])))\n"
+        "want = np.sort(g.permutation(257)[64:128].reshape(2, 32), axis=1)\n"
+        "got = epoch_batches(np.uint64(2**63 + 5), 4, 10, 2, 257, 32)\n"
+        "assert np.array_equal(got, want), (got, want)\n"
+    )
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
