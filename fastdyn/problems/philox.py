@@ -1,5 +1,6 @@
 """numpy's ``Generator(Philox(SeedSequence(entropy))).permutation(P)`` in compiled code: the same
-integers, without building a numpy Generator (≈ 20 µs) for each draw.
+integers, without building a numpy Generator for each draw (≈ 10 µs, against 1 µs for the key
+here), and shuffled ≈ 4× faster than numpy's (13.6 against 60 µs for P = 5000).
 
 Each piece is numpy's algorithm (numpy 2.x; the tests compare with numpy itself):
 
@@ -151,8 +152,9 @@ def shuffle_down_to(data, lo, k0, k1):
     the whole shuffle). ``data.size`` ≤ :data:`MAX_P`.
 
     One pass over the draws without a data-dependent branch: a draw v & mask > i is rejected by
-    swapping i with itself and keeping i (the rejections would mispredict a branch, ≈ 40 % slower);
-    the mask halves when i falls to half of it."""
+    swapping i with itself and keeping i (a branch on it mispredicts: 1.6× slower); the mask
+    halves when i falls to half of it (recomputed per index, its chain of shifts bounds the loop:
+    1.7× slower)."""
     draws = np.empty(512, dtype=np.uint32)
     ctr = np.zeros(4, dtype=np.uint64)
     pos = draws.size
