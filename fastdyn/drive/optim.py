@@ -153,21 +153,30 @@ def minibatch_indices(seed: int, step: int, P: int, batch_size: int) -> np.ndarr
     return _epoch_batches(int(seed), e, int(P), int(batch_size))[j].copy()
 
 
-def minibatch_block(seed: int, first: int, n: int, P: int, batch_size: int) -> np.ndarray:
+def minibatch_block(
+    seed: int, first: int, n: int, P: int, batch_size: int, out: np.ndarray | None = None
+) -> np.ndarray:
     """The (n, B) int64 array whose row s is :func:`minibatch_indices` (seed, first + s, P, B):
     numpy's permutations drawn and their batches sorted in one compiled call
-    (:func:`fastdyn.problems.philox.epoch_batches`: the same integers as numpy's Generator)."""
+    (:func:`fastdyn.problems.philox.epoch_batches`: the same integers as numpy's Generator).
+    ``out``: a C-contiguous (n, B) int64 array to fill and return (a caller drawing block after
+    block reuses one; default: a new array)."""
     _check_batch(P, batch_size)
+    if out is None:
+        out = np.empty((n, batch_size), dtype=np.int64)
+    if out.shape != (n, batch_size) or out.dtype != np.int64 or not out.flags.c_contiguous:
+        raise ValueError(f"out: a C-contiguous int64 array of shape {(n, batch_size)}")
     if first < 0 or P > philox.MAX_P:  # numpy's own draw (its error for a negative epoch)
-        return _numpy_block(seed, first, n, P, batch_size)
+        return _numpy_block(seed, first, P, batch_size, out)
     word = np.uint64(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
-    return philox.epoch_batches(word, STREAM_MINIBATCH, int(first), int(n), int(P), int(batch_size))
+    philox.epoch_batches(out, word, STREAM_MINIBATCH, int(first), int(P), int(batch_size))
+    return out
 
 
-def _numpy_block(seed: int, first: int, n: int, P: int, batch_size: int) -> np.ndarray:
+def _numpy_block(seed: int, first: int, P: int, batch_size: int, out: np.ndarray) -> np.ndarray:
     """:func:`minibatch_block` by numpy's Generator itself, each epoch's batches sorted by numpy."""
     nb = P // batch_size
-    out = np.empty((n, batch_size), dtype=np.int64)
+    n = out.shape[0]
     s = 0
     while s < n:
         e, j = divmod(int(first) + s, nb)

@@ -37,9 +37,9 @@ _ROUNDS = 10
 #: the largest P whose permutation takes only 32-bit draws (random_interval's max = P − 1 < 2³²)
 MAX_P = 1 << 32
 
-#: epoch_batches(seed, stream, first, n, P, B): the argument types fastdyn.drive.optim passes (a
+#: epoch_batches(out, seed, stream, first, P, B): the argument types fastdyn.drive.optim passes (a
 #: model may declare the kernel for a first run's second process, fastdyn.drive.compile_beside)
-EPOCH_BATCHES_ARGS = "(uint64, int64, int64, int64, int64, int64)"
+EPOCH_BATCHES_ARGS = "(int64[:, ::1], uint64, int64, int64, int64, int64)"
 
 
 def _mulhilo(a, b):
@@ -189,14 +189,16 @@ def permutation(entropy, P):
 
 
 @njit(**SERIAL)
-def epoch_batches(seed, stream, first, n, P, B):
-    """The (n, B) int64 array whose row s holds, in increasing order, the samples at positions
-    [jB, (j+1)B) of ``permutation([seed, stream, e], P)``, where (e, j) = divmod(first + s, P // B):
-    consecutive batches of B samples, each epoch a fresh permutation whose last P mod B samples
-    are dropped. Each epoch is shuffled once, down to the block's first batch in it, and its
-    batches sorted by one pass over the samples (a counting sort, O(P))."""
+def epoch_batches(out, seed, stream, first, P, B):
+    """Fill the (n, B) int64 array ``out``: row s holds, in increasing order, the samples at
+    positions [jB, (j+1)B) of ``permutation([seed, stream, e], P)``, where
+    (e, j) = divmod(first + s, P // B): consecutive batches of B samples, each epoch a fresh
+    permutation whose last P mod B samples are dropped. Each epoch is shuffled once, down to the
+    block's first batch in it, and its batches sorted by one pass over the samples (a counting
+    sort, O(P)). A caller that reuses ``out`` saves the first touch of a fresh array's pages
+    (0.8 µs a step at P = 5000, B = 256, on top of the draw's 1.3 µs)."""
+    n = out.shape[0]
     nb = P // B
-    out = np.empty((n, B), dtype=np.int64)
     entropy = np.empty(3, dtype=np.uint64)
     entropy[0], entropy[1] = seed, stream
     perm = np.empty(P, dtype=np.int64)
@@ -221,4 +223,3 @@ def epoch_batches(seed, stream, first, n, P, B):
                 out[s + r, fill[r]] = x
                 fill[r] += 1
         s += cnt
-    return out

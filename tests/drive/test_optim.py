@@ -145,3 +145,20 @@ def test_minibatch_block_calls_its_kernel_with_the_declared_types():
     minibatch_block(2**64 - 1, np.int32(5), np.int64(2), np.uint16(300), np.int8(64))
     assert pc.argument_types(philox.EPOCH_BATCHES_ARGS) in before
     assert set(philox.epoch_batches.overloads) == before
+
+
+def test_minibatch_block_fills_a_given_array():
+    """``out`` (reused by the driver block after block) is filled with the same batches and
+    returned; a wrong shape, type or layout is refused."""
+    from fastdyn.drive.optim import minibatch_block
+
+    buf = np.full((12, 64), -1, dtype=np.int64)
+    got = minibatch_block(3, 2, 9, 300, 64, buf[:9])
+    assert np.shares_memory(got, buf)
+    np.testing.assert_array_equal(buf[:9], minibatch_block(3, 2, 9, 300, 64))
+    assert np.all(buf[9:] == -1)
+    for bad in (np.empty((9, 32), np.int64), np.empty((9, 64), np.int32), buf[:9, :].T.copy().T):
+        with pytest.raises(
+            ValueError, match=r"^out: a C-contiguous int64 array of shape \(9, 64\)$"
+        ):
+            minibatch_block(3, 2, 9, 300, 64, bad)
