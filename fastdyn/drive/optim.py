@@ -6,7 +6,7 @@ so a run can checkpoint and resume bit-identically:
 - ``gd``   full-batch gradient descent  θ ← θ − η g  (paper time advances by 2η per step);
 - ``sgd``  the same update on a minibatch gradient, with optional heavy-ball momentum
   ``b ← μ b + g, θ ← θ − η b``; the minibatches are a pure function of (seed, step)
-  (:func:`minibatch_indices`);
+  (:func:`minibatch_indices`, drawn in compiled code: :mod:`fastdyn.problems.philox`);
 - ``adam`` Adam (Kingma & Ba) with bias correction and L2 weight decay added to the gradient;
 - ``adamw`` Adam with decoupled weight decay ``θ ← θ − η λ θ`` (Loshchilov & Hutter).
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from ..config.schema import OPTIMIZERS
 from ..core.updates import ADAM, ADAMW, MOMENTUM, PLAIN, adam_step, gd_step, momentum_step
+from ..problems import philox
 from ..problems.rng import STREAM_MINIBATCH, generator
 
 
@@ -125,42 +126,62 @@ def make_optimizer(
     return Optimizer(name, float(lr), beta1, beta2, eps, weight_decay, momentum, state)
 
 
+def _check_batch(P: int, batch_size: int) -> None:
+    if not 0 < batch_size <= P:
+        raise ValueError(f"optim.batch_size: must lie in [1, P = {P}], got {batch_size}")
+
+
 @lru_cache(maxsize=1)
-def _epoch_permutation(seed: int, epoch: int, P: int) -> np.ndarray:
-    """``generator(seed, STREAM_MINIBATCH, epoch).permutation(P)``, read-only; cached so the
-    P // B steps of an epoch draw it once (an O(P log P) draw per step cost ~20× the gradient
-    at P = 80 000, B = 64)."""
-    perm = generator(seed, STREAM_MINIBATCH, epoch).permutation(P)
-    perm.flags.writeable = False
-    return perm
+def _epoch_batches(seed: int, epoch: int, P: int, batch_size: int) -> np.ndarray:
+    """The P // B sorted batches of one epoch (:func:`minibatch_block`), read-only; cached so
+    the steps of an epoch draw them once (an O(P) draw per step would cost P // B times as
+    much)."""
+    nb = P // batch_size
+    rows = minibatch_block(seed, epoch * nb, nb, P, batch_size)
+    rows.flags.writeable = False
+    return rows
 
 
 def minibatch_indices(seed: int, step: int, P: int, batch_size: int) -> np.ndarray:
     """Sorted sample indices of minibatch ``step``: epoch e = step // (P // B) uses the permutation
     ``generator(seed, STREAM_MINIBATCH, e).permutation(P)``, batch j = step mod (P // B) its slice
     [jB, (j+1)B) (the last P mod B samples of each epoch are dropped). A pure function of
-    (seed, step): resuming from a checkpoint draws the same batches. The permutation is drawn once
-    per epoch (cached), the slice sorted per step: O(B log B)."""
-    if not 0 < batch_size <= P:
-        raise ValueError(f"optim.batch_size: must lie in [1, P = {P}], got {batch_size}")
-    nb = P // batch_size
-    e, j = divmod(int(step), nb)
-    perm = _epoch_permutation(int(seed), e, int(P))
-    return np.sort(perm[j * batch_size : (j + 1) * batch_size]).astype(np.int64)
+    (seed, step): resuming from a checkpoint draws the same batches. An epoch's batches are drawn
+    and sorted at once (cached), each step copies its own."""
+    _check_batch(P, batch_size)
+    e, j = divmod(int(step), P // batch_size)
+    return _epoch_batches(int(seed), e, int(P), int(batch_size))[j].copy()
 
 
-def minibatch_block(seed: int, first: int, n: int, P: int, batch_size: int) -> np.ndarray:
+def minibatch_block(
+    seed: int, first: int, n: int, P: int, batch_size: int, out: np.ndarray | None = None
+) -> np.ndarray:
     """The (n, B) int64 array whose row s is :func:`minibatch_indices` (seed, first + s, P, B):
-    each epoch's permutation drawn once, its batches sorted at once (the same sorted integers)."""
-    if not 0 < batch_size <= P:
-        raise ValueError(f"optim.batch_size: must lie in [1, P = {P}], got {batch_size}")
+    numpy's permutations drawn and their batches sorted in one compiled call
+    (:func:`fastdyn.problems.philox.epoch_batches`: the same integers as numpy's Generator).
+    ``out``: a C-contiguous (n, B) int64 array to fill and return (a caller drawing block after
+    block reuses one; default: a new array)."""
+    _check_batch(P, batch_size)
+    if out is None:
+        out = np.empty((n, batch_size), dtype=np.int64)
+    if out.shape != (n, batch_size) or out.dtype != np.int64 or not out.flags.c_contiguous:
+        raise ValueError(f"out: a C-contiguous int64 array of shape {(n, batch_size)}")
+    if first < 0 or P > philox.MAX_P:  # numpy's own draw (its error for a negative epoch)
+        return _numpy_block(seed, first, P, batch_size, out)
+    word = np.uint64(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    philox.epoch_batches(out, word, STREAM_MINIBATCH, int(first), int(P), int(batch_size))
+    return out
+
+
+def _numpy_block(seed: int, first: int, P: int, batch_size: int, out: np.ndarray) -> np.ndarray:
+    """:func:`minibatch_block` by numpy's Generator itself, each epoch's batches sorted by numpy."""
     nb = P // batch_size
-    out = np.empty((n, batch_size), dtype=np.int64)
+    n = out.shape[0]
     s = 0
     while s < n:
         e, j = divmod(int(first) + s, nb)
         cnt = min(nb - j, n - s)
-        perm = _epoch_permutation(int(seed), e, int(P))
+        perm = generator(int(seed), STREAM_MINIBATCH, e).permutation(int(P))
         out[s : s + cnt] = np.sort(
             perm[j * batch_size : (j + cnt) * batch_size].reshape(cnt, batch_size), axis=1
         )

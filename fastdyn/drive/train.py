@@ -203,10 +203,16 @@ def train(
     elif not fused and not (full and optimizer.name == "gd") and hasattr(model, "optimizer_steps"):
         steps = model.optimizer_steps(prep)
         if steps is not None:
+            drawn = [np.empty((0, 0), dtype=np.int64)]  # the blocks' batches, reused
 
             def advance(first: int, losses: np.ndarray, limit: float) -> int:
                 n = losses.shape[0]
-                batches = _FULL if full else minibatch_block(seed, first, n, P, batch_size)
+                if full:
+                    batches = _FULL
+                else:
+                    if drawn[0].shape[0] < n:
+                        drawn[0] = np.empty((n, batch_size), dtype=np.int64)
+                    batches = minibatch_block(seed, first, n, P, batch_size, drawn[0][:n])
                 return steps(theta, batches, optimizer.update_args(), losses, limit)
 
     cap = FIRST_BLOCK  # steps of the next fused block

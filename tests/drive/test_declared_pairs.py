@@ -102,15 +102,21 @@ def test_one_phase_and_other_paths_declare_nothing():
     """Paths with one phase or small kernels declare nothing: ICL softmax, the reduced and
     population paths, mlp-cubic; msfr-attn without its comparison; the generic solver on the GPU,
     for the closed form only, or with model functions that are not module-level. (ICL's other
-    optimisers, full batch or minibatches, declare their fused steps.)"""
+    optimisers, full batch or minibatches, declare their fused steps, minibatches their draw
+    first.)"""
     hook = get_model("attn-m").warmup.precompile
     for sets in (
         ["attention.softmax=true"], ["attention.reduced=true"], ['model="mlp-cubic"'],
     ):  # fmt: skip
         assert hook(load_config(presets.resolve("icl_variants"), sets)) == (), sets
-    for sets in (['optim.name="adam"'], ['optim.name="sgd"', "optim.batch_size=10"]):
+    steps = "fastdyn.models.icl.attn_m.kernels:lin_last_steps"
+    draw = "fastdyn.problems.philox:epoch_batches"
+    for sets, want in (
+        (['optim.name="adam"'], [steps]),
+        (['optim.name="sgd"', "optim.batch_size=10"], [draw, steps]),
+    ):
         cfg = load_config(presets.resolve("icl_variants"), sets)
-        assert [k for k, _ in hook(cfg)] == ["fastdyn.models.icl.attn_m.kernels:lin_last_steps"]
+        assert [k for k, _ in hook(cfg)] == want
     cfg = load_config(presets.resolve("msfr_attention"), ["theory.compare=false"])
     assert get_model("msfr-attn").warmup.precompile(cfg) == ()
     cfg = load_config(None, [*_LOGISTIC, 'solver.integrator="dopri5"'])

@@ -110,3 +110,55 @@ def test_bad_settings():
         make_optimizer("gd", 3, -1.0)
     with pytest.raises(ValueError, match=r"^optim.beta1: must lie in \[0, 1\), got 1.0$"):
         make_optimizer("adam", 3, 0.1, beta1=1.0)
+
+
+def test_minibatch_block_beyond_the_compiled_range_is_numpys_own_draw(monkeypatch):
+    """P above philox.MAX_P (2³², numpy's 64-bit draws) goes to numpy's Generator itself: the
+    bound lowered to 100 here, a block of P = 300 across two epochs is numpy's, and the compiled
+    draw is not called."""
+    from fastdyn.drive.optim import minibatch_block
+    from fastdyn.problems import philox
+    from fastdyn.problems.rng import STREAM_MINIBATCH, generator
+
+    def compiled(*args):
+        raise AssertionError("the compiled draw was called")
+
+    monkeypatch.setattr(philox, "MAX_P", 100)
+    monkeypatch.setattr(philox, "epoch_batches", compiled)
+    want = [
+        np.sort(generator(3, STREAM_MINIBATCH, e).permutation(300)[j * 64 : (j + 1) * 64])
+        for e, j in (divmod(k, 4) for k in range(2, 8))
+    ]
+    np.testing.assert_array_equal(minibatch_block(3, 2, 6, 300, 64), np.stack(want))
+
+
+def test_minibatch_block_calls_its_kernel_with_the_declared_types():
+    """The types a model declares for the draw's kernel (philox.EPOCH_BATCHES_ARGS, compiled in
+    a first run's second process) are those minibatch_block passes, for any seed and any integer
+    types of the other arguments (one compiled entry)."""
+    from fastdyn import _precompile as pc
+    from fastdyn.drive.optim import minibatch_block
+    from fastdyn.problems import philox
+
+    minibatch_block(3, 0, 2, 300, 64)
+    before = set(philox.epoch_batches.overloads)
+    minibatch_block(2**64 - 1, np.int32(5), np.int64(2), np.uint16(300), np.int8(64))
+    assert pc.argument_types(philox.EPOCH_BATCHES_ARGS) in before
+    assert set(philox.epoch_batches.overloads) == before
+
+
+def test_minibatch_block_fills_a_given_array():
+    """``out`` (reused by the driver block after block) is filled with the same batches and
+    returned; a wrong shape, type or layout is refused."""
+    from fastdyn.drive.optim import minibatch_block
+
+    buf = np.full((12, 64), -1, dtype=np.int64)
+    got = minibatch_block(3, 2, 9, 300, 64, buf[:9])
+    assert np.shares_memory(got, buf)
+    np.testing.assert_array_equal(buf[:9], minibatch_block(3, 2, 9, 300, 64))
+    assert np.all(buf[9:] == -1)
+    for bad in (np.empty((9, 32), np.int64), np.empty((9, 64), np.int32), buf[:9, :].T.copy().T):
+        with pytest.raises(
+            ValueError, match=r"^out: a C-contiguous int64 array of shape \(9, 64\)$"
+        ):
+            minibatch_block(3, 2, 9, 300, 64, bad)

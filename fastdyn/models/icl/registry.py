@@ -13,10 +13,11 @@ import numpy as np
 
 from ...config.schema import ConfigError
 from ...core.device import Device
+from ...problems.philox import EPOCH_BATCHES_ARGS
 from .. import _spec
 from .attn_m import theory as attn_m_theory
 from .config import IclConfig
-from .setup import setup
+from .setup import batch_size, setup
 
 _SUMMARIES = {
     "attn-m": "multi-head linear/softmax attention with merged key-query on in-context regression",
@@ -97,8 +98,10 @@ def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
     """Linear attention on per-sample data (attn-m, attn-s) on the CPU: the fused steps' kernel
     (≈ 3–5 s to compile), first reached after the first step, whose per-sample loss and
     gradient kernels take ≈ 11–13 s: full-batch GD's, or the other optimisers' (minibatches or
-    full batch). Nothing for the other paths: softmax has one phase; the reduced, population
-    and mlp-cubic kernels compile in about a second, less than a second process would save."""
+    full batch); for minibatches, before it, their draw (``problems.philox.epoch_batches``,
+    ≈ 1.3 s, reached at the first step, after the set-up). Nothing for the other paths: softmax
+    has one phase; the reduced, population and mlp-cubic kernels compile in about a second, less
+    than a second process would save."""
     s = cfg.settings
     m, d = s.model, s.data
     if cfg.device != "cpu" or m.name == "mlp-cubic":
@@ -111,7 +114,10 @@ def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
         if prefix_moment_bytes(d.P, d.N, d.D) > PREFIX_BYTES_MAX:
             return ()
     if s.optim.name != "gd":
-        return (("fastdyn.models.icl.attn_m.kernels:lin_last_steps", LIN_STEPS_ARGS),)
+        steps = (("fastdyn.models.icl.attn_m.kernels:lin_last_steps", LIN_STEPS_ARGS),)
+        if batch_size(s) is not None and batch_size(s) < d.P:  # minibatches, drawn from step 0
+            return (("fastdyn.problems.philox:epoch_batches", EPOCH_BATCHES_ARGS), *steps)
+        return steps
     return (("fastdyn.models.icl.attn_m.kernels:lin_last_gd", LIN_GD_ARGS),)
 
 
