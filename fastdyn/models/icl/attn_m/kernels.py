@@ -115,13 +115,36 @@ def pack_prefixes(tokens, labels, scale_n, SpT, XT, y):
 def contract_M(r, B, Msym):
     """Msym[p, c] = M_abc + M_bac (a < b) or M_aac (a = b), M_abc = Σ_i r_ia B_ibc: each entry
     sums head i's terms in head order (r_ia B_ibc, then r_ib B_iac), the heads in the outer loop
-    and c innermost, so the independent entries' sums overlap."""
+    and c innermost, so the independent entries' sums overlap. Four heads a pass (the same
+    additions in the same order, a quarter of the short loops over c: 335 -> 232 ns at Fig. 1's
+    sizes), then the rest one by one."""
     H, D1 = r.shape
     D = B.shape[2]
     for p in range(Msym.shape[0]):
         for c in range(D):
             Msym[p, c] = 0.0
-    for i in range(H):
+    i = 0
+    while i + 4 <= H:
+        B0, B1, B2, B3 = B[i], B[i + 1], B[i + 2], B[i + 3]
+        p = 0
+        for a in range(D1):
+            ra0, ra1, ra2, ra3 = r[i, a], r[i + 1, a], r[i + 2, a], r[i + 3, a]
+            for c in range(D):  # b = a
+                m = Msym[p, c] + ra0 * B0[a, c]
+                m = m + ra1 * B1[a, c]
+                m = m + ra2 * B2[a, c]
+                Msym[p, c] = m + ra3 * B3[a, c]
+            p += 1
+            for b in range(a + 1, D1):
+                rb0, rb1, rb2, rb3 = r[i, b], r[i + 1, b], r[i + 2, b], r[i + 3, b]
+                for c in range(D):
+                    m = (Msym[p, c] + ra0 * B0[b, c]) + rb0 * B0[a, c]
+                    m = (m + ra1 * B1[b, c]) + rb1 * B1[a, c]
+                    m = (m + ra2 * B2[b, c]) + rb2 * B2[a, c]
+                    Msym[p, c] = (m + ra3 * B3[b, c]) + rb3 * B3[a, c]
+                p += 1
+        i += 4
+    while i < H:
         p = 0
         for a in range(D1):
             ra = r[i, a]
@@ -134,6 +157,7 @@ def contract_M(r, B, Msym):
                     for c in range(D):
                         Msym[p, c] = Msym[p, c] + ra * B[i, b, c]
                 p += 1
+        i += 1
 
 
 #: lanes of the last-token kernel's sums over samples: sample k of a block (counted from the block's
@@ -444,16 +468,26 @@ def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, ar):
 def _weighted_rows_all(W, M, out):
     """out[p, :] = Σ_j W[p, j] M[j, :], j in order, for every row p at once: each step j updates
     every row's sums side by side, so a sum's next term does not wait for its last one (each
-    row the same sum as :func:`_weighted_rows` of W[p])."""
+    row the same sum as :func:`_weighted_rows` of W[p]). Four steps j a pass (the same additions
+    in the same order, a quarter of the short loops over k), then the rest one by one."""
     n = M.shape[1]
     for p in range(W.shape[0]):
         for k in range(n):
             out[p, k] = 0.0
-    for j in range(M.shape[0]):
+    j = 0
+    while j + 4 <= M.shape[0]:
+        M0, M1, M2, M3 = M[j], M[j + 1], M[j + 2], M[j + 3]
+        for p in range(W.shape[0]):
+            w0, w1, w2, w3 = W[p, j], W[p, j + 1], W[p, j + 2], W[p, j + 3]
+            for k in range(n):
+                out[p, k] = (((out[p, k] + w0 * M0[k]) + w1 * M1[k]) + w2 * M2[k]) + w3 * M3[k]
+        j += 4
+    while j < M.shape[0]:
         for p in range(W.shape[0]):
             wj = W[p, j]
             for k in range(n):
                 out[p, k] = out[p, k] + wj * M[j, k]
+        j += 1
 
 
 @njit(**dict(SERIAL, inline="always", cache=False))
