@@ -115,13 +115,36 @@ def pack_prefixes(tokens, labels, scale_n, SpT, XT, y):
 def contract_M(r, B, Msym):
     """Msym[p, c] = M_abc + M_bac (a < b) or M_aac (a = b), M_abc = Σ_i r_ia B_ibc: each entry
     sums head i's terms in head order (r_ia B_ibc, then r_ib B_iac), the heads in the outer loop
-    and c innermost, so the independent entries' sums overlap."""
+    and c innermost, so the independent entries' sums overlap. Four heads a pass (the same
+    additions in the same order, a quarter of the short loops over c: 335 -> 232 ns at Fig. 1's
+    sizes), then the rest one by one."""
     H, D1 = r.shape
     D = B.shape[2]
     for p in range(Msym.shape[0]):
         for c in range(D):
             Msym[p, c] = 0.0
-    for i in range(H):
+    i = 0
+    while i + 4 <= H:
+        B0, B1, B2, B3 = B[i], B[i + 1], B[i + 2], B[i + 3]
+        p = 0
+        for a in range(D1):
+            ra0, ra1, ra2, ra3 = r[i, a], r[i + 1, a], r[i + 2, a], r[i + 3, a]
+            for c in range(D):  # b = a
+                m = Msym[p, c] + ra0 * B0[a, c]
+                m = m + ra1 * B1[a, c]
+                m = m + ra2 * B2[a, c]
+                Msym[p, c] = m + ra3 * B3[a, c]
+            p += 1
+            for b in range(a + 1, D1):
+                rb0, rb1, rb2, rb3 = r[i, b], r[i + 1, b], r[i + 2, b], r[i + 3, b]
+                for c in range(D):
+                    m = (Msym[p, c] + ra0 * B0[b, c]) + rb0 * B0[a, c]
+                    m = (m + ra1 * B1[b, c]) + rb1 * B1[a, c]
+                    m = (m + ra2 * B2[b, c]) + rb2 * B2[a, c]
+                    Msym[p, c] = (m + ra3 * B3[b, c]) + rb3 * B3[a, c]
+                p += 1
+        i += 4
+    while i < H:
         p = 0
         for a in range(D1):
             ra = r[i, a]
@@ -134,6 +157,7 @@ def contract_M(r, B, Msym):
                     for c in range(D):
                         Msym[p, c] = Msym[p, c] + ra * B[i, b, c]
                 p += 1
+        i += 1
 
 
 #: lanes of the last-token kernel's sums over samples: sample k of a block (counted from the block's
@@ -405,14 +429,17 @@ def heads_from_T(r, B, Tp, coef, dr, dB):
     over independent entries (heads for dr, (b, c) for dB) and vectorises."""
     H, D1 = r.shape
     K = D1 * B.shape[2]
-    _heads_from_T(r, B, Tp, coef, dr, dB, np.empty((D1, K)), np.empty((K, H)), np.empty(H * K))
+    T, Bt, ar = np.empty((D1, K)), np.empty((K, H)), np.empty((D1, H))
+    _heads_from_T(r, B, Tp, coef, dr, dB.reshape((H, K)), T, Bt, ar)
 
 
 @njit(**SERIAL)
-def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, acc):
-    """:func:`heads_from_T` with its scratch: T (D1, D1·D), Bt (D1·D, H), acc (H·D1·D)."""
+def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, ar):
+    """:func:`heads_from_T` with dB as (H, D1·D) (dB[i, b·D + c] = dB_ibc) and its scratch:
+    T (D1, D1·D), Bt (D1·D, H), ar (D1, H). dB holds the sums, then is scaled in place."""
     H, D1 = r.shape
     D = B.shape[2]
+    K = D1 * D
     p = 0  # T[a, b·D + c] = T_abc
     for a in range(D1):
         for b in range(a, D1):
@@ -427,34 +454,40 @@ def _heads_from_T(r, B, Tp, coef, dr, dB, T, Bt, acc):
     # dr[i, a] = coef Σ_k T[a, k] Bt[k, i], k in order; dB[i, b, c] = coef Σ_a r[i, a] T[a, b·D + c],
     # a in order (:func:`_weighted_rows_all`: the same bits as one row of sums after another;
     # Fig. 1 sizes: heads_from_T 725 -> 523 ns, a fused GD epoch ≈ 3 % faster)
-    K = D1 * D
-    ar = acc[: D1 * H].reshape((D1, H))
     _weighted_rows_all(T, Bt, ar)
     for a in range(D1):
         for i in range(H):
             dr[i, a] = coef * ar[a, i]
-    aB = acc[: H * K].reshape((H, K))
-    _weighted_rows_all(r, T, aB)
+    _weighted_rows_all(r, T, dB)
     for i in range(H):
-        for b in range(D1):
-            for c in range(D):
-                dB[i, b, c] = coef * aB[i, b * D + c]
+        for k in range(K):
+            dB[i, k] = coef * dB[i, k]
 
 
 @njit(**dict(SERIAL, inline="always", cache=False))
 def _weighted_rows_all(W, M, out):
     """out[p, :] = Σ_j W[p, j] M[j, :], j in order, for every row p at once: each step j updates
     every row's sums side by side, so a sum's next term does not wait for its last one (each
-    row the same sum as :func:`_weighted_rows` of W[p])."""
+    row the same sum as :func:`_weighted_rows` of W[p]). Four steps j a pass (the same additions
+    in the same order, a quarter of the short loops over k), then the rest one by one."""
     n = M.shape[1]
     for p in range(W.shape[0]):
         for k in range(n):
             out[p, k] = 0.0
-    for j in range(M.shape[0]):
+    j = 0
+    while j + 4 <= M.shape[0]:
+        M0, M1, M2, M3 = M[j], M[j + 1], M[j + 2], M[j + 3]
+        for p in range(W.shape[0]):
+            w0, w1, w2, w3 = W[p, j], W[p, j + 1], W[p, j + 2], W[p, j + 3]
+            for k in range(n):
+                out[p, k] = (((out[p, k] + w0 * M0[k]) + w1 * M1[k]) + w2 * M2[k]) + w3 * M3[k]
+        j += 4
+    while j < M.shape[0]:
         for p in range(W.shape[0]):
             wj = W[p, j]
             for k in range(n):
                 out[p, k] = out[p, k] + wj * M[j, k]
+        j += 1
 
 
 @njit(**dict(SERIAL, inline="always", cache=False))
@@ -505,75 +538,81 @@ def kq_grads(Kw, Q, dB, gK, gQ):
 
 
 @njit(**dict(SERIAL, inline="always", cache=False))
-def _lin_scratch(H, R, D, n_params, n_rows):
-    """The scratch of :func:`_lin_last_grad` for ``n_rows`` rows a step: (Msym, partials, tot, u,
-    Tu, Bt, acc, dr, dB, Bs, gKQ, grad). It and :func:`_lin_last_grad` are inlined into the fused
+def _lin_scratch(theta, H, R, D, n_rows):
+    """The views of θ and the gradient and the scratch of :func:`_lin_last_grad` for ``n_rows``
+    rows a step: (r, B, Kw, Q, m, Msym, partials, tot, u, Tu, Bt, ar, gr, gB, dB, gK, gQ, grad).
+    r, B (ATTN_M) or r, Kw, Q (ATTN_S) are views of θ, updated in place by the steps; Msym is
+    m's (NP, D) view; gr (H, D+1) is ∂L/∂r in ``grad``, and gB (H, (D+1)·D) ∂L/∂B: ATTN_M's in
+    ``grad``, ATTN_S's beside it (dB its (H, D+1, D) view), whose K and Q gradients gK, gQ are in
+    ``grad``. Every view is made once a call (a reshape costs ≈ 15 ns, a twentieth of a Fig. 1
+    epoch for the five a step took). It and :func:`_lin_last_grad` are inlined into the fused
     kernels at the numba IR level: as functions of their own they added ≈ 2 s to a cold compile
     of each kernel (4.5 s against 2.6 s for :func:`lin_last_gd`)."""
     D1 = D + 1
     NP = D1 * (D1 + 1) // 2
+    K = D1 * D
+    nr = H * D1
+    nK = H * R * D1
+    grad = np.empty(theta.shape[0])
+    r = theta[:nr].reshape((H, D1))
+    if R == 0:
+        B = theta[nr:].reshape((H, D1, D))
+        Kw = np.empty((H, 0, D1))
+        Q = np.empty((H, 0, D))
+        gB = grad[nr:].reshape((H, K))
+    else:
+        B = np.empty((H, D1, D))  # from K and Q
+        Kw = theta[nr : nr + nK].reshape((H, R, D1))
+        Q = theta[nr + nK :].reshape((H, R, D))
+        gB = np.empty((H, K))
+    m = np.empty(NP * D)
     return (
-        np.empty((NP, D)),
+        r,
+        B,
+        Kw,
+        Q,
+        m,
+        m.reshape((NP, D)),
         np.empty(((n_rows + BLOCK - 1) // BLOCK, 1 + NP * D)),
         np.empty(1 + NP * D),
         np.empty(NP * D),
-        np.empty((D1, D1 * D)),
-        np.empty((D1 * D, H)),
-        np.empty(H * D1 * D),
-        np.empty((H, D1)),
-        np.empty((H, D1, D)),
-        np.empty((H, D1, D)),  # ATTN_S: B from K and Q
-        np.empty(H * R * D1 + H * R * D),  # ATTN_S: the gradient of K, then of Q
-        np.empty(n_params),
+        np.empty((D1, K)),
+        np.empty((K, H)),
+        np.empty((D1, H)),
+        grad[:nr].reshape((H, D1)),
+        gB,
+        gB.reshape((H, D1, D)),
+        grad[nr : nr + nK].reshape((H, R, D1)),
+        grad[nr + nK :].reshape((H, R, D)) if R > 0 else np.empty((H, 0, D)),
+        grad,
     )
 
 
 @njit(**dict(SERIAL, inline="always", cache=False))
-def _lin_last_grad(theta, H, R, D, rows, full, SpT, xqT, yq, inv_rho, G, yphi, y2, scratch):
+def _lin_last_grad(H, R, D, rows, full, SpT, xqT, yq, inv_rho, G, yphi, y2, scratch):
     """L(θ) over ``rows`` (returned) and ∂L/∂θ into ``scratch[-1]`` (unmasked), the operations of
-    :func:`linear_loss_and_grad` and the model's ``_heads``/``_head_grads`` in their order.
+    :func:`linear_loss_and_grad` and the model's ``_heads``/``_head_grads`` in their order, θ
+    read and the gradient written through the views in ``scratch`` (:func:`_lin_scratch`).
     θ = [r (H, D+1), B (H, D+1, D)] (ATTN_M, R = 0) or [r, K (H, R, D+1), Q (H, R, D)] (ATTN_S of
     rank R: B by :func:`kq_product`, the gradient of K and Q by :func:`kq_grads`). With the set's
     moments (G, yphi = b, y2; G of shape (0, 0) for none) the totals come from
     :func:`lin_moments`, from the rows where that loss is below ``MOMENT_FLOOR`` · y2."""
-    Msym, partials, tot, u, Tu, Bt, acc, dr, dB, Bs, gKQ, grad = scratch
-    D1 = D + 1
-    nr = H * D1
-    nK = H * R * D1
-    r = theta[:nr].reshape((H, D1))
-    if R == 0:
-        B = theta[nr:].reshape((H, D1, D))
-    else:
-        Kw = theta[nr : nr + nK].reshape((H, R, D1))
-        Q = theta[nr + nK :].reshape((H, R, D))
-        kq_product(Kw, Q, Bs)
-        B = Bs
+    r, B, Kw, Q, m, Msym, partials, tot, u, Tu, Bt, ar, gr, gB, dB, gK, gQ, grad = scratch
+    if R > 0:
+        kq_product(Kw, Q, B)
     contract_M(r, B, Msym)
     by_rows = True
     if G.shape[0] > 0:
-        lin_moments(G, yphi, y2, inv_rho, Msym, u, tot)
+        lin_moments(G, yphi, y2, inv_rho, m, u, tot)
         by_rows = tot[0] < MOMENT_FLOOR * y2  # near an exact fit: the rows, as per call
     if by_rows:
         lin_last(rows, SpT, xqT, yq, inv_rho, Msym, full, partials)
         tot[:] = 0.0
         accumulate_blocks(tot, partials)
     nterm = rows.shape[0]
-    _heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB, Tu, Bt, acc)
-    q = 0
-    for i in range(H):
-        for a in range(D1):
-            grad[q] = dr[i, a]
-            q += 1
-    if R == 0:
-        for i in range(H):
-            for b in range(D1):
-                for c in range(D):
-                    grad[q] = dB[i, b, c]
-                    q += 1
-    else:
-        kq_grads(Kw, Q, dB, gKQ[:nK].reshape((H, R, D1)), gKQ[nK:].reshape((H, R, D)))
-        for j in range(gKQ.shape[0]):
-            grad[q + j] = gKQ[j]
+    _heads_from_T(r, B, tot[1:], -2.0 / nterm, gr, gB, Tu, Bt, ar)
+    if R > 0:
+        kq_grads(Kw, Q, dB, gK, gQ)
     return tot[0] / nterm
 
 
@@ -593,13 +632,13 @@ def lin_last_gd(
     With the set's moments (G, yphi = b, y2; G of shape (0, 0) for none) a step's totals come from
     :func:`lin_moments`, as in :func:`linear_loss_and_grad`, from the rows where that loss is
     below ``MOMENT_FLOOR`` · y2."""
-    scratch = _lin_scratch(H, R, D, theta.shape[0], idx.shape[0])
+    scratch = _lin_scratch(theta, H, R, D, idx.shape[0])
     grad = scratch[-1]
     full = (
         idx.shape[0] == yq.shape[0]
     )  # True; a computed flag: the literal would compile lin_last anew
     for s in range(losses.shape[0]):
-        L = _lin_last_grad(theta, H, R, D, idx, full, SpT, xqT, yq, inv_rho, G, yphi, y2, scratch)
+        L = _lin_last_grad(H, R, D, idx, full, SpT, xqT, yq, inv_rho, G, yphi, y2, scratch)
         if not masked_gd_step(theta, grad, maskf, L, limit, lr):
             return s
         losses[s] = L
@@ -629,14 +668,14 @@ def lin_last_steps(
     full = batches.shape[0] == 0  # a computed flag: the literal would compile lin_last anew
     nb = batches.shape[1]
     rows = np.arange(yq.shape[0]) if full else np.empty(nb * n_prefix, dtype=np.int64)
-    scratch = _lin_scratch(H, R, D, theta.shape[0], rows.shape[0])
+    scratch = _lin_scratch(theta, H, R, D, rows.shape[0])
     grad = scratch[-1]
     for s in range(losses.shape[0]):
         if not full:
             for j in range(n_prefix):
                 for k in range(nb):
                     rows[j * nb + k] = j * P + batches[s, k]
-        L = _lin_last_grad(theta, H, R, D, rows, full, SpT, xqT, yq, inv_rho, G, yphi, y2, scratch)
+        L = _lin_last_grad(H, R, D, rows, full, SpT, xqT, yq, inv_rho, G, yphi, y2, scratch)
         if not checked_update(rule, theta, grad, maskf, L, limit, hyper, buf, m, v, step):
             return s
         losses[s] = L
@@ -676,7 +715,7 @@ def linear_loss_and_grad(
         moments = full_moments(prep) if full else None
         if moments is not None:
             tot = np.empty(1 + NP * D)
-            lin_moments(*moments, prep.inv_rho, Msym, np.empty(NP * D), tot)
+            lin_moments(*moments, prep.inv_rho, Msym.ravel(), np.empty(NP * D), tot)
             if not tot[0] < MOMENT_FLOOR * moments[2]:  # else: near an exact fit, by the rows
                 heads_from_T(r, B, tot[1:], -2.0 / nterm, dr, dB)
                 return float(tot[0] / nterm)
@@ -1019,14 +1058,13 @@ def data_moments(SpT, xqT, yq, G, b):
 
 
 @njit(**SERIAL)
-def lin_moments(G, b, y2, inv_rho, Msym, u, tot):
+def lin_moments(G, b, y2, inv_rho, m, u, tot):
     """tot = [Σ δ², T_pc (packed, p-major)] of the full set from its moments (see above), the
     totals :func:`lin_last`'s partials add up to: u = Gm (columns of G in order, vectorised),
-    then the two dot products in order. ``u``: scratch of NQ."""
+    then the two dot products in order. ``m``: Msym (:func:`contract_M`) flat, p-major (NQ);
+    ``u``: scratch of NQ."""
     prefer_wide_vectors()  # Gm streams G: 512-bit vectors, 15.6 -> 12.2 µs at NQ = 360
-    NP, D = Msym.shape
-    NQ = NP * D
-    m = Msym.reshape(NQ)
+    NQ = m.shape[0]
     for q in range(NQ):
         u[q] = 0.0
     q2 = 0  # G symmetric: row q2 is column q2; four columns a pass, added in column order
