@@ -108,8 +108,8 @@ def test_an_installed_plug_in_is_warmed_at_its_defaults_and_listed():
 
 def test_declared_kernels_come_from_the_models_of_the_plan():
     """The pairs compiled beside the runs are those the planned runs' models declare: MSFR's
-    closed form, and the two integrator kernels (dopri5's, the lane kernel of rk4 and gd) and
-    tracked tasks' closed-form f its run compiles itself meanwhile; attn-m's fused GD steps and fused minibatch steps; for an installed plug-in
+    closed form and tracked tasks' closed-form f, and the two integrator kernels (dopri5's, the
+    lane kernel of rk4 and gd) its run compiles itself meanwhile; attn-m's fused GD steps, the minibatches' draw and the fused minibatch steps; for an installed plug-in
     on the generic solver, the
     integrator the driver builds from its functions; each pair once."""
     msfr = warmup.precompiles(warmup.plan(("msfr",)))
@@ -120,6 +120,7 @@ def test_declared_kernels_come_from_the_models_of_the_plan():
     other = warmup.precompiles(warmup.plan(("attn-m", "logistic")))
     assert [k for k, _ in other] == [
         "fastdyn.models.icl.attn_m.kernels:lin_last_gd",
+        "fastdyn.problems.philox:epoch_batches",
         "fastdyn.models.icl.attn_m.kernels:lin_last_steps",
         "fastdyn.drive.integrate_soa:rk4[fastdyn_logistic.kernels:rhs,"
         "fastdyn_logistic.kernels:observe,fastdyn_logistic.kernels:loss]",

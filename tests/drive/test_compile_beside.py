@@ -145,16 +145,17 @@ def _declaring_runs() -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
 def test_declared_pairs_name_dispatchers_and_parse():
     """Every pair a built-in model declares, for any run ``fastdyn warmup`` plans, names a
     cached ``@njit`` dispatcher and as many argument types as its Python function takes; MSFR
-    declares its closed form (its integrator kernels and tracked tasks' f it compiles itself,
-    ``warmup.compile_here``, with the same kind of pairs), attn-m and attn-s
-    their fused GD and minibatch steps, msfr-attn its training kernels (and MSFR's gd lane
+    declares its closed form and tracked tasks' f (and its integrator kernels, which its run
+    compiles itself, ``warmup.compile_here``, with the same kind of pairs), attn-m and attn-s
+    their fused GD and minibatch steps and the minibatches' draw, msfr-attn its training kernels (and MSFR's gd lane
     kernel of its comparison), msfr-h (the driver, for it) the generic rk4 kernel built from its
     functions."""
     pairs = _declaring_runs()
     names = {k.split("[")[0].rsplit(":", 1)[1] for k, _ in pairs}
     assert names == {
         "_loss_partials_kernel", "dopri5_kernel", "lanes_kernel", "_f_curves_kernel",
-        "lin_last_gd", "lin_last_steps", "_sparse_pass1", "_sparse_pass2", "_dense_kernel", "rk4",
+        "lin_last_gd", "epoch_batches", "lin_last_steps", "_sparse_pass1", "_sparse_pass2",
+        "_dense_kernel", "rk4",
     }  # fmt: skip
     for kernel, sig in pairs:
         d = pc.kernel(kernel)
@@ -186,16 +187,16 @@ def test_one_phase_declares_nothing(sets):
 
 def test_explicit_times_and_integrators_declare_their_kernel():
     """The pairs do not depend on the run's sizes: an explicit time grid declares the closed
-    form beside and dopri5's kernel here too (the small run it replaces could not shrink one);
-    rk4 and gd the lane kernel here; every level the one closed-form kernel."""
+    form and the tracked tasks' f beside, and dopri5's kernel here too (the small run it replaces
+    could not shrink one); rk4 and gd the lane kernel here; every level the one closed-form
+    kernel."""
     warm = get_model("msfr").warmup
     cfg = load_config(presets.resolve("quickstart"), ['time.grid="explicit"', "time.times=[1.0, 2.0]"])  # fmt: skip
     f_curves = "fastdyn.models.msfr.theory:_f_curves_kernel"
-    closed_form = ["fastdyn.models.msfr.theory:_loss_partials_kernel"]
+    closed_form = ["fastdyn.models.msfr.theory:_loss_partials_kernel", f_curves]
     assert [k for k, _ in warm.precompile(cfg)] == closed_form
     assert [k for k, _ in warm.compile_here(cfg)] == [
-        "fastdyn.models.msfr.integrate_kernels:dopri5_kernel",
-        f_curves,
+        "fastdyn.models.msfr.integrate_kernels:dopri5_kernel"
     ]
     for sets in (
         ['solver.integrator="rk4"', 'theory.level="leading"'],
@@ -204,8 +205,7 @@ def test_explicit_times_and_integrators_declare_their_kernel():
         cfg = load_config(presets.resolve("quickstart"), [*sets, "time.t_max=1"])
         assert [k for k, _ in warm.precompile(cfg)] == closed_form
         assert [k for k, _ in warm.compile_here(cfg)] == [
-            "fastdyn.models.msfr.integrate_kernels:lanes_kernel",
-            f_curves,
+            "fastdyn.models.msfr.integrate_kernels:lanes_kernel"
         ]
 
 

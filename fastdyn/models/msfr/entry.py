@@ -58,25 +58,28 @@ def _two_phases(cfg: Any) -> bool:
 
 
 def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
-    """The closed form's kernel (one signature for every level: ≈ 10 s to compile, the larger
-    half of a first run's compiling), compiled in the second process while the run compiles
-    :func:`compile_here`'s; nothing for a run with one phase (no closed form, or no integrator),
-    or on the generic solver (``solver.fast_path`` false)."""
+    """The closed form's kernel (one signature for every level; ≈ 12 s to compile alone, the
+    larger part of a first run's compiling), then the tracked tasks' closed-form f (≈ 0.6 s after
+    it: they share their callees), compiled in the second process while the run compiles
+    :func:`compile_here`'s; nothing for a run with one phase (no closed form, or no
+    integrator), or on the generic solver (``solver.fast_path`` false)."""
     if not _two_phases(cfg):
         return ()
-    return ((f"{_THEORY}:_loss_partials_kernel", PARTIALS_ARGS),)
+    return (
+        (f"{_THEORY}:_loss_partials_kernel", PARTIALS_ARGS),
+        (f"{_THEORY}:_f_curves_kernel", F_CURVES_ARGS),
+    )
 
 
 def compile_here(cfg: Any) -> tuple[tuple[str, str], ...]:
-    """The integrator's kernel (dopri5's, or the lane kernel of rk4 and gd: ≈ 6.5 s to compile)
-    and the tracked tasks' closed-form f (≈ 0.6 s), compiled by the run itself after its set-up
-    (task table and checks, ≈ 3 s) while the second process compiles the closed form."""
+    """The integrator's kernel (dopri5's, or the lane kernel of rk4 and gd: ≈ 7 s to compile),
+    compiled by the run itself after its set-up (task table and checks, ≈ 3–4 s with the
+    interpreter's start) while the second process compiles the closed form."""
     if not _two_phases(cfg):
         return ()
-    f_curves = (f"{_THEORY}:_f_curves_kernel", F_CURVES_ARGS)
     if cfg.solver.integrator == "dopri5":
-        return ((f"{_KERNELS}:dopri5_kernel", DOPRI5_ARGS), f_curves)
-    return ((f"{_KERNELS}:lanes_kernel", LANES_ARGS), f_curves)
+        return ((f"{_KERNELS}:dopri5_kernel", DOPRI5_ARGS),)
+    return ((f"{_KERNELS}:lanes_kernel", LANES_ARGS),)
 
 
 #: ``fastdyn warmup``: runs that reach the integrators, closed forms and paths the presets do not
