@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 #: the cases in two halves, each run in its own subprocess at the same time (2 cores), of about
-#: equal time under the simulator (65–69 s each on the 2-core AMD EPYC; the dopri5 cases alone
-#: take 55 s)
+#: equal time under the simulator (≈ 45 and ≈ 49 s of CPU on the 2-core AMD EPYC; the dopri5
+#: cases take 35 s of the first)
 HALVES = ("closed_form or dopri5 or icl_loss", "not (closed_form or dopri5 or icl_loss)")
 
 
