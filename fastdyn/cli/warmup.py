@@ -13,12 +13,12 @@ itself (the same code a user's run goes through), into a temporary folder, in a 
 started with ``NUMBA_CACHE_DIR=D`` (numba reads it when it is imported).
 
 The kernels declared with their argument types for each run (its model's ``warmup.precompile``:
-e.g. an integrator reached after a closed form, a trained model's fused steps; for an ODE model
-on the generic solver, the integrator built from its maths, which the driver declares itself)
-are compiled from those declarations in a second process (:mod:`fastdyn._precompile`) beside the
-run that reaches them, while that run compiles the rest, as a first ``fastdyn simulate`` does
-(:mod:`fastdyn.drive.compile_beside`); ``--list`` prints them. The small runs remain for every
-other kernel (the closed forms, set-ups and first steps).
+e.g. MSFR's closed form, a trained model's fused steps; for an ODE model on the generic solver,
+the integrator built from its maths, which the driver declares itself) are compiled from those
+declarations in a second process (:mod:`fastdyn._precompile`) beside the run that reaches them,
+while that run compiles the rest (with ``warmup.compile_here``'s first), as a first ``fastdyn
+simulate`` does (:mod:`fastdyn.drive.compile_beside`); ``--list`` prints both kinds. The small
+runs remain for every other kernel (set-ups, first steps, the paths nothing declares).
 """
 
 from __future__ import annotations

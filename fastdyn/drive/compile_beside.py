@@ -1,9 +1,10 @@
-"""④ A run's first start on an empty numba cache: its last-reached kernels compile in a second process.
+"""④ A run's first start on an empty numba cache: some of its kernels compile in a second process.
 
 numba compiles one kernel at a time per process (its compiler lock), and a first run spends most
-of its time compiling: the quickstart preset compiles its closed form (≈ 12 s), then its integrator
-(≈ 7 s), while the second core idles. A model names the kernels a run reaches last, with the
-argument types the run passes them (``ModelEntry.warmup.precompile(cfg)``: (kernel, signature)
+of its time compiling: in one process the quickstart preset compiles its closed form (≈ 12 s),
+then its integrator (≈ 8 s), while the second core idles. A model names kernels of a run (the
+ones it reaches last, unless it also names ``compile_here``'s, below), with the argument types
+the run passes them (``ModelEntry.warmup.precompile(cfg)``: (kernel, signature)
 pairs, :mod:`fastdyn._precompile`); the ODE driver derives them itself for a model on the generic
 solver, whose integrator is built from the model's functions (``OdeJob.precompile``,
 :func:`fastdyn.drive.ode_maths.precompile`). :func:`start` (the model's pairs, before its set-up)
@@ -43,11 +44,16 @@ WAIT_S = 300.0
 
 class Beside:
     """The second process, and the pairs this process compiles itself meanwhile (``here``:
-    the model's ``warmup.compile_here``, those not in numba's cache yet)."""
+    the model's ``warmup.compile_here``, those not in numba's cache yet; ``first``: the model
+    gave such pairs, so the second process compiles kernels reached first, and the driver waits
+    for it before its first kernel call even where every ``here`` pair was cached)."""
 
-    def __init__(self, proc: subprocess.Popen, here: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(
+        self, proc: subprocess.Popen, here: tuple[tuple[str, str], ...] = (), first: bool = False
+    ) -> None:
         self.proc = proc
         self.here = here
+        self.first = first
 
     def compile_here(self) -> None:
         """Compile the ``here`` pairs in this process (once; a pair that fails is left to the
@@ -58,7 +64,7 @@ class Beside:
         for name, sig in here:
             try:
                 compile_pair(name, sig)
-            except (ImportError, ValueError):
+            except Exception:  # noqa: BLE001 — numba's typing errors included: the call says
                 pass
 
     def wait(self, stop: Any = None) -> bool:
@@ -122,6 +128,7 @@ def start(entry: Any, cfg: Any, device: Device) -> Beside | None:
     if beside is not None and here:
         from .._precompile import pending
 
+        beside.first = True
         try:
             beside.here = tuple(pending(here))
         except (ImportError, ValueError):

@@ -267,12 +267,13 @@ def _run(stop: StopSignals, request: RunRequest, job: OdeJob, beside: Any, t_wal
         nonlocal t_kernel
         if not request.resume:
             checkpoint(0)
-        if beside is not None and beside.here:  # the first kernels compile beside, these here
-            bar.phase("compiling kernels", 0, 1)
-            beside.compile_here()
-            bar.phase("compiling kernels (second process)", 0, 1)
-            beside.wait(stop)
-            bar.phase(None)
+        if beside is not None and beside.first:  # the first kernels compile beside, these here
+            if not stop.requested:
+                bar.phase("compiling kernels", 0, 1)
+                beside.compile_here()
+                bar.phase("compiling kernels (second process)", 0, 1)
+                beside.wait(stop)
+                bar.phase(None)
             if stop.requested:
                 raise Ended(stop.status(f"before output time {a0 + 1}", output))
         t0 = _time.time()

@@ -182,9 +182,10 @@ class WarmupHooks:
 
     - ``sizes``: ``--set`` overrides that shrink any preset of the model to a few steps;
     - ``variants``: (label, preset, overrides) runs that reach the kernels its presets do not.
-    - ``precompile(cfg)``: the kernels a run of ``cfg`` reaches last (an integrator after its
-      closed form; a trained model's kernels of the steps after the first, which the driver
-      waits for before the first optimiser update), as (kernel, signature) pairs: an
+    - ``precompile(cfg)``: kernels of a run of ``cfg`` for a second process: those it reaches
+      last (a trained model's kernels of the steps after the first, which the driver waits for
+      before the first optimiser update), or, with ``compile_here``, those it reaches first
+      (MSFR's closed form), as (kernel, signature) pairs: an
       ``@njit(cache=True)`` dispatcher or its dotted name ``"package.module:name"``, and numba's
       text of the argument types the run passes it, ``"(float64[::1], int64, …)"``
       (:mod:`fastdyn._precompile`). On a cold cache ``fastdyn simulate`` compiles them in a
@@ -195,7 +196,8 @@ class WarmupHooks:
       second process compiles ``precompile``'s; with them the ODE driver waits for the second
       process before its first kernel call (after the set-up), so ``precompile`` may name the
       kernels reached first (MSFR: the closed form beside, the integrator here, two halves of
-      about equal compile time). None or empty: ``precompile`` names the kernels reached last.
+      about equal compile time). None or empty (for that config): ``precompile`` names the
+      kernels reached last.
     """
 
     sizes: tuple[str, ...] = ()

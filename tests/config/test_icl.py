@@ -146,6 +146,14 @@ def test_settings_are_the_configs_run():
             ["optim.batch_size=5", "data.P=10"],
             lambda: ICLSettings(data=DataSettings(P=10), optim=OptimSettings(batch_size=5)),
         ),
+        (  # minibatches of the reduced model (its moments: always the full batch): refused
+            ["attention.reduced=true", "optim.name=adam", "optim.batch_size=5", "data.P=10"],
+            lambda: ICLSettings(
+                model=ModelSettings(reduced=True),
+                data=DataSettings(P=10),
+                optim=OptimSettings(name="adam", batch_size=5),
+            ),
+        ),
     ],
 )
 def test_python_and_toml_give_the_same_one_line_error(sets, build):

@@ -226,6 +226,7 @@ def test_started_only_where_it_helps(monkeypatch):
     beside = cb.start(entry, cfg, Device.CPU)
     assert launched == [list(entry.warmup.precompile(cfg))]
     assert beside.here == tuple(entry.warmup.compile_here(cfg))  # the run compiles these itself
+    assert beside.first  # and waits for the second process before its first kernel call
     monkeypatch.setenv(cb.ENV, "0")
     assert cb.start(entry, cfg, Device.CPU) is None
     monkeypatch.setenv(cb.ENV, "1")

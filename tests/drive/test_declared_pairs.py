@@ -153,6 +153,7 @@ class _Fake:
     """A second process that is not one: records its waits and closes."""
 
     here = ()  # no kernels for the run to compile itself meanwhile
+    first = False
 
     def __init__(self, log: list) -> None:
         self.log = log
@@ -194,6 +195,7 @@ def test_msfr_compiles_its_integrator_then_waits_before_the_closed_form(tmp_path
 
     class _Here(_Fake):
         here = (("fastdyn.models.msfr.integrate_kernels:dopri5_kernel", "(…)"),)
+        first = True
 
         def compile_here(self) -> None:
             self.log.append("compile here")

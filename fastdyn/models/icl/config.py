@@ -287,6 +287,10 @@ def _check_run(
         raise ConfigError(
             "optim.batch_size: not with optim.name = 'gd' (full-batch gradient descent); use 'sgd', 'adam' or 'adamw' for minibatches, or omit it"
         )
+    if optim.batch_size is not None and model.reduced:
+        raise ConfigError(
+            "optim.batch_size: not with attention.reduced = true (its loss comes from the data's moments, always the full batch); omit it, or set attention.reduced = false"
+        )
     if optim.batch_size is not None and not data.population and optim.batch_size > P:
         raise ConfigError(
             f"optim.batch_size: must be ≤ data.P = {P}{where}, got {optim.batch_size}"

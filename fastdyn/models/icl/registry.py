@@ -115,7 +115,7 @@ def precompile(cfg: Any) -> tuple[tuple[str, str], ...]:
             return ()
     if s.optim.name != "gd":
         steps = (("fastdyn.models.icl.attn_m.kernels:lin_last_steps", LIN_STEPS_ARGS),)
-        if batch_size(s) is not None and batch_size(s) < d.P:  # minibatches, drawn from step 0
+        if batch_size(s) is not None:  # minibatches (a file's P may differ), drawn from step 0
             return (("fastdyn.problems.philox:epoch_batches", EPOCH_BATCHES_ARGS), *steps)
         return steps
     return (("fastdyn.models.icl.attn_m.kernels:lin_last_gd", LIN_GD_ARGS),)
