@@ -13,7 +13,7 @@ itself (the same code a user's run goes through), into a temporary folder, in a 
 started with ``NUMBA_CACHE_DIR=D`` (numba reads it when it is imported).
 
 The kernels declared with their argument types for each run (its model's ``warmup.precompile``:
-e.g. MSFR's closed form, a trained model's fused steps; for an ODE model on the generic solver,
+e.g. a closed form reached first, a trained model's fused steps; for an ODE model on the generic solver,
 the integrator built from its maths, which the driver declares itself) are compiled from those
 declarations in a second process (:mod:`fastdyn._precompile`) beside the run that reaches them,
 while that run compiles the rest (with ``warmup.compile_here``'s first), as a first ``fastdyn

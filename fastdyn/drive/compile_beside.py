@@ -14,8 +14,8 @@ process compiles the rest; the driver calls :meth:`Beside.wait` before the kerne
 (the ODE driver before its first integration step, after the closed form; the trained-model
 driver before the first optimiser update, after the first step's loss, gradient and save), and
 this process then loads them from the cache. A model may also name kernels the run compiles
-itself meanwhile (``warmup.compile_here``: MSFR's integrator, while the second process compiles
-its closed form, the two halves of its first run's compiling); the ODE driver compiles those and
+itself meanwhile (``warmup.compile_here``: e.g. an integrator, while the second process compiles
+the closed form, the two halves of a first run's compiling); the ODE driver compiles those and
 then waits for the second process before its first kernel call. A declared kernel reached before that (a trained
 model's first step after a long set-up) is loaded where the second process has written it by
 then, else compiled here too. The same compiled code either way, so the results are the same
