@@ -412,17 +412,18 @@ def same_environment(recorded: dict[str, Any], env: dict[str, Any]) -> bool:
 
 
 def portable(envs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
-    """The hashes that every recorded environment holding them agrees on, where at least two
-    hold them: what does not depend on the CPU or the libraries (configs, attributes, integer
-    data, and values no vector width or libm changes)."""
+    """The hashes that every recorded environment holds and agrees on (at least two): what does
+    not depend on the CPU or the libraries (configs, attributes, integer data, and values no
+    vector width or libm changes). A hash one environment dropped as stale is not portable:
+    two environments of the same vector width agreeing on it would not show that a third kind
+    of CPU computes the same bits."""
     out: dict[str, dict[str, str]] = {}
-    files = {f for e in envs for f in e["hashes"]}
-    for f in files:
-        keys = {k for e in envs for k in e["hashes"].get(f, {})}
-        for k in keys:
-            seen = [e["hashes"][f][k] for e in envs if k in e["hashes"].get(f, {})]
-            if len(seen) >= 2 and len(set(seen)) == 1:
-                out.setdefault(f, {})[k] = seen[0]
+    if len(envs) < 2:
+        return out
+    for f in set.intersection(*(set(e["hashes"]) for e in envs)):
+        for k, v in envs[0]["hashes"][f].items():
+            if all(e["hashes"][f].get(k) == v for e in envs[1:]):
+                out.setdefault(f, {})[k] = v
     return out
 
 

@@ -7,7 +7,7 @@ time and fastdyn version; the resolved config key by key). tests/golden/hashes.j
 hashes recorded by tests/golden/record.py, one set per recorded environment (CPU and library
 versions: numba compiles for the host's vector width and numpy's libm kernels differ between AVX2
 and AVX-512, so bit-identical hashes only hold on one environment). On a recorded environment every
-hash is compared; on another, the portable ones (equal on every environment that recorded them:
+hash is compared; on another, the portable ones (held and equal on every recorded environment:
 configs, attributes, integer data, CPU-independent values).
 
 A dataset or attribute that differs from its golden hash, or is missing, fails the test. One the
@@ -77,6 +77,24 @@ def test_golden_runs_cover_every_shipped_file() -> None:
     for e in ENVS:  # every environment recorded every run (a stale run is dropped key by key)
         recorded = {k.split("/", 1)[0] for k in e["hashes"]}
         assert recorded == set(_runs.all_names()), "hashes.json and _runs.py list different runs"
+
+
+def test_portable_hashes_are_held_and_equal_everywhere() -> None:
+    """A hash is portable when every environment holds it with the same value: not when one
+    environment dropped it as stale and two others (say both AVX-512) agree on it."""
+
+    def env(**files):
+        return {"recorded": {}, "hashes": files}
+
+    envs = [
+        env(a={"x": "1", "y": "2", "z": "3"}, b={"w": "4"}),
+        env(a={"x": "1", "y": "9", "z": "3"}, b={"w": "4"}),
+        env(a={"x": "1", "z": "3"}),  # y differs elsewhere; b not recorded here
+    ]
+    assert _runs.portable(envs) == {"a": {"x": "1", "z": "3"}}
+    envs[2]["hashes"]["a"].pop("z")  # dropped as stale here: no longer portable
+    assert _runs.portable(envs) == {"a": {"x": "1"}}
+    assert _runs.portable(envs[:1]) == {}
 
 
 def test_golden_hashes(tmp_path) -> None:
